@@ -1,0 +1,110 @@
+// The backward engine: dependency counting, then a ready queue ordered by node creation (newest first).
+#include "autograd/engine.h"
+
+#include <cstring>
+#include <queue>
+#include <unordered_map>
+
+#include "autograd/node.h"
+
+namespace sru::autograd {
+
+namespace {
+
+// out-of-place a + b for gradient buffers (same shape and dtype); keeps engine free of the ops layer.
+Tensor add_buffers(const Tensor& a, const Tensor& b) {
+  check_same_shape(a, b, "gradient accumulation");
+  Tensor sum = a.clone();
+  sum.add_(b);
+  return sum;
+}
+
+struct ByNewest {
+  bool operator()(const Node* x, const Node* y) const { return x->sequence_nr < y->sequence_nr; }
+};
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
+  backward(std::vector<Tensor>{root}, std::vector<Tensor>{grad}, retain_graph);
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
+  SRU_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(), " gradients");
+  NoGradGuard no_grad;
+
+  // Seed gradients, keyed by the node each root flows into.
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::vector<std::shared_ptr<Node>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    SRU_CHECK(root.requires_grad(), "backward: tensor ", root.str(),
+              " does not require grad (no input of the computation was marked requires_grad)");
+    Tensor g = grads[i];
+    if (!g.defined()) {
+      SRU_CHECK(root.numel() == 1, "backward: a gradient must be given for the non-scalar tensor ", root.str());
+      g = Tensor::ones(root.shape(), root.dtype());
+    }
+    check_same_shape(root, g, "backward seed");
+    check_same_dtype(root, g, "backward seed");
+    Edge edge = gradient_edge(root);
+    auto& slots = buffers[edge.fn.get()];
+    slots.resize(edge.fn->outputs.size());
+    slots[edge.input_nr] = slots[edge.input_nr].defined() ? add_buffers(slots[edge.input_nr], g) : g;
+    seeds.push_back(edge.fn);
+  }
+
+  // Count, for every reachable node, how many edges point at it.
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> unique_seeds;
+  std::unordered_map<Node*, bool> seen;
+  for (auto& s : seeds)
+    if (!seen[s.get()]) { seen[s.get()] = true; unique_seeds.push_back(s.get()); }
+  std::vector<Node*> stack = unique_seeds;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& e : node->next_edges) {
+      if (!e.fn) continue;
+      ++dependencies[e.fn.get()];
+      if (!seen[e.fn.get()]) { seen[e.fn.get()] = true; stack.push_back(e.fn.get()); }
+    }
+  }
+
+  std::priority_queue<Node*, std::vector<Node*>, ByNewest> ready;
+  for (Node* s : unique_seeds)
+    if (dependencies[s] == 0) ready.push(s);
+
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    std::vector<Tensor> grad_outputs = std::move(buffers[node]);
+    buffers.erase(node);
+    grad_outputs.resize(node->outputs.size());
+    for (size_t i = 0; i < grad_outputs.size(); ++i)
+      if (!grad_outputs[i].defined())
+        grad_outputs[i] = Tensor::zeros(node->outputs[i].shape, node->outputs[i].dtype, node->outputs[i].device);
+
+    std::vector<Tensor> grad_inputs = node->apply(std::move(grad_outputs));
+    if (!retain_graph) node->release_saved();
+    SRU_CHECK(grad_inputs.empty() || grad_inputs.size() == node->next_edges.size(), node->name(), " returned ",
+              grad_inputs.size(), " gradients for ", node->next_edges.size(), " inputs");
+
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& e = node->next_edges[i];
+      if (!e.fn) continue;
+      if (i < grad_inputs.size() && grad_inputs[i].defined()) {
+        const OutputMeta& meta = e.fn->outputs[e.input_nr];
+        SRU_CHECK(grad_inputs[i].shape() == meta.shape, node->name(), ": gradient for input ", i, " has shape ",
+                  shape_str(grad_inputs[i].shape()), ", expected ", shape_str(meta.shape));
+        auto& slots = buffers[e.fn.get()];
+        slots.resize(e.fn->outputs.size());
+        Tensor& slot = slots[e.input_nr];
+        slot = slot.defined() ? add_buffers(slot, grad_inputs[i]) : grad_inputs[i];
+      }
+      if (--dependencies[e.fn.get()] == 0) ready.push(e.fn.get());
+    }
+  }
+}
+
+}  // namespace sru::autograd

@@ -1,0 +1,91 @@
+// Autograd nodes, gradient mode and the recording helper used by every op.
+#include "autograd/node.h"
+
+#include <atomic>
+
+namespace sru::autograd {
+
+namespace {
+std::atomic<uint64_t> next_sequence_nr{0};
+thread_local bool grad_mode_enabled = true;
+}  // namespace
+
+Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
+
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> pending;
+  for (Edge& e : next_edges)
+    if (e.fn) pending.push_back(std::move(e.fn));
+  while (!pending.empty()) {
+    std::shared_ptr<Node> node = std::move(pending.back());
+    pending.pop_back();
+    // Last owner: take its edges before it dies, so its destructor finds nothing to recurse into.
+    if (node.use_count() == 1)
+      for (Edge& e : node->next_edges)
+        if (e.fn) pending.push_back(std::move(e.fn));
+  }
+}
+
+AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable)) {
+  outputs.push_back({variable_.shape(), variable_.dtype(), variable_.device()});
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
+  Tensor& g = grad_outputs[0];
+  Tensor existing = variable_.grad();
+  if (!existing.defined()) {
+    // The incoming buffer may alias a tensor still used elsewhere in the graph: keep a private copy.
+    variable_.set_grad(g.clone());
+  } else {
+    existing.add_(g);
+  }
+  return {};
+}
+
+std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grad_outputs) {
+  SRU_CHECK(fn_ != nullptr, "backward through ", name_,
+            " a second time: its saved tensors were already freed (pass retain_graph=true to the first backward)");
+  return fn_(grad_outputs);
+}
+
+bool grad_enabled() { return grad_mode_enabled; }
+void set_grad_enabled(bool on) { grad_mode_enabled = on; }
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!grad_mode_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_mode_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  if (t.grad_fn()) return {t.grad_fn(), t.output_nr()};
+  // A leaf: share one accumulator among all graphs built from it while any is alive.
+  std::shared_ptr<Node> acc = t.impl()->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    t.impl()->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn) {
+  auto node = std::make_shared<FunctionNode>(name, std::move(fn));
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    node->outputs.push_back({outputs[i].shape(), outputs[i].dtype(), outputs[i].device()});
+    Tensor out = outputs[i];
+    out.set_history(node, static_cast<int>(i));
+  }
+}
+
+}  // namespace sru::autograd

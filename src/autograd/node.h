@@ -1,0 +1,104 @@
+// Autograd graph nodes. Each differentiable op's result points (grad_fn, output_nr) at a Node whose
+// next_edges lead to the nodes of its inputs; leaves that require grad are reached through an
+// AccumulateGrad node. Saved tensors are detached copies of handles, so no node owns itself, and
+// they are released right after the node runs (unless the caller retains the graph).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sru::autograd {
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> fn;  // null: the input needs no gradient
+  int input_nr = 0;          // which output slot of fn receives the gradient
+};
+
+struct OutputMeta {
+  Shape shape;
+  DType dtype = DType::F32;
+  Device device;
+};
+
+class Node {
+ public:
+  Node();
+  // Frees the chain of nodes this one solely owns iteratively, so destroying a graph thousands of
+  // nodes deep (a long unrolled recurrence) cannot overflow the stack.
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Given a defined gradient for every output (the engine zero-fills outputs no gradient reached),
+  // returns one gradient per next edge; an undefined tensor means "no gradient".
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
+  virtual std::string name() const = 0;
+  virtual void release_saved() {}
+
+  std::vector<Edge> next_edges;
+  std::vector<OutputMeta> outputs;
+  // Creation order: the engine runs later nodes first, which frees activations early.
+  const uint64_t sequence_nr;
+};
+
+// Sums incoming gradients into a leaf tensor's .grad (allocating it the first time).
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(Tensor variable);
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
+  std::string name() const override { return "AccumulateGrad"; }
+
+ private:
+  Tensor variable_;
+};
+
+using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
+
+// A node whose backward is a closure; the closure holds the saved tensors and is destroyed on release.
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
+  std::string name() const override { return name_; }
+  void release_saved() override { fn_ = nullptr; }
+
+ private:
+  std::string name_;
+  BackwardFn fn_;
+};
+
+// ---- gradient mode ----
+bool grad_enabled();
+void set_grad_enabled(bool on);
+
+// Disables graph recording in its scope (evaluation, optimiser updates, backward itself).
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// ---- helpers for op implementations ----
+// True when grad mode is on and any defined input requires grad.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+// The edge through which a gradient for t flows: its grad_fn, or its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& t);
+// Makes `outputs` results of a FunctionNode named `name` over `inputs` with backward `fn`.
+// The closure must capture saved tensors detached (Tensor::detach) and return one gradient per input.
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn);
+
+}  // namespace sru::autograd

@@ -1,0 +1,20 @@
+// What CUDA devices this process can use. Built from device_info.cu when the CUDA backend is compiled
+// and from device_info_none.cpp otherwise; both answer "no device" rather than failing.
+#pragma once
+
+#include <string>
+
+namespace sru::cuda {
+
+// True when this build includes the CUDA backend.
+bool built_with_cuda();
+// Number of usable devices: 0 when the build has no CUDA, when no driver is installed, or when
+// cudaGetDeviceCount fails for any reason (on machines without a GPU it reports a driver/runtime
+// mismatch rather than returning 0).
+int device_count();
+// Why there is no device (the CUDA error string), or an empty string when there is one.
+std::string unavailable_reason();
+// One line per device (name, compute capability, memory) plus runtime, cuBLAS and cuDNN versions.
+std::string describe();
+
+}  // namespace sru::cuda

@@ -1,0 +1,67 @@
+// Element types of tensors (f32, f64 for gradient checks, i32/i64 for indices) and the dispatch macro
+// that instantiates a kernel for the floating types.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace sru {
+
+enum class DType : uint8_t { F32, F64, I32, I64 };
+
+constexpr size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::F64: return 8;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+  }
+  return 0;
+}
+
+constexpr std::string_view dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+  }
+  return "?";
+}
+
+constexpr bool is_floating(DType t) { return t == DType::F32 || t == DType::F64; }
+
+template <typename T> struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
+template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
+template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
+
+}  // namespace sru
+
+// SRU_DISPATCH_FLOATING(dtype, "op", [&]<typename scalar_t>() { ... }) runs the lambda with
+// scalar_t = float or double, and fails with the op's name for any other dtype.
+#define SRU_DISPATCH_FLOATING(DT, OPNAME, ...)                                           \
+  [&] {                                                                                  \
+    switch (DT) {                                                                        \
+      case ::sru::DType::F32: return (__VA_ARGS__).template operator()<float>();         \
+      case ::sru::DType::F64: return (__VA_ARGS__).template operator()<double>();        \
+      default:                                                                           \
+        SRU_FAIL(OPNAME, ": expected a floating tensor (f32 or f64), got ", ::sru::dtype_name(DT)); \
+    }                                                                                    \
+  }()
+
+// SRU_DISPATCH_ALL: as above, for every dtype.
+#define SRU_DISPATCH_ALL(DT, OPNAME, ...)                                                \
+  [&] {                                                                                  \
+    switch (DT) {                                                                        \
+      case ::sru::DType::F32: return (__VA_ARGS__).template operator()<float>();         \
+      case ::sru::DType::F64: return (__VA_ARGS__).template operator()<double>();        \
+      case ::sru::DType::I32: return (__VA_ARGS__).template operator()<int32_t>();       \
+      case ::sru::DType::I64: return (__VA_ARGS__).template operator()<int64_t>();       \
+    }                                                                                    \
+    SRU_FAIL(OPNAME, ": unknown dtype");                                                 \
+  }()

@@ -1,0 +1,288 @@
+// Tensor factories, views, conversions and in-place updates on the CPU.
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <sstream>
+
+#include "core/parallel.h"
+#include "core/philox.h"
+
+namespace sru {
+
+namespace {
+
+std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device device) {
+  for (int64_t s : shape) SRU_CHECK(s >= 0, "negative dimension in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(shape_numel(shape) * dtype_size(dtype), device);
+  impl->shape = shape;
+  impl->dtype = dtype;
+  return impl;
+}
+
+// Writes src[0..n) into dst, converting each element to dst's dtype.
+template <typename S>
+void convert_into(const Tensor& dst, const S* src, int64_t n) {
+  SRU_DISPATCH_ALL(dst.dtype(), "convert", [&]<typename T>() {
+    T* d = dst.data<T>();
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(src[i]);
+  });
+}
+
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return Tensor(make_impl(shape, dtype, device));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  std::memset(t.data_ptr(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+  Tensor t = empty({n}, dtype);
+  SRU_DISPATCH_ALL(dtype, "arange", [&]<typename T>() {
+    T* d = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(i);
+  });
+  return t;
+}
+
+template <typename T>
+Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, DType dtype) {
+  SRU_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
+            " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype);
+  convert_into(t, values.data(), static_cast<int64_t>(values.size()));
+  return t;
+}
+
+Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype, Generator& gen) {
+  Tensor t = empty(shape, dtype);
+  const int64_t n = t.numel();
+  const uint64_t seed = gen.seed(), offset = gen.reserve(n);
+  SRU_DISPATCH_FLOATING(dtype, "uniform", [&]<typename T>() {
+    T* d = t.data<T>();
+    parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const double u = philox::u32_to_unit_float(philox::random_u32(seed, offset, i));
+        d[i] = static_cast<T>(low + (high - low) * u);
+      }
+    });
+  });
+  return t;
+}
+
+Tensor Tensor::randn(const Shape& shape, DType dtype, Generator& gen) {
+  Tensor t = empty(shape, dtype);
+  const int64_t n = t.numel();
+  // Two words per element: Box-Muller on (u1, u2), u1 shifted into (0, 1] so log(u1) is finite.
+  const uint64_t seed = gen.seed(), offset = gen.reserve(2 * static_cast<uint64_t>(n));
+  SRU_DISPATCH_FLOATING(dtype, "randn", [&]<typename T>() {
+    T* d = t.data<T>();
+    parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const double u1 = 1.0 - philox::u32_to_unit_float(philox::random_u32(seed, offset, 2 * i));
+        const double u2 = philox::u32_to_unit_float(philox::random_u32(seed, offset, 2 * i + 1));
+        d[i] = static_cast<T>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+      }
+    });
+  });
+  return t;
+}
+
+int64_t Tensor::size(int d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  return detail::concat("Tensor(", dtype_name(dtype()), ", ", shape_str(shape()),
+                        device().is_cpu() ? "" : ", " + device().str(), ")");
+}
+
+void* Tensor::data_ptr() const {
+  const TensorImpl& t = checked();
+  return static_cast<char*>(t.storage->data()) + t.offset * dtype_size(t.dtype);
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  std::vector<T> out(numel());
+  SRU_DISPATCH_ALL(dtype(), "to_vector", [&]<typename S>() {
+    const S* s = data<S>();
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(s[i]);
+  });
+  return out;
+}
+
+template <typename T>
+T Tensor::item() const {
+  SRU_CHECK(numel() == 1, "item(): tensor ", shape_str(shape()), " has ", numel(), " elements, expected 1");
+  return to_vector<T>()[0];
+}
+
+Tensor Tensor::clone() const {
+  Tensor t = empty(shape(), dtype(), device());
+  std::memcpy(t.data_ptr(), data_ptr(), nbytes());
+  return t;
+}
+
+Tensor Tensor::to(DType target) const {
+  if (target == dtype()) return *this;
+  Tensor t = empty(shape(), target, device());
+  SRU_DISPATCH_ALL(dtype(), "to", [&]<typename S>() { convert_into(t, data<S>(), numel()); });
+  return t;
+}
+
+Tensor Tensor::detach() const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = checked().storage;
+  impl->offset = checked().offset;
+  impl->shape = checked().shape;
+  impl->dtype = checked().dtype;
+  return Tensor(impl);
+}
+
+Tensor Tensor::view(const Shape& new_shape) const {
+  Shape resolved = new_shape;
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < resolved.size(); ++i) {
+    if (resolved[i] == -1) {
+      SRU_CHECK(infer < 0, "view: more than one -1 in shape ", shape_str(new_shape));
+      infer = static_cast<int>(i);
+    } else {
+      SRU_CHECK(resolved[i] >= 0, "view: negative dimension in shape ", shape_str(new_shape));
+      known *= resolved[i];
+    }
+  }
+  if (infer >= 0) {
+    SRU_CHECK(known > 0 && numel() % known == 0, "view: cannot infer -1 in ", shape_str(new_shape),
+              " for ", numel(), " elements");
+    resolved[infer] = numel() / known;
+  }
+  SRU_CHECK(shape_numel(resolved) == numel(), "view: shape ", shape_str(new_shape), " does not match ",
+            numel(), " elements of a tensor of shape ", shape_str(shape()));
+  Tensor t = detach();
+  t.impl_->shape = resolved;
+  return t;
+}
+
+Tensor Tensor::narrow0(int64_t start, int64_t length) const {
+  SRU_CHECK(dim() >= 1, "narrow0 needs a tensor of rank >= 1");
+  SRU_CHECK(start >= 0 && length >= 0 && start + length <= shape()[0], "narrow0: rows [", start, ", ",
+            start + length, ") out of range for dim 0 of size ", shape()[0]);
+  Tensor t = detach();
+  t.impl_->offset += start * shape_prod(shape(), 1, dim());
+  t.impl_->shape[0] = length;
+  return t;
+}
+
+Tensor& Tensor::zero_() {
+  std::memset(data_ptr(), 0, nbytes());
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  SRU_DISPATCH_ALL(dtype(), "fill_", [&]<typename T>() {
+    T* d = data<T>();
+    const T v = static_cast<T>(value);
+    parallel_for(0, numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) d[i] = v;
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  SRU_CHECK(src.numel() == numel() && src.dtype() == dtype(), "copy_: source ", src.str(),
+            " does not match destination ", str());
+  std::memmove(data_ptr(), src.data_ptr(), nbytes());
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  SRU_CHECK(other.numel() == numel() && other.dtype() == dtype(), "add_: ", other.str(),
+            " does not match ", str());
+  SRU_DISPATCH_FLOATING(dtype(), "add_", [&]<typename T>() {
+    T* d = data<T>();
+    const T* o = other.data<T>();
+    const T a = static_cast<T>(alpha);
+    parallel_for(0, numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) d[i] += a * o[i];
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::mul_(double factor) {
+  SRU_DISPATCH_FLOATING(dtype(), "mul_", [&]<typename T>() {
+    T* d = data<T>();
+    const T f = static_cast<T>(factor);
+    parallel_for(0, numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) d[i] *= f;
+    });
+  });
+  return *this;
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  SRU_CHECK(is_leaf(), "set_requires_grad: only leaf tensors (not results of ops) can be marked");
+  SRU_CHECK(!on || is_floating(dtype()), "set_requires_grad: only floating tensors can require grad, got ",
+            dtype_name(dtype()));
+  checked().requires_grad = on;
+  return *this;
+}
+
+void Tensor::set_history(std::shared_ptr<autograd::Node> fn, int output_nr) {
+  checked().grad_fn = std::move(fn);
+  checked().output_nr = output_nr;
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  os << t.str();
+  if (!t.defined()) return os;
+  const auto values = t.to_vector<double>();
+  os << " [";
+  const size_t shown = std::min<size_t>(values.size(), 8);
+  for (size_t i = 0; i < shown; ++i) os << (i ? ", " : "") << values[i];
+  if (values.size() > shown) os << ", ...";
+  return os << "]";
+}
+
+void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
+  SRU_CHECK(a.shape() == b.shape(), op, ": shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+            " differ");
+}
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  SRU_CHECK(a.dtype() == b.dtype(), op, ": dtypes ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
+            " differ");
+}
+
+void check_floating(const Tensor& t, const char* op) {
+  SRU_CHECK(is_floating(t.dtype()), op, ": expected a floating tensor (f32 or f64), got ", dtype_name(t.dtype()));
+}
+
+#define SRU_INSTANTIATE(T)                                                                  \
+  template Tensor Tensor::from_vector<T>(const std::vector<T>&, const Shape&, DType);      \
+  template std::vector<T> Tensor::to_vector<T>() const;                                    \
+  template T Tensor::item<T>() const;
+SRU_INSTANTIATE(float)
+SRU_INSTANTIATE(double)
+SRU_INSTANTIATE(int32_t)
+SRU_INSTANTIATE(int64_t)
+#undef SRU_INSTANTIATE
+
+}  // namespace sru

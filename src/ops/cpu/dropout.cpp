@@ -1,0 +1,20 @@
+// CPU kernel filling a dropout mask from Philox (same function of (seed, offset, index) as on CUDA).
+#include "core/parallel.h"
+#include "core/philox.h"
+#include "ops/dropout.h"
+
+namespace sru::cpu {
+
+void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask) {
+  SRU_DISPATCH_FLOATING(mask.dtype(), "dropout_mask", [&]<typename T>() {
+    T* m = mask.data<T>();
+    const T keep = static_cast<T>(1.0 / (1.0 - p));
+    const float threshold = static_cast<float>(p);
+    parallel_for(0, mask.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        m[i] = philox::u32_to_unit_float(philox::random_u32(seed, offset, i)) >= threshold ? keep : T(0);
+    });
+  });
+}
+
+}  // namespace sru::cpu

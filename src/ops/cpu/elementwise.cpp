@@ -1,0 +1,123 @@
+// CPU kernels of the pointwise ops (math in ops/elementwise_math.h).
+// Shapes: out has n elements; a broadcast operand of m elements (m divides n) is read at index i % m,
+// which is exactly trailing-dim broadcasting for row-major tensors. Loops are split across OpenMP
+// threads in contiguous chunks and written so the compiler can vectorise the inner loop.
+#include "core/parallel.h"
+#include "ops/elementwise.h"
+
+namespace sru::cpu {
+
+namespace {
+
+template <BinaryOp OP, typename T>
+void binary_kernel(const T* a, int64_t na, const T* b, int64_t nb, T* out, int64_t n) {
+  if (na == n && nb == n) {
+    parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = binary_apply<OP>(a[i], b[i]);
+    });
+    return;
+  }
+  // One operand repeats every `row` elements: iterate rows so the inner loop is contiguous.
+  const bool a_small = na < n;
+  const int64_t row = a_small ? na : nb;
+  const int64_t rows = n / row;
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row, 1));
+  parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      T* o = out + r * row;
+      if (a_small) {
+        const T* br = b + r * row;
+        for (int64_t j = 0; j < row; ++j) o[j] = binary_apply<OP>(a[j], br[j]);
+      } else {
+        const T* ar = a + r * row;
+        for (int64_t j = 0; j < row; ++j) o[j] = binary_apply<OP>(ar[j], b[j]);
+      }
+    }
+  });
+}
+
+template <UnaryOp OP, typename T>
+void unary_kernel(const T* x, T alpha, T* y, int64_t n) {
+  parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) y[i] = unary_apply<OP>(x[i], alpha);
+  });
+}
+
+template <UnaryOp OP, typename T>
+void unary_backward_kernel(const T* g, const T* x, const T* y, T alpha, T* gx, int64_t n) {
+  parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) gx[i] = g[i] * unary_derivative<OP>(x[i], y[i], alpha);
+  });
+}
+
+// Calls fn.template operator()<OP>() with the compile-time UnaryOp matching `op`.
+template <typename F>
+void with_unary_op(UnaryOp op, const F& fn) {
+  switch (op) {
+    case UnaryOp::Exp: return fn.template operator()<UnaryOp::Exp>();
+    case UnaryOp::Log: return fn.template operator()<UnaryOp::Log>();
+    case UnaryOp::Tanh: return fn.template operator()<UnaryOp::Tanh>();
+    case UnaryOp::Sigmoid: return fn.template operator()<UnaryOp::Sigmoid>();
+    case UnaryOp::Relu: return fn.template operator()<UnaryOp::Relu>();
+    case UnaryOp::Neg: return fn.template operator()<UnaryOp::Neg>();
+    case UnaryOp::AddScalar: return fn.template operator()<UnaryOp::AddScalar>();
+    case UnaryOp::MulScalar: return fn.template operator()<UnaryOp::MulScalar>();
+    case UnaryOp::PowScalar: return fn.template operator()<UnaryOp::PowScalar>();
+    case UnaryOp::RSubScalar: return fn.template operator()<UnaryOp::RSubScalar>();
+    case UnaryOp::RDivScalar: return fn.template operator()<UnaryOp::RDivScalar>();
+  }
+}
+
+}  // namespace
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  SRU_DISPATCH_FLOATING(out.dtype(), "binary", [&]<typename T>() {
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    T* po = out.data<T>();
+    const int64_t na = a.numel(), nb = b.numel(), n = out.numel();
+    if (n == 0) return;
+    switch (op) {
+      case BinaryOp::Add: return binary_kernel<BinaryOp::Add>(pa, na, pb, nb, po, n);
+      case BinaryOp::Sub: return binary_kernel<BinaryOp::Sub>(pa, na, pb, nb, po, n);
+      case BinaryOp::Mul: return binary_kernel<BinaryOp::Mul>(pa, na, pb, nb, po, n);
+      case BinaryOp::Div: return binary_kernel<BinaryOp::Div>(pa, na, pb, nb, po, n);
+    }
+  });
+}
+
+void unary(UnaryOp op, const Tensor& x, double alpha, const Tensor& out) {
+  SRU_DISPATCH_FLOATING(x.dtype(), "unary", [&]<typename T>() {
+    with_unary_op(op, [&]<UnaryOp OP>() { unary_kernel<OP, T>(x.data<T>(), T(alpha), out.data<T>(), x.numel()); });
+  });
+}
+
+void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double alpha,
+                    const Tensor& grad_x) {
+  SRU_DISPATCH_FLOATING(x.dtype(), "unary_backward", [&]<typename T>() {
+    with_unary_op(op, [&]<UnaryOp OP>() {
+      unary_backward_kernel<OP, T>(grad.data<T>(), x.data<T>(), y.data<T>(), T(alpha), grad_x.data<T>(), x.numel());
+    });
+  });
+}
+
+void sum_rows(const Tensor& g, const Tensor& out) {
+  SRU_DISPATCH_FLOATING(g.dtype(), "sum_rows", [&]<typename T>() {
+    const int64_t n = out.numel();
+    const int64_t rows = n == 0 ? 0 : g.numel() / n;
+    const T* pg = g.data<T>();
+    T* po = out.data<T>();
+    // Columns are independent: split them across threads, accumulate each in double, in row order,
+    // so the result does not depend on the thread count.
+    const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(rows, 1));
+    parallel_for(0, n, grain, [&](int64_t lo, int64_t hi) {
+      std::vector<double> acc(hi - lo, 0.0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* gr = pg + r * n;
+        for (int64_t j = lo; j < hi; ++j) acc[j - lo] += gr[j];
+      }
+      for (int64_t j = lo; j < hi; ++j) po[j] = static_cast<T>(acc[j - lo]);
+    });
+  });
+}
+
+}  // namespace sru::cpu

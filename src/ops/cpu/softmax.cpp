@@ -1,0 +1,134 @@
+// CPU kernels of softmax, log_softmax and cross-entropy: one row (C classes) per task, rows split
+// across threads; sums in double. Target indices are range-checked (a clear error, not a wild read).
+#include <cmath>
+#include <limits>
+
+#include "core/parallel.h"
+#include "ops/softmax.h"
+
+namespace sru::cpu {
+
+namespace {
+
+template <typename T>
+double row_logsumexp(const T* row, int64_t C) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < C; ++c) mx = std::max<double>(mx, row[c]);
+  if (std::isinf(mx)) return mx;
+  double s = 0.0;
+  for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(row[c]) - mx);
+  return mx + std::log(s);
+}
+
+int64_t row_grain(int64_t C) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)); }
+
+template <typename I>
+void check_targets(const I* t, int64_t N, int64_t C, int64_t ignore_index) {
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t k = static_cast<int64_t>(t[n]);
+    SRU_CHECK(k == ignore_index || (k >= 0 && k < C), "cross_entropy: target ", k, " at row ", n,
+              " is outside [0, ", C, ") and is not the ignore index ", ignore_index);
+  }
+}
+
+// Calls fn(const I* targets) with the target tensor's integer type.
+template <typename F>
+void with_targets(const Tensor& target, const F& fn) {
+  if (target.dtype() == DType::I64) fn(target.data<int64_t>());
+  else fn(target.data<int32_t>());
+}
+
+}  // namespace
+
+void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
+  const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
+  SRU_DISPATCH_FLOATING(x.dtype(), "softmax", [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
+      for (int64_t n = lo; n < hi; ++n) {
+        const T* row = px + n * C;
+        T* out = py + n * C;
+        const double lse = row_logsumexp(row, C);
+        for (int64_t c = 0; c < C; ++c) {
+          const double v = static_cast<double>(row[c]) - lse;
+          out[c] = static_cast<T>(log ? v : std::exp(v));
+        }
+      }
+    });
+  });
+}
+
+void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& gx) {
+  const int64_t C = y.size(-1), N = C == 0 ? 0 : y.numel() / C;
+  SRU_DISPATCH_FLOATING(y.dtype(), "softmax_backward", [&]<typename T>() {
+    const T *pg = g.data<T>(), *py = y.data<T>();
+    T* po = gx.data<T>();
+    parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
+      for (int64_t n = lo; n < hi; ++n) {
+        const T *gr = pg + n * C, *yr = py + n * C;
+        T* out = po + n * C;
+        double dot = 0.0;
+        for (int64_t c = 0; c < C; ++c) dot += log ? static_cast<double>(gr[c]) : static_cast<double>(gr[c]) * yr[c];
+        for (int64_t c = 0; c < C; ++c)
+          out[c] = log ? static_cast<T>(gr[c] - std::exp(static_cast<double>(yr[c])) * dot)
+                       : static_cast<T>(yr[c] * (gr[c] - dot));
+      }
+    });
+  });
+}
+
+std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                                 const Tensor& lse) {
+  const int64_t N = logits.size(0), C = logits.size(1);
+  double total = 0.0;
+  int64_t counted = 0;
+  SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    with_targets(target, [&](const auto* t) {
+      check_targets(t, N, C, ignore_index);
+      const T* px = logits.data<T>();
+      T* pl = lse.data<T>();
+      std::vector<double> row_loss(N, 0.0);
+      parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
+        for (int64_t n = lo; n < hi; ++n) {
+          const double l = row_logsumexp(px + n * C, C);
+          pl[n] = static_cast<T>(l);
+          const int64_t k = static_cast<int64_t>(t[n]);
+          row_loss[n] = k == ignore_index ? 0.0 : l - static_cast<double>(px[n * C + k]);
+        }
+      });
+      // Summed in row order: the loss does not depend on the thread count.
+      for (int64_t n = 0; n < N; ++n) {
+        total += row_loss[n];
+        counted += static_cast<int64_t>(t[n]) != ignore_index;
+      }
+    });
+  });
+  return {total, counted};
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
+                            double scale, const Tensor& gx) {
+  const int64_t N = logits.size(0), C = logits.size(1);
+  SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
+    with_targets(target, [&](const auto* t) {
+      const T *px = logits.data<T>(), *pl = lse.data<T>();
+      T* po = gx.data<T>();
+      parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
+        for (int64_t n = lo; n < hi; ++n) {
+          T* out = po + n * C;
+          const int64_t k = static_cast<int64_t>(t[n]);
+          if (k == ignore_index) {
+            std::fill(out, out + C, T(0));
+            continue;
+          }
+          const double l = pl[n];
+          for (int64_t c = 0; c < C; ++c) out[c] = static_cast<T>(std::exp(static_cast<double>(px[n * C + c]) - l) * scale);
+          out[k] -= static_cast<T>(scale);
+        }
+      });
+    });
+  });
+}
+
+}  // namespace sru::cpu

@@ -1,0 +1,19 @@
+// Embedding lookup: out[..., :] = weight[indices[...], :].
+// Shapes: weight (V, D), indices (...) i64 or i32 -> out (..., D).
+// Backward: scatter-add of the output gradient rows into a zeroed (V, D) gradient; rows of
+// padding_idx (when >= 0) get no gradient. Deterministic: each thread owns a range of columns.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace sru {
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+
+namespace cpu {
+void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor& out);
+// grad_weight += rows of grad scattered by indices (grad_weight must be zeroed by the caller).
+void embedding_backward(const Tensor& grad, const Tensor& indices, int64_t padding_idx, const Tensor& grad_weight);
+}  // namespace cpu
+
+}  // namespace sru

@@ -1,0 +1,88 @@
+// Autograd wrappers of matmul and bmm (see matmul.h for the backward formulas).
+#include "ops/matmul.h"
+
+#include "autograd/node.h"
+
+namespace sru {
+
+namespace {
+
+// Views a tensor as the (rows, cols) matrix GEMM sees: leading dims folded into rows.
+struct Mat {
+  int64_t rows, cols;
+};
+
+Mat as_matrix(const Tensor& t) { return {t.numel() / std::max<int64_t>(t.size(-1), 1), t.size(-1)}; }
+
+// C (rows of op(a) x cols of op(b)) for 2-d views.
+Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+  const Mat ma = as_matrix(a), mb = as_matrix(b);
+  Tensor c = Tensor::empty({ta ? ma.cols : ma.rows, tb ? mb.rows : mb.cols}, a.dtype(), a.device());
+  cpu::gemm(a, ma.rows, ma.cols, ta, b, mb.rows, mb.cols, tb, c, 1, 1.0, 0.0);
+  return c;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  check_same_dtype(a, b, "matmul");
+  check_floating(a, "matmul");
+  SRU_CHECK(b.dim() == 2, "matmul: b must be 2-d, got shape ", shape_str(b.shape()));
+  SRU_CHECK(a.dim() >= 1 && (!ta || a.dim() == 2), "matmul: a must be ", ta ? "2-d when transposed" : "at least 1-d",
+            ", got shape ", shape_str(a.shape()));
+  const int64_t K = ta ? a.size(0) : a.size(-1);
+  const int64_t Kb = tb ? b.size(1) : b.size(0);
+  SRU_CHECK(K == Kb, "matmul: shapes ", shape_str(a.shape()), (ta ? "^T" : ""), " and ", shape_str(b.shape()),
+            (tb ? "^T" : ""), " do not chain (", K, " vs ", Kb, ")");
+  Tensor c2 = gemm2d(a, ta, b, tb);
+  Shape out_shape = a.shape();
+  if (ta) out_shape = {a.size(1)};
+  else out_shape.pop_back();
+  out_shape.push_back(tb ? b.size(0) : b.size(1));
+  Tensor c = c2.view(out_shape);
+  if (autograd::needs_grad({a, b})) {
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    autograd::record("MatmulBackward", {a, b}, {c},
+                     [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads) {
+                       const Tensor& g = grads[0];
+                       Tensor ga, gb;
+                       if (need_a) ga = (ta ? gemm2d(b, tb, g, true) : gemm2d(g, false, b, !tb)).view(a.shape());
+                       if (need_b) gb = tb ? gemm2d(g, true, a, ta) : gemm2d(a, !ta, g, false);
+                       return std::vector<Tensor>{ga, gb};
+                     });
+  }
+  return c;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  check_same_dtype(a, b, "bmm");
+  check_floating(a, "bmm");
+  SRU_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0), "bmm: expected (Bt, ., .) tensors with equal Bt, got ",
+            shape_str(a.shape()), " and ", shape_str(b.shape()));
+  const int64_t batch = a.size(0);
+  const int64_t K = ta ? a.size(1) : a.size(2);
+  const int64_t Kb = tb ? b.size(2) : b.size(1);
+  SRU_CHECK(K == Kb, "bmm: inner dimensions differ (", K, " vs ", Kb, ") for shapes ", shape_str(a.shape()), " and ",
+            shape_str(b.shape()));
+  auto batched = [batch](const Tensor& x, bool tx, const Tensor& y, bool ty) {
+    const int64_t rx = x.size(1), cx = x.size(2), ry = y.size(1), cy = y.size(2);
+    Tensor z = Tensor::empty({batch, tx ? cx : rx, ty ? ry : cy}, x.dtype(), x.device());
+    cpu::gemm(x, rx, cx, tx, y, ry, cy, ty, z, batch, 1.0, 0.0);
+    return z;
+  };
+  Tensor c = batched(a, ta, b, tb);
+  if (autograd::needs_grad({a, b})) {
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    autograd::record("BmmBackward", {a, b}, {c},
+                     [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads) {
+                       const Tensor& g = grads[0];
+                       Tensor ga, gb;
+                       if (need_a) ga = ta ? batched(b, tb, g, true) : batched(g, false, b, !tb);
+                       if (need_b) gb = tb ? batched(g, true, a, ta) : batched(a, !ta, g, false);
+                       return std::vector<Tensor>{ga, gb};
+                     });
+  }
+  return c;
+}
+
+}  // namespace sru

@@ -1,0 +1,26 @@
+// Matrix products with transpose flags, on BLAS (OpenBLAS sgemm/dgemm) with no copies.
+//
+// matmul(a, b, ta, tb) = op(a) @ op(b), op = transpose when the flag is set.
+//   a: (..., M, K) when !ta — the leading dims fold into M, e.g. x (L, B, n) @ W (n, m) -> (L, B, m);
+//      (K, M) when ta (2-d only). b: (K, N) or, when tb, (N, K). Result (..., M, N).
+// bmm(a, b, ta, tb): batched, a (Bt, M, K) or (Bt, K, M), b (Bt, K, N) or (Bt, N, K) -> (Bt, M, N).
+// Backward (C = op(A) op(B), G = dL/dC):
+//   dA = G op(B)^T  (!ta)  or  op(B) G^T  (ta);   dB = op(A)^T G  (!tb)  or  G^T op(A)  (tb)
+// — each again one GEMM with flags, so no transposed copy is ever made.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace sru {
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+
+namespace cpu {
+// c = alpha * op(a) @ op(b) + beta * c for row-major matrices a (ra, ca), b (rb, cb), c (M, N), `batch`
+// of them stored back to back. beta = 0 ignores c's previous contents.
+void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
+          const Tensor& c, int64_t batch, double alpha, double beta);
+}  // namespace cpu
+
+}  // namespace sru

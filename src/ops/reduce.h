@@ -1,0 +1,22 @@
+// Reductions: sum and mean over one dim (optionally keeping it as size 1) or over all elements.
+// Shapes: x viewed as (outer, n, inner) around the reduced dim -> (outer, inner).
+// Backward: the incoming gradient is broadcast back along the reduced dim (divided by n for mean).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace sru {
+
+Tensor sum(const Tensor& x, int dim, bool keepdim = false);
+Tensor mean(const Tensor& x, int dim, bool keepdim = false);
+Tensor sum(const Tensor& x);   // all elements -> shape ()
+Tensor mean(const Tensor& x);  // all elements -> shape ()
+
+namespace cpu {
+// out (outer, inner) = scale * sum over the middle axis of x (outer, n, inner); accumulates in double.
+void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
+// out (outer, n, inner) = scale * g (outer, inner) repeated along the middle axis.
+void broadcast_middle(const Tensor& g, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
+}  // namespace cpu
+
+}  // namespace sru

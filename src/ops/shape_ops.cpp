@@ -1,0 +1,135 @@
+// Autograd wrappers of the layout ops.
+#include "ops/shape_ops.h"
+
+#include "autograd/node.h"
+
+namespace sru {
+
+namespace {
+
+struct Around {
+  int d;
+  int64_t outer, n, inner;
+};
+
+Around around(const Shape& shape, int dim, const char* op) {
+  const int d = normalize_dim(dim, static_cast<int>(shape.size()), op);
+  return {d, shape_prod(shape, 0, d), shape[d], shape_prod(shape, d + 1, static_cast<int>(shape.size()))};
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Tensor y = x.view(shape);
+  if (autograd::needs_grad({x})) {
+    autograd::record("ReshapeBackward", {x}, {y}, [in_shape = x.shape()](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].view(in_shape)};
+    });
+  }
+  return y;
+}
+
+Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end) {
+  SRU_CHECK(x.dim() >= 1, "slice: needs a tensor of rank >= 1");
+  const Around a = around(x.shape(), dim, "slice");
+  SRU_CHECK(0 <= start && start <= end && end <= a.n, "slice: [", start, ", ", end, ") out of range for dim ", a.d,
+            " of size ", a.n);
+  Shape out_shape = x.shape();
+  out_shape[a.d] = end - start;
+  Tensor y;
+  if (a.d == 0) {
+    y = x.narrow0(start, end - start);
+  } else {
+    y = Tensor::empty(out_shape, x.dtype(), x.device());
+    cpu::copy_middle(x, y, a.outer, a.n, end - start, a.inner, start, false);
+  }
+  if (autograd::needs_grad({x})) {
+    autograd::record("SliceBackward", {x}, {y}, [a, start, in_shape = x.shape()](const std::vector<Tensor>& g) {
+      Tensor gx = Tensor::zeros(in_shape, g[0].dtype(), g[0].device());
+      cpu::copy_middle(g[0], gx, a.outer, g[0].shape()[a.d], a.n, a.inner, start, true);
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return y;
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int dim) {
+  SRU_CHECK(!xs.empty(), "concat: no tensors given");
+  const Around a = around(xs[0].shape(), dim, "concat");
+  Shape out_shape = xs[0].shape();
+  int64_t total = 0;
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    check_same_dtype(xs[0], xs[i], "concat");
+    Shape expect = xs[i].shape();
+    SRU_CHECK(expect.size() == out_shape.size(), "concat: tensor ", i, " has rank ", expect.size(), ", expected ",
+              out_shape.size());
+    expect[a.d] = out_shape[a.d];
+    SRU_CHECK(expect == out_shape, "concat: tensor ", i, " of shape ", shape_str(xs[i].shape()),
+              " does not match ", shape_str(xs[0].shape()), " outside dim ", a.d);
+    sizes.push_back(xs[i].size(a.d));
+    total += sizes.back();
+  }
+  out_shape[a.d] = total;
+  Tensor y = Tensor::empty(out_shape, xs[0].dtype(), xs[0].device());
+  int64_t at = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    cpu::copy_middle(xs[i], y, a.outer, sizes[i], total, a.inner, at, true);
+    at += sizes[i];
+  }
+  if (autograd::needs_grad(xs)) {
+    autograd::record("ConcatBackward", xs, {y}, [a, sizes, total](const std::vector<Tensor>& g) {
+      std::vector<Tensor> grads;
+      int64_t offset = 0;
+      for (int64_t s : sizes) {
+        Shape piece = g[0].shape();
+        piece[a.d] = s;
+        Tensor gi = Tensor::empty(piece, g[0].dtype(), g[0].device());
+        cpu::copy_middle(g[0], gi, a.outer, total, s, a.inner, offset, false);
+        grads.push_back(gi);
+        offset += s;
+      }
+      return grads;
+    });
+  }
+  return y;
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim) {
+  const Around a = around(x.shape(), dim, "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    SRU_CHECK(s >= 0, "split: negative size ", s);
+    total += s;
+  }
+  SRU_CHECK(total == a.n, "split: sizes add up to ", total, " but dim ", a.d, " has size ", a.n);
+  std::vector<Tensor> pieces;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    pieces.push_back(slice(x, a.d, start, start + s));
+    start += s;
+  }
+  return pieces;
+}
+
+Tensor transpose(const Tensor& x, int dim0, int dim1) {
+  const int r = x.dim();
+  int d0 = normalize_dim(dim0, r, "transpose"), d1 = normalize_dim(dim1, r, "transpose");
+  if (d0 > d1) std::swap(d0, d1);
+  Shape out_shape = x.shape();
+  std::swap(out_shape[d0], out_shape[d1]);
+  const int64_t A = shape_prod(x.shape(), 0, d0), n0 = x.size(d0), M = shape_prod(x.shape(), d0 + 1, d1),
+                n1 = x.size(d1), C = shape_prod(x.shape(), d1 + 1, r);
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  cpu::transpose_copy(x, y, A, n0, M, n1, C);
+  if (autograd::needs_grad({x})) {
+    autograd::record("TransposeBackward", {x}, {y}, [=, in_shape = x.shape()](const std::vector<Tensor>& g) {
+      Tensor gx = Tensor::empty(in_shape, g[0].dtype(), g[0].device());
+      cpu::transpose_copy(g[0], gx, A, n1, M, n0, C);
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return y;
+}
+
+}  // namespace sru

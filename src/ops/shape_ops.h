@@ -1,0 +1,31 @@
+// Layout ops: reshape (zero-copy view), slice / concat / split along any dim, transpose of two dims.
+// Shapes: around dim d, a tensor is viewed as (outer, size_d, inner).
+//   slice(x, d, start, end) -> size_d = end - start (a zero-copy view when d == 0, else a copy);
+//     backward writes g into a zeroed input-shaped gradient at [start, end).
+//   concat(xs, d): sizes along d add up; backward slices g back into pieces.
+//   split(x, sizes, d): slices that tile dim d.
+//   transpose(x, d0, d1): copies with the two dims swapped; backward transposes g back.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sru {
+
+Tensor reshape(const Tensor& x, const Shape& shape);  // one dim may be -1
+Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end);
+Tensor concat(const std::vector<Tensor>& xs, int dim);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim);
+Tensor transpose(const Tensor& x, int dim0, int dim1);
+
+namespace cpu {
+// Copies src (outer, n_src, inner) into dst (outer, n_dst, inner) at rows [at, at + n_src) of the middle
+// axis when `into` is true, or the rows [at, at + n_dst) of src into dst when it is false.
+void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,
+                 int64_t at, bool into);
+// dst = src with dims d0 < d1 swapped, src viewed as (A, n0, M, n1, C).
+void transpose_copy(const Tensor& src, const Tensor& dst, int64_t A, int64_t n0, int64_t M, int64_t n1, int64_t C);
+}  // namespace cpu
+
+}  // namespace sru

@@ -1,0 +1,53 @@
+// Helpers shared by the tests: tensor comparisons with readable failures, and random inputs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sru::testing {
+
+// Asserts t has `shape` and its values equal `expected` within atol + rtol * |expected|.
+inline ::testing::AssertionResult values_near(const Tensor& t, const Shape& shape, const std::vector<double>& expected,
+                                              double atol = 1e-6, double rtol = 1e-6) {
+  if (t.shape() != shape)
+    return ::testing::AssertionFailure() << "shape " << shape_str(t.shape()) << ", expected " << shape_str(shape);
+  const auto v = t.to_vector<double>();
+  if (v.size() != expected.size())
+    return ::testing::AssertionFailure() << v.size() << " values, expected " << expected.size();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!(std::abs(v[i] - expected[i]) <= atol + rtol * std::abs(expected[i])))
+      return ::testing::AssertionFailure() << "element " << i << ": " << v[i] << " vs expected " << expected[i];
+  return ::testing::AssertionSuccess();
+}
+
+// Asserts two tensors have equal shapes and values within tolerance.
+inline ::testing::AssertionResult tensors_near(const Tensor& a, const Tensor& b, double atol = 1e-6,
+                                               double rtol = 1e-6) {
+  return values_near(a, b.shape(), b.to_vector<double>(), atol, rtol);
+}
+
+// A random f64 leaf in [low, high) that requires grad, for gradient checks.
+inline Tensor leaf(const Shape& shape, uint64_t seed, double low = -1.0, double high = 1.0) {
+  Generator gen(seed);
+  Tensor t = Tensor::uniform(shape, low, high, DType::F64, gen);
+  t.set_requires_grad(true);
+  return t;
+}
+
+// The error message thrown by fn, or "" when it does not throw sru::Error.
+template <typename F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace sru::testing

@@ -1,0 +1,13 @@
+// CUDA toolchain and device detection: skips with the reason when no usable device is present.
+#include <gtest/gtest.h>
+
+#include "core/cuda/device_info.h"
+
+TEST(CudaDevice, DetectsDevicesOrSkipsWithReason) {
+  if (sru::cuda::device_count() == 0)
+    GTEST_SKIP() << "no CUDA device: " << sru::cuda::unavailable_reason();
+  EXPECT_TRUE(sru::cuda::built_with_cuda());
+  const std::string summary = sru::cuda::describe();
+  EXPECT_NE(summary.find("cuda:0"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("cuDNN"), std::string::npos) << summary;
+}

@@ -1,0 +1,227 @@
+// Forward values of every op against hand-computed results or an independent composition, plus the
+// shape and argument errors users hit first.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ops/ops.h"
+#include "testing.h"
+
+using namespace sru;
+using sru::testing::error_of;
+using sru::testing::tensors_near;
+using sru::testing::values_near;
+
+namespace {
+Tensor f32(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F32); }
+Tensor f64(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F64); }
+Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
+}  // namespace
+
+TEST(Binary, SameShape) {
+  Tensor a = f32({1, 2, 3, 4}, {2, 2}), b = f32({4, 3, 2, 1}, {2, 2});
+  EXPECT_TRUE(values_near(a + b, {2, 2}, {5, 5, 5, 5}));
+  EXPECT_TRUE(values_near(a - b, {2, 2}, {-3, -1, 1, 3}));
+  EXPECT_TRUE(values_near(a * b, {2, 2}, {4, 6, 6, 4}));
+  EXPECT_TRUE(values_near(a / b, {2, 2}, {0.25, 2.0 / 3, 1.5, 4}));
+}
+
+TEST(Binary, BroadcastsTrailingDimsEitherSide) {
+  Tensor x = f32({1, 2, 3, 4, 5, 6}, {2, 3}), bias = f32({10, 20, 30}, {3});
+  EXPECT_TRUE(values_near(x + bias, {2, 3}, {11, 22, 33, 14, 25, 36}));
+  EXPECT_TRUE(values_near(bias - x, {2, 3}, {9, 18, 27, 6, 15, 24}));
+  EXPECT_TRUE(values_near(x * f32({2}, {}), {2, 3}, {2, 4, 6, 8, 10, 12}));
+  // (L, B, d) * (B, d): a variational mask shared across time.
+  Tensor seq = Tensor::ones({3, 2, 2}), mask = f32({0, 1, 2, 3}, {2, 2});
+  EXPECT_TRUE(values_near(seq * mask, {3, 2, 2}, {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+}
+
+TEST(Binary, LargeBroadcastMatchesScalarLoop) {
+  const int64_t rows = 3000, cols = 33;  // above the parallel grain
+  Tensor x = Tensor::uniform({rows, cols}, -1, 1), b = Tensor::uniform({cols}, -1, 1);
+  Tensor y = x * b;
+  const float *px = x.data<float>(), *pb = b.data<float>(), *py = y.data<float>();
+  for (int64_t i = 0; i < rows * cols; i += 97) ASSERT_FLOAT_EQ(py[i], px[i] * pb[i % cols]);
+}
+
+TEST(Binary, IncompatibleShapesAndDtypesAreErrors) {
+  EXPECT_NE(error_of([] { Tensor::zeros({2, 3}) + Tensor::zeros({2}); }).find("cannot broadcast"), std::string::npos);
+  EXPECT_NE(error_of([] { Tensor::zeros({2}) + Tensor::zeros({2}, DType::F64); }).find("dtypes f32 and f64 differ"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Tensor::arange(2) + Tensor::arange(2); }).find("expected a floating tensor"),
+            std::string::npos);
+}
+
+TEST(Scalar, Ops) {
+  Tensor x = f64({1, 2, 4}, {3});
+  EXPECT_TRUE(values_near(x + 1.0, {3}, {2, 3, 5}));
+  EXPECT_TRUE(values_near(x - 1.0, {3}, {0, 1, 3}));
+  EXPECT_TRUE(values_near(1.0 - x, {3}, {0, -1, -3}));
+  EXPECT_TRUE(values_near(x * 3.0, {3}, {3, 6, 12}));
+  EXPECT_TRUE(values_near(x / 2.0, {3}, {0.5, 1, 2}));
+  EXPECT_TRUE(values_near(8.0 / x, {3}, {8, 4, 2}));
+  EXPECT_TRUE(values_near(pow_scalar(x, 0.5), {3}, {1, std::sqrt(2.0), 2}));
+  EXPECT_TRUE(values_near(-x, {3}, {-1, -2, -4}));
+}
+
+TEST(Unary, Activations) {
+  Tensor x = f64({-2, 0, 0.5}, {3});
+  EXPECT_TRUE(values_near(exp(x), {3}, {std::exp(-2.0), 1, std::exp(0.5)}, 1e-12));
+  EXPECT_TRUE(values_near(log(f64({1, std::exp(2.0)}, {2})), {2}, {0, 2}, 1e-12));
+  EXPECT_TRUE(values_near(tanh(x), {3}, {std::tanh(-2.0), 0, std::tanh(0.5)}, 1e-12));
+  EXPECT_TRUE(values_near(sigmoid(x), {3}, {1 / (1 + std::exp(2.0)), 0.5, 1 / (1 + std::exp(-0.5))}, 1e-12));
+  EXPECT_TRUE(values_near(relu(x), {3}, {0, 0, 0.5}));
+}
+
+TEST(Unary, SigmoidIsStableAtExtremes) {
+  const auto y = sigmoid(f32({-1000, 1000}, {2})).to_vector<double>();
+  EXPECT_EQ(y[0], 0.0);
+  EXPECT_EQ(y[1], 1.0);
+}
+
+TEST(Matmul, PlainAndTransposedMatchHandResult) {
+  Tensor a = f32({1, 2, 3, 4, 5, 6}, {2, 3});         // (2, 3)
+  Tensor b = f32({1, 0, 0, 1, 1, 1}, {3, 2});         // (3, 2)
+  EXPECT_TRUE(values_near(matmul(a, b), {2, 2}, {4, 5, 10, 11}));
+  Tensor at = f32({1, 4, 2, 5, 3, 6}, {3, 2});        // a^T stored
+  Tensor bt = f32({1, 0, 1, 0, 1, 1}, {2, 3});        // b^T stored
+  EXPECT_TRUE(values_near(matmul(at, b, true, false), {2, 2}, {4, 5, 10, 11}));
+  EXPECT_TRUE(values_near(matmul(a, bt, false, true), {2, 2}, {4, 5, 10, 11}));
+  EXPECT_TRUE(values_near(matmul(at, bt, true, true), {2, 2}, {4, 5, 10, 11}));
+}
+
+TEST(Matmul, LeadingDimsFoldIntoRows) {
+  Tensor x = Tensor::uniform({4, 3, 5}, -1, 1, DType::F64), w = Tensor::uniform({5, 2}, -1, 1, DType::F64);
+  Tensor y = matmul(x, w);
+  EXPECT_EQ(y.shape(), (Shape{4, 3, 2}));
+  Tensor flat = matmul(x.view({12, 5}), w);
+  EXPECT_TRUE(values_near(y, {4, 3, 2}, flat.to_vector<double>(), 1e-14));
+}
+
+TEST(Matmul, BatchedEqualsPerItem) {
+  Tensor a = Tensor::uniform({3, 2, 4}, -1, 1, DType::F64), b = Tensor::uniform({3, 5, 4}, -1, 1, DType::F64);
+  Tensor c = bmm(a, b, false, true);
+  EXPECT_EQ(c.shape(), (Shape{3, 2, 5}));
+  for (int64_t i = 0; i < 3; ++i) {
+    Tensor ci = matmul(a.narrow0(i, 1).view({2, 4}), b.narrow0(i, 1).view({5, 4}), false, true);
+    EXPECT_TRUE(values_near(c.narrow0(i, 1).view({2, 5}), {2, 5}, ci.to_vector<double>(), 1e-14));
+  }
+}
+
+TEST(Matmul, ShapeErrorsNameBothShapes) {
+  const std::string m = error_of([] { matmul(Tensor::zeros({2, 3}), Tensor::zeros({2, 3})); });
+  EXPECT_NE(m.find("(2, 3) and (2, 3) do not chain"), std::string::npos) << m;
+}
+
+TEST(Reduce, SumAndMeanOverDims) {
+  Tensor x = f32({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_TRUE(values_near(sum(x, 0), {3}, {5, 7, 9}));
+  EXPECT_TRUE(values_near(sum(x, 1), {2}, {6, 15}));
+  EXPECT_TRUE(values_near(sum(x, -1, true), {2, 1}, {6, 15}));
+  EXPECT_TRUE(values_near(mean(x, 0), {3}, {2.5, 3.5, 4.5}));
+  EXPECT_TRUE(values_near(sum(x), {}, {21}));
+  EXPECT_TRUE(values_near(mean(x), {}, {3.5}));
+  Tensor y = Tensor::arange(24, DType::F64).view({2, 3, 4});
+  EXPECT_TRUE(values_near(sum(y, 1), {2, 4}, {12, 15, 18, 21, 48, 51, 54, 57}));
+}
+
+TEST(Softmax, RowsSumToOneAndMatchFormula) {
+  Tensor x = f64({1, 2, 3, 1000, 1000, 1000}, {2, 3});
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  EXPECT_TRUE(values_near(softmax(x), {2, 3},
+                          {std::exp(1.0) / z, std::exp(2.0) / z, std::exp(3.0) / z, 1.0 / 3, 1.0 / 3, 1.0 / 3}, 1e-12));
+  EXPECT_TRUE(values_near(log_softmax(x), {2, 3},
+                          {1 - std::log(z), 2 - std::log(z), 3 - std::log(z), -std::log(3.0), -std::log(3.0),
+                           -std::log(3.0)},
+                          1e-12));
+}
+
+TEST(CrossEntropy, MatchesComposedLogSoftmaxAndIgnoresIndex) {
+  Tensor logits = Tensor::uniform({4, 5}, -2, 2, DType::F64);
+  Tensor target = i64({1, 4, -100, 0}, {4});
+  const auto lsm = log_softmax(logits).to_vector<double>();
+  const double expected = -(lsm[0 * 5 + 1] + lsm[1 * 5 + 4] + lsm[3 * 5 + 0]);
+  EXPECT_NEAR(cross_entropy(logits, target, -100, Reduction::Sum).item<double>(), expected, 1e-12);
+  EXPECT_NEAR(cross_entropy(logits, target).item<double>(), expected / 3, 1e-12);
+  // Uniform logits over C classes cost log(C) nats.
+  EXPECT_NEAR(cross_entropy(Tensor::zeros({2, 256}), i64({3, 7}, {2})).item<double>(), std::log(256.0), 1e-6);
+}
+
+TEST(CrossEntropy, AllIgnoredGivesZeroNotNaN) {
+  EXPECT_EQ(cross_entropy(Tensor::zeros({2, 3}), i64({-1, -1}, {2}), -1).item<double>(), 0.0);
+}
+
+TEST(CrossEntropy, OutOfRangeTargetIsAnError) {
+  const std::string m = error_of([] { cross_entropy(Tensor::zeros({2, 3}), i64({0, 3}, {2})); });
+  EXPECT_NE(m.find("target 3 at row 1 is outside [0, 3)"), std::string::npos) << m;
+}
+
+TEST(Embedding, LooksUpRows) {
+  Tensor w = f32({0, 1, 10, 11, 20, 21}, {3, 2});
+  EXPECT_TRUE(values_near(embedding(w, i64({2, 0, 2, 1}, {2, 2})), {2, 2, 2}, {20, 21, 0, 1, 20, 21, 10, 11}));
+  const std::string m = error_of([&] { embedding(w, i64({3}, {1})); });
+  EXPECT_NE(m.find("index 3 at position 0 is outside the vocabulary [0, 3)"), std::string::npos) << m;
+}
+
+TEST(Dropout, KeepsAboutOneMinusPAndScales) {
+  Generator gen(11);
+  Tensor x = Tensor::ones({100000});
+  const auto y = dropout(x, 0.3, true, gen).to_vector<double>();
+  int64_t kept = 0;
+  for (double v : y) {
+    ASSERT_TRUE(v == 0.0 || std::abs(v - 1.0 / 0.7) < 1e-6) << v;
+    kept += v != 0.0;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / y.size(), 0.7, 0.01);
+  EXPECT_TRUE(dropout(x, 0.3, false, gen).shares_storage(x));  // evaluation: identity
+  EXPECT_NE(error_of([&] { dropout(x, 1.0, true, gen); }).find("in [0, 1)"), std::string::npos);
+}
+
+TEST(Dropout, SameSeedSameMask) {
+  Generator a(5), b(5);
+  EXPECT_EQ(dropout_mask({1000}, 0.5, DType::F32, a).to_vector<float>(),
+            dropout_mask({1000}, 0.5, DType::F32, b).to_vector<float>());
+}
+
+TEST(LayerNorm, NormalisesRowsThenScalesAndShifts) {
+  Tensor x = f64({1, 2, 3, 4, -1, -1, -1, -1}, {2, 4});
+  Tensor w = f64({1, 1, 2, 2}, {4}), b = f64({0, 0, 0, 1}, {4});
+  const double mu = 2.5, var = 1.25, r = 1 / std::sqrt(var + 1e-5);
+  EXPECT_TRUE(values_near(layer_norm(x, w, b), {2, 4},
+                          {(1 - mu) * r, (2 - mu) * r, 2 * (3 - mu) * r, 2 * (4 - mu) * r + 1, 0, 0, 0, 1}, 1e-9));
+  EXPECT_TRUE(values_near(layer_norm(x, Tensor(), Tensor()), {2, 4},
+                          {(1 - mu) * r, (2 - mu) * r, (3 - mu) * r, (4 - mu) * r, 0, 0, 0, 0}, 1e-9));
+}
+
+TEST(ShapeOps, ReshapeSliceConcatSplitTranspose) {
+  Tensor x = Tensor::arange(6, DType::F32).view({2, 3});
+  EXPECT_TRUE(values_near(reshape(x, {3, 2}), {3, 2}, {0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(values_near(slice(x, 1, 1, 3), {2, 2}, {1, 2, 4, 5}));
+  EXPECT_TRUE(values_near(slice(x, 0, 1, 2), {1, 3}, {3, 4, 5}));
+  EXPECT_TRUE(slice(x, 0, 1, 2).shares_storage(x));
+  EXPECT_TRUE(values_near(concat({x, x}, 0), {4, 3}, {0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 4, 5}));
+  EXPECT_TRUE(values_near(concat({x, slice(x, 1, 0, 1)}, 1), {2, 4}, {0, 1, 2, 0, 3, 4, 5, 3}));
+  auto parts = split(x, {1, 2}, 1);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_TRUE(values_near(parts[0], {2, 1}, {0, 3}));
+  EXPECT_TRUE(values_near(parts[1], {2, 2}, {1, 2, 4, 5}));
+  EXPECT_TRUE(values_near(transpose(x, 0, 1), {3, 2}, {0, 3, 1, 4, 2, 5}));
+  Tensor y = Tensor::arange(24, DType::F32).view({2, 3, 4});
+  Tensor t = transpose(y, 0, 2);  // (4, 3, 2): t[k, j, i] = y[i, j, k]
+  EXPECT_EQ(t.shape(), (Shape{4, 3, 2}));
+  EXPECT_FLOAT_EQ(t.data<float>()[(3 * 3 + 1) * 2 + 1], y.data<float>()[(1 * 3 + 1) * 4 + 3]);
+  EXPECT_NE(error_of([&] { split(x, {1, 1}, 1); }).find("add up to 2"), std::string::npos);
+  EXPECT_NE(error_of([&] { slice(x, 1, 2, 4); }).find("out of range"), std::string::npos);
+  EXPECT_NE(error_of([&] { concat({x, Tensor::zeros({3, 3})}, 1); }).find("does not match"), std::string::npos);
+}
+
+TEST(Select, MaskedFillAndWhere) {
+  Tensor x = f32({1, 2, 3, 4}, {2, 2});
+  Tensor causal = Tensor::from_vector(std::vector<int32_t>{0, 1, 0, 0}, {2, 2});
+  EXPECT_TRUE(values_near(masked_fill(x, causal, -1e9), {2, 2}, {1, -1e9, 3, 4}));
+  Tensor row_mask = Tensor::from_vector(std::vector<int64_t>{1, 0}, {2});
+  EXPECT_TRUE(values_near(masked_fill(x, row_mask, 0), {2, 2}, {0, 2, 0, 4}));
+  EXPECT_TRUE(values_near(where(row_mask, x, -x), {2, 2}, {1, -2, 3, -4}));
+  EXPECT_NE(error_of([&] { masked_fill(x, Tensor::zeros({3}), 0); }).find("does not match the trailing dims"),
+            std::string::npos);
+}

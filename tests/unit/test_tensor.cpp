@@ -1,0 +1,131 @@
+// Tensor basics: factories, views sharing storage, conversions, in-place updates, and error messages.
+#include <gtest/gtest.h>
+
+#include "core/device.h"
+#include "core/parallel.h"
+#include "testing.h"
+
+using namespace sru;
+using sru::testing::error_of;
+using sru::testing::values_near;
+
+TEST(Tensor, FactoriesFillValues) {
+  EXPECT_TRUE(values_near(Tensor::zeros({2, 2}), {2, 2}, {0, 0, 0, 0}));
+  EXPECT_TRUE(values_near(Tensor::ones({3}, DType::F64), {3}, {1, 1, 1}));
+  EXPECT_TRUE(values_near(Tensor::full({2}, 2.5), {2}, {2.5, 2.5}));
+  EXPECT_TRUE(values_near(Tensor::arange(4), {4}, {0, 1, 2, 3}));
+  EXPECT_EQ(Tensor::arange(4).dtype(), DType::I64);
+  Tensor s = Tensor::scalar(3.0);
+  EXPECT_EQ(s.dim(), 0);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_DOUBLE_EQ(s.item<double>(), 3.0);
+}
+
+TEST(Tensor, StorageIsAlignedForVectorLoads) {
+  Tensor t = Tensor::empty({7, 3});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % kCpuAlignment, 0u);
+}
+
+TEST(Tensor, FromVectorConvertsAndChecksCount) {
+  Tensor t = Tensor::from_vector(std::vector<double>{1.5, -2.0, 3.0}, {3}, DType::I32);
+  EXPECT_EQ(t.to_vector<int32_t>(), (std::vector<int32_t>{1, -2, 3}));
+  EXPECT_NE(error_of([] { Tensor::from_vector(std::vector<float>{1, 2, 3}, {2, 2}); }).find("do not fill shape (2, 2)"),
+            std::string::npos);
+}
+
+TEST(Tensor, ViewSharesStorageAndInfersDim) {
+  Tensor t = Tensor::arange(6, DType::F32);
+  Tensor v = t.view({2, -1});
+  EXPECT_EQ(v.shape(), (Shape{2, 3}));
+  EXPECT_TRUE(v.shares_storage(t));
+  v.data<float>()[4] = 40.0f;
+  EXPECT_FLOAT_EQ(t.data<float>()[4], 40.0f);
+  EXPECT_NE(error_of([&] { t.view({4, -1}); }).find("cannot infer"), std::string::npos);
+  EXPECT_NE(error_of([&] { t.view({5}); }).find("does not match 6 elements"), std::string::npos);
+}
+
+TEST(Tensor, Narrow0IsAZeroCopyRowRange) {
+  Tensor t = Tensor::arange(12, DType::F32).view({4, 3});
+  Tensor rows = t.narrow0(1, 2);
+  EXPECT_TRUE(values_near(rows, {2, 3}, {3, 4, 5, 6, 7, 8}));
+  EXPECT_TRUE(rows.shares_storage(t));
+  EXPECT_NE(error_of([&] { t.narrow0(3, 2); }).find("out of range"), std::string::npos);
+}
+
+TEST(Tensor, CloneAndConvertCopy) {
+  Tensor t = Tensor::full({3}, 1.25);
+  Tensor c = t.clone();
+  c.fill_(2.0);
+  EXPECT_FLOAT_EQ(t.data<float>()[0], 1.25f);
+  Tensor d = t.to(DType::F64);
+  EXPECT_EQ(d.dtype(), DType::F64);
+  EXPECT_FALSE(d.shares_storage(t));
+  EXPECT_TRUE(t.to(DType::F32).shares_storage(t));
+}
+
+TEST(Tensor, InPlaceUpdates) {
+  Tensor t = Tensor::full({4}, 1.0);
+  t.add_(Tensor::full({4}, 2.0), 0.5).mul_(3.0);
+  EXPECT_TRUE(values_near(t, {4}, {6, 6, 6, 6}));
+  t.zero_();
+  EXPECT_TRUE(values_near(t, {4}, {0, 0, 0, 0}));
+  t.copy_(Tensor::arange(4, DType::F32));
+  EXPECT_TRUE(values_near(t, {4}, {0, 1, 2, 3}));
+}
+
+TEST(Tensor, LargeInPlaceAddUsesAllThreadsAndIsExact) {
+  const int64_t n = 1 << 20;  // above the parallel grain
+  Tensor a = Tensor::full({n}, 1.0), b = Tensor::arange(n, DType::F32);
+  a.add_(b);
+  const float* p = a.data<float>();
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_FLOAT_EQ(p[i], 1.0f + static_cast<float>(i));
+}
+
+TEST(Tensor, DtypeMisuseIsAClearError) {
+  Tensor t = Tensor::zeros({2});
+  EXPECT_NE(error_of([&] { t.data<double>(); }).find("tensor of dtype f32 accessed as f64"), std::string::npos);
+  EXPECT_NE(error_of([&] { Tensor::zeros({2}).item<float>(); }).find("has 2 elements"), std::string::npos);
+  EXPECT_NE(error_of([] { Tensor::arange(3).set_requires_grad(true); }).find("only floating tensors"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { Tensor::empty({2, -1}); }).find("negative dimension"), std::string::npos);
+}
+
+TEST(Tensor, ErrorsCarrySourceLocation) {
+  const std::string message = error_of([] { Tensor::zeros({2}).item<float>(); });
+  EXPECT_NE(message.find("core/tensor.cpp:"), std::string::npos) << message;
+}
+
+TEST(Tensor, UndefinedTensorUseIsAnError) {
+  Tensor t;
+  EXPECT_FALSE(t.defined());
+  EXPECT_NE(error_of([&] { (void)t.shape(); }).find("undefined tensor"), std::string::npos);
+}
+
+TEST(Device, ParsesNamesAndRejectsOthers) {
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_EQ(Device::parse("cuda"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::cuda(1).str(), "cuda:1");
+  EXPECT_NE(error_of([] { Device::parse("gpu"); }).find("unknown device 'gpu'"), std::string::npos);
+  EXPECT_NE(error_of([] { Device::parse("cuda:x"); }).find("unknown device"), std::string::npos);
+}
+
+TEST(Threads, SettingThreadCountIsObserved) {
+  const int before = num_threads();
+  set_num_threads(1);
+  EXPECT_EQ(num_threads(), 1);
+  set_num_threads(0);
+  EXPECT_GE(num_threads(), 1);
+  set_num_threads(before);
+}
+
+TEST(Shape, SuffixRuleForBroadcasting) {
+  EXPECT_TRUE(is_shape_suffix({3}, {2, 3}));
+  EXPECT_TRUE(is_shape_suffix({1, 3}, {2, 3}));
+  EXPECT_TRUE(is_shape_suffix({}, {2, 3}));
+  EXPECT_TRUE(is_shape_suffix({1, 1, 3}, {3}));
+  EXPECT_FALSE(is_shape_suffix({2}, {2, 3}));
+  EXPECT_FALSE(is_shape_suffix({4, 2, 3}, {2, 3}));
+  EXPECT_EQ(shape_str({2, 3}), "(2, 3)");
+  EXPECT_EQ(shape_str({5}), "(5,)");
+}
