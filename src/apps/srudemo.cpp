@@ -28,7 +28,7 @@ struct Options {
   int64_t embed = 16;
   int64_t hidden = 256;
   int64_t batch = 128;
-  double lr = 0.2;
+  double lr = 0.5;
   int64_t steps = 3000;
   double seconds = 0;  // 0 = no time limit
   int64_t eval_every = 500;
