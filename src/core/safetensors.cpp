@@ -1,0 +1,187 @@
+// safetensors reader/writer (format summary in safetensors.h).
+#include "core/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+namespace sru::safetensors {
+
+namespace {
+
+// Guards against absurd header sizes in corrupted files before allocating.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+DType parse_dtype(const std::string& tag, const std::string& where) {
+  if (tag == "F32") return DType::F32;
+  if (tag == "F64") return DType::F64;
+  if (tag == "I32") return DType::I32;
+  if (tag == "I64") return DType::I64;
+  SRU_FAIL(where, ": unsupported dtype '", tag, "' (srutrain reads F32, F64, I32, I64)");
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    SRU_CHECK(w > 0, "cannot write '", path, "': ", std::strerror(errno));
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+std::string dtype_tag(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::I32: return "I32";
+    case DType::I64: return "I64";
+  }
+  return "?";
+}
+
+const Tensor* File::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+void save(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+          const Metadata& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    SRU_CHECK(name != "__metadata__" && !name.empty(), "safetensors: invalid tensor name '", name, "'");
+    SRU_CHECK(!header.contains(name), "safetensors: tensor name '", name, "' appears twice");
+    header[name] = {{"dtype", dtype_tag(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
+  const uint64_t n = text.size();
+  unsigned char size_bytes[8];
+  for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
+
+  const std::filesystem::path target(path);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  SRU_CHECK(fd >= 0, "cannot create '", tmp, "' to write '", path, "': ", std::strerror(errno));
+  try {
+    write_all(fd, size_bytes, 8, tmp);
+    write_all(fd, text.data(), text.size(), tmp);
+    for (const auto& [name, t] : tensors) write_all(fd, t.data_ptr(), t.nbytes(), tmp);
+    SRU_CHECK(::fsync(fd) == 0, "cannot flush '", tmp, "' to disk: ", std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    SRU_FAIL("cannot move '", tmp, "' to '", path, "': ", std::strerror(err));
+  }
+  // Make the rename itself durable.
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+File load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SRU_CHECK(in.good(), "cannot open checkpoint '", path, "'");
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  SRU_CHECK(file_size >= 8, "'", path, "' is not a safetensors file: only ", file_size, " bytes (truncated?)");
+  unsigned char size_bytes[8];
+  in.read(reinterpret_cast<char*>(size_bytes), 8);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(size_bytes[i]) << (8 * i);
+  SRU_CHECK(n <= kMaxHeaderBytes && n <= file_size - 8, "'", path, "': header size ", n, " does not fit in a file of ",
+            file_size, " bytes (truncated or not a safetensors file)");
+  std::string text(n, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(n));
+  SRU_CHECK(in.good(), "'", path, "': cannot read the ", n, "-byte header");
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    SRU_FAIL("'", path, "': the header is not valid JSON (corrupted file?): ", e.what());
+  }
+  SRU_CHECK(header.is_object(), "'", path, "': the header is not a JSON object");
+  const uint64_t data_size = file_size - 8 - n;
+
+  File file;
+  struct Span {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      SRU_CHECK(it.value().is_object(), "'", path, "': __metadata__ must be an object of strings");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+        SRU_CHECK(m.value().is_string(), "'", path, "': metadata '", m.key(), "' is not a string");
+        file.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "'" + path + "', tensor '" + it.key() + "'";
+    const auto& e = it.value();
+    SRU_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"), where,
+              ": entry needs dtype, shape and data_offsets");
+    Span span{0, 0, it.key()};
+    Shape shape;
+    DType dtype;
+    try {
+      dtype = parse_dtype(e.at("dtype").get<std::string>(), where);
+      shape = e.at("shape").get<Shape>();
+      const auto offsets = e.at("data_offsets").get<std::vector<uint64_t>>();
+      SRU_CHECK(offsets.size() == 2, where, ": data_offsets must have two entries");
+      span.begin = offsets[0];
+      span.end = offsets[1];
+    } catch (const nlohmann::json::exception& ex) {
+      SRU_FAIL(where, ": malformed entry: ", ex.what());
+    }
+    for (int64_t s : shape) SRU_CHECK(s >= 0, where, ": negative dimension in shape ", shape_str(shape));
+    SRU_CHECK(span.begin <= span.end && span.end <= data_size, where, ": byte range [", span.begin, ", ", span.end,
+              ") lies outside the ", data_size, " data bytes (truncated file?)");
+    const uint64_t expected = static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype);
+    SRU_CHECK(span.end - span.begin == expected, where, ": ", span.end - span.begin, " bytes for shape ",
+              shape_str(shape), " of ", dtype_name(dtype), " (expected ", expected, ")");
+    Tensor t = Tensor::empty(shape, dtype);
+    in.seekg(static_cast<std::streamoff>(8 + n + span.begin));
+    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(expected));
+    SRU_CHECK(in.good() || expected == 0, where, ": cannot read its data");
+    spans.push_back(span);
+    file.tensors.emplace_back(it.key(), t);
+  }
+  // The data buffer must be covered exactly: no overlaps, no holes.
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  uint64_t at = 0;
+  for (const Span& s : spans) {
+    SRU_CHECK(s.begin == at, "'", path, "': tensor '", s.name, "' starts at byte ", s.begin, ", expected ", at,
+              " (overlapping or missing data)");
+    at = s.end;
+  }
+  SRU_CHECK(at == data_size, "'", path, "': ", data_size - at, " trailing bytes after the last tensor");
+  return file;
+}
+
+}  // namespace sru::safetensors

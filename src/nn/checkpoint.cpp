@@ -1,0 +1,45 @@
+// Module state <-> safetensors, with complete mismatch reports.
+#include "nn/checkpoint.h"
+
+#include <set>
+#include <sstream>
+
+namespace sru::nn {
+
+void save_state(const Module& module, const std::string& path, const safetensors::Metadata& metadata) {
+  safetensors::save(path, module.state(), metadata);
+}
+
+safetensors::Metadata load_state(Module& module, const std::string& path) {
+  const safetensors::File file = safetensors::load(path);
+  const NamedTensors expected = module.state();
+  std::ostringstream problems;
+  int count = 0;
+  std::set<std::string> known;
+  for (const auto& [name, t] : expected) {
+    known.insert(name);
+    const Tensor* found = file.find(name);
+    if (!found) {
+      problems << "\n  missing: " << name << " " << shape_str(t.shape()) << " " << dtype_name(t.dtype());
+      ++count;
+    } else if (found->shape() != t.shape() || found->dtype() != t.dtype()) {
+      problems << "\n  mismatch: " << name << " is " << shape_str(found->shape()) << " " << dtype_name(found->dtype())
+               << " in the file, the model expects " << shape_str(t.shape()) << " " << dtype_name(t.dtype());
+      ++count;
+    }
+  }
+  for (const auto& [name, t] : file.tensors)
+    if (!known.count(name)) {
+      problems << "\n  unexpected: " << name << " " << shape_str(t.shape()) << " " << dtype_name(t.dtype());
+      ++count;
+    }
+  SRU_CHECK(count == 0, "checkpoint '", path, "' does not match the model (", count, " problem",
+            count == 1 ? "" : "s", "):", problems.str());
+  for (const auto& [name, t] : expected) {
+    Tensor target = t;
+    target.copy_(*file.find(name));
+  }
+  return file.metadata;
+}
+
+}  // namespace sru::nn

@@ -1,0 +1,51 @@
+// Linear, Embedding, LayerNorm and Dropout modules on top of the ops.
+#include "nn/layers.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/layer_norm.h"
+#include "ops/matmul.h"
+
+namespace sru::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType dtype, Generator& gen) {
+  SRU_CHECK(in_features > 0 && out_features > 0, "Linear: sizes must be positive, got ", in_features, " -> ",
+            out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", Tensor::uniform({out_features, in_features}, -bound, bound, dtype, gen));
+  if (with_bias) bias = register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, dtype, gen));
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  Tensor y = matmul(x, weight, false, true);
+  return bias.defined() ? y + bias : y;
+}
+
+Embedding::Embedding(int64_t num_embeddings, int64_t dim, int64_t padding, DType dtype, Generator& gen)
+    : padding_idx(padding) {
+  SRU_CHECK(num_embeddings > 0 && dim > 0, "Embedding: sizes must be positive, got (", num_embeddings, ", ", dim, ")");
+  Tensor w = Tensor::randn({num_embeddings, dim}, dtype, gen);
+  if (padding >= 0) std::memset(static_cast<char*>(w.data_ptr()) + padding * dim * dtype_size(dtype), 0, dim * dtype_size(dtype));
+  weight = register_parameter("weight", w);
+}
+
+Tensor Embedding::forward(const Tensor& indices) const { return embedding(weight, indices, padding_idx); }
+
+LayerNorm::LayerNorm(int64_t dim, double epsilon, DType dtype) : eps(epsilon) {
+  weight = register_parameter("weight", Tensor::ones({dim}, dtype));
+  bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+
+Dropout::Dropout(double probability, Generator& gen) : p(probability), gen_(&gen) {
+  SRU_CHECK(p >= 0.0 && p < 1.0, "Dropout: probability must be in [0, 1), got ", p);
+}
+
+Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p, is_training(), *gen_); }
+
+}  // namespace sru::nn

@@ -1,0 +1,90 @@
+// CPU LSTM from ops (see lstm.h).
+#include "nn/lstm.h"
+
+#include <cmath>
+
+#include "nn/sequence.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/select.h"
+#include "ops/shape_ops.h"
+
+namespace sru::nn {
+
+LSTM::LSTM(const LSTMOptions& o, Generator& gen) : options(o), gen_(&gen) {
+  SRU_CHECK(o.input_size > 0 && o.hidden_size > 0 && o.num_layers > 0, "LSTM: sizes must be positive, got input ",
+            o.input_size, ", hidden ", o.hidden_size, ", layers ", o.num_layers);
+  SRU_CHECK(o.dropout >= 0 && o.dropout < 1, "LSTM: dropout must be in [0, 1), got ", o.dropout);
+  const int64_t H = o.hidden_size, D = o.bidirectional ? 2 : 1;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(H));
+  auto init = [&](Shape shape) { return Tensor::uniform(shape, -bound, bound, o.dtype, gen); };
+  for (int64_t l = 0; l < o.num_layers; ++l) {
+    const int64_t n_in = l == 0 ? o.input_size : D * H;
+    std::vector<Direction> dirs;
+    for (int64_t dir = 0; dir < D; ++dir) {
+      const std::string suffix = "_l" + std::to_string(l) + (dir == 1 ? "_reverse" : "");
+      Direction p;
+      p.weight_ih = register_parameter("weight_ih" + suffix, init({4 * H, n_in}));
+      p.weight_hh = register_parameter("weight_hh" + suffix, init({4 * H, H}));
+      p.bias_ih = register_parameter("bias_ih" + suffix, init({4 * H}));
+      p.bias_hh = register_parameter("bias_hh" + suffix, init({4 * H}));
+      dirs.push_back(p);
+    }
+    layers_.push_back(dirs);
+  }
+}
+
+RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad) const {
+  const int64_t H = options.hidden_size, D = options.bidirectional ? 2 : 1, out = D * H;
+  const int64_t n_layers = static_cast<int64_t>(layers_.size());
+  SRU_CHECK(x.dim() == 3 && x.size(2) == options.input_size, "LSTM: input must be (L, B, ", options.input_size,
+            "), got ", shape_str(x.shape()));
+  const int64_t L = x.size(0), B = x.size(1);
+  for (const Tensor* s : {&h0, &c0})
+    if (s->defined())
+      SRU_CHECK(s->shape() == (Shape{n_layers, B, out}), "LSTM: initial state must be (", n_layers, ", ", B, ", ", out,
+                "), got ", shape_str(s->shape()));
+  const std::vector<Tensor> pad = padding_masks(mask_pad, H, x.dtype());
+
+  Tensor input = x;
+  std::vector<Tensor> h_last, c_last;
+  for (int64_t l = 0; l < n_layers; ++l) {
+    std::vector<Tensor> outputs, hs, cs;
+    for (int64_t dir = 0; dir < D; ++dir) {
+      const Direction& p = layers_[l][dir];
+      auto initial = [&](const Tensor& s) {
+        return s.defined() ? slice(time_step(s, l), 1, dir * H, dir * H + H) : Tensor::zeros({B, H}, x.dtype());
+      };
+      Tensor h = initial(h0), c = initial(c0);
+      const Tensor gates_x = matmul(input, p.weight_ih, false, true) + (p.bias_ih + p.bias_hh);  // (L, B, 4H)
+      std::vector<Tensor> steps(L);
+      for (int64_t s = 0; s < L; ++s) {
+        const int64_t t = dir == 0 ? s : L - 1 - s;
+        const Tensor gates = time_step(gates_x, t) + matmul(h, p.weight_hh, false, true);
+        const std::vector<Tensor> ifgo = split(gates, {H, H, H, H}, 1);
+        const Tensor c_new = sigmoid(ifgo[1]) * c + sigmoid(ifgo[0]) * tanh(ifgo[2]);
+        const Tensor h_new = sigmoid(ifgo[3]) * tanh(c_new);
+        if (pad.empty()) {
+          c = c_new;
+          h = h_new;
+          steps[t] = reshape(h_new, {1, B, H});
+        } else {
+          c = where(pad[t], c, c_new);
+          h = where(pad[t], h, h_new);
+          steps[t] = reshape(masked_fill(h_new, pad[t], 0.0), {1, B, H});
+        }
+      }
+      outputs.push_back(concat(steps, 0));
+      hs.push_back(h);
+      cs.push_back(c);
+    }
+    input = D == 1 ? outputs[0] : concat(outputs, 2);
+    h_last.push_back(reshape(D == 1 ? hs[0] : concat(hs, 1), {1, B, out}));
+    c_last.push_back(reshape(D == 1 ? cs[0] : concat(cs, 1), {1, B, out}));
+    if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_);
+  }
+  return {input, concat(h_last, 0), concat(c_last, 0)};
+}
+
+}  // namespace sru::nn

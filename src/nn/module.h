@@ -1,0 +1,60 @@
+// Module: the base of every model part. It owns named parameters (trainable or frozen) and buffers,
+// and child modules; names nest with dots ("rnn.rnn_lst.0.weight"), exactly as PyTorch's
+// state_dict() names them, which is what makes checkpoints portable (docs/checkpoint-format.md).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sru::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Every parameter (trainable or not) then every buffer, children after their parent's own
+  // entries, in registration order: the tensors a checkpoint holds.
+  NamedTensors state() const;
+  NamedTensors named_parameters() const;  // trainable and frozen
+  NamedTensors named_buffers() const;
+  std::vector<Tensor> trainable_parameters() const;  // requires_grad: what an optimiser updates
+  int64_t num_parameters() const;                    // elements of trainable parameters
+
+  // Training mode switches dropout on; evaluation mode off. Applies to all children.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();
+
+ protected:
+  // Registers t under `name` and returns it. Trainable parameters are marked requires_grad.
+  Tensor register_parameter(const std::string& name, Tensor t, bool trainable = true);
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    children_.emplace_back(name, module);
+    return module;
+  }
+
+ private:
+  void collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const;
+
+  struct Entry {
+    std::string name;
+    Tensor tensor;
+  };
+  std::vector<Entry> parameters_, buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace sru::nn

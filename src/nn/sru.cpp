@@ -1,0 +1,141 @@
+// SRU layer/stack: parameters, initialisation (paper section 3.2 / Appendix A, as `sru` v2.6), forward.
+#include "nn/sru.h"
+
+#include <cmath>
+
+#include "nn/sru_composed.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/shape_ops.h"
+#include "ops/sru_recurrence.h"
+
+namespace sru::nn {
+
+namespace {
+
+double rescale_alpha(double highway_bias) { return std::sqrt(1.0 + 2.0 * std::exp(highway_bias)); }
+
+// Multiplies block m (columns with col % k == m) of a (rows, out*k) weight by factor; m < 0: all.
+void scale_block(const Tensor& w, int64_t k, int64_t m, double factor) {
+  SRU_DISPATCH_FLOATING(w.dtype(), "scale_block", [&]<typename T>() {
+    T* p = w.data<T>();
+    for (int64_t i = 0; i < w.numel(); ++i)
+      if (m < 0 || (i % w.size(1)) % k == m) p[i] *= static_cast<T>(factor);
+  });
+}
+
+}  // namespace
+
+SRULayer::SRULayer(int64_t n_in, const SRUOptions& o, double layer_dropout, Generator& gen)
+    : input_size(n_in), dropout(layer_dropout), options(o), gen_(&gen) {
+  SRU_CHECK(n_in > 0 && o.hidden_size > 0, "SRU: input_size and hidden_size must be positive, got ", n_in, " and ",
+            o.hidden_size);
+  SRU_CHECK(o.dropout >= 0 && o.dropout < 1 && o.rnn_dropout >= 0 && o.rnn_dropout < 1,
+            "SRU: dropout and rnn_dropout must be in [0, 1), got ", o.dropout, " and ", o.rnn_dropout);
+  SRU_CHECK(o.projection_size >= 0, "SRU: projection_size must be >= 0, got ", o.projection_size);
+  output_size = (o.bidirectional ? 2 : 1) * o.hidden_size;
+  projection_size = (o.projection_size > 0 && o.projection_size < n_in && o.projection_size < output_size)
+                        ? o.projection_size : 0;
+  k = (o.has_skip_term && n_in != output_size) ? 4 : 3;
+  const int64_t fan_in = projection_size > 0 ? projection_size : n_in;
+  if (projection_size > 0)
+    weight_proj = register_parameter("weight_proj", Tensor::empty({n_in, projection_size}, o.dtype));
+  weight = register_parameter("weight", Tensor::empty({fan_in, output_size * k}, o.dtype));
+  weight_c = register_parameter("weight_c", Tensor::empty({2 * output_size}, o.dtype), !o.v1);
+  bias = register_parameter("bias", Tensor::empty({2 * output_size}, o.dtype));
+  scale_x = register_buffer("scale_x", Tensor::empty({1}, o.dtype));
+  if (o.layer_norm)
+    layer_norm = register_module("layer_norm", std::make_shared<LayerNorm>(o.normalize_after ? output_size : n_in,
+                                                                           1e-5, o.dtype));
+  reset_parameters(gen);
+}
+
+void SRULayer::reset_parameters(Generator& gen) {
+  const SRUOptions& o = options;
+  bias.zero_();
+  bias.narrow0(output_size, output_size).fill_(o.highway_bias);
+  const double alpha = rescale_alpha(o.highway_bias);
+  scale_x.fill_(o.rescale && o.has_skip_term ? alpha : 1.0);
+
+  // E[w] = 0, Var[w] = 1/fan_in.
+  const double range = std::sqrt(3.0 / static_cast<double>(weight.size(0)));
+  weight.copy_(Tensor::uniform(weight.shape(), -range, range, weight.dtype(), gen));
+  if (weight_proj.defined()) {
+    const double proj_range = std::sqrt(3.0 / static_cast<double>(input_size));
+    weight_proj.copy_(Tensor::uniform(weight_proj.shape(), -proj_range, proj_range, weight_proj.dtype(), gen));
+  }
+  if (dropout > 0) scale_block(weight, k, 0, std::sqrt(1.0 - dropout));
+  if (o.rnn_dropout > 0) scale_block(weight, k, -1, std::sqrt(1.0 - o.rnn_dropout));
+  if (layer_norm) scale_block(weight, k, -1, 0.1);
+  if (o.rescale && o.has_skip_term && k == 4) scale_block(weight, k, 3, alpha);
+
+  if (!o.v1) {
+    // Var[v] = 1, then v and the gate blocks scaled by sqrt(0.5) so each gate's input keeps unit variance.
+    weight_c.copy_(Tensor::uniform(weight_c.shape(), -std::sqrt(3.0), std::sqrt(3.0), weight_c.dtype(), gen));
+    weight_c.mul_(std::sqrt(0.5));
+    scale_block(weight, k, 1, std::sqrt(0.5));
+    scale_block(weight, k, 2, std::sqrt(0.5));
+  } else {
+    weight_c.zero_();
+  }
+}
+
+std::pair<Tensor, Tensor> SRULayer::forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const {
+  SRU_CHECK(x.dim() == 3 && x.size(2) == input_size, "SRU layer: input must be (L, B, ", input_size, "), got ",
+            shape_str(x.shape()));
+  const int64_t B = x.size(1);
+  Tensor input = x;
+  if (layer_norm && !options.normalize_after) input = layer_norm->forward(input);
+  if (is_training() && options.rnn_dropout > 0)
+    input = input * dropout_mask({B, input_size}, options.rnn_dropout, x.dtype(), *gen_);
+  Tensor mask_c;
+  if (is_training() && dropout > 0) mask_c = dropout_mask({B, output_size}, dropout, x.dtype(), *gen_);
+
+  const Tensor U = weight_proj.defined() ? matmul(matmul(input, weight_proj), weight) : matmul(input, weight);
+  SruRecurrenceOptions ro;
+  ro.hidden_size = options.hidden_size;
+  ro.bidirectional = options.bidirectional;
+  ro.k = static_cast<int>(k);
+  ro.has_skip_term = options.has_skip_term;
+  ro.use_tanh = options.use_tanh;
+  ro.scale_x = options.rescale ? scale_x.item<double>() : 1.0;
+  // The skip term reads the layer's own input (before layer norm and rnn_dropout), as `sru` does.
+  auto [h, c] = implementation == SRUImplementation::Fused
+                    ? sru_recurrence(U, x, weight_c, bias, c0, mask_c, mask_pad, ro)
+                    : sru_recurrence_composed(U, x, weight_c, bias, c0, mask_c, mask_pad, ro);
+  if (layer_norm && options.normalize_after) h = layer_norm->forward(h);
+  return {h, c};
+}
+
+SRU::SRU(const SRUOptions& o, Generator& gen) : options(o) {
+  SRU_CHECK(o.num_layers > 0, "SRU: num_layers must be positive, got ", o.num_layers);
+  const int64_t out = (o.bidirectional ? 2 : 1) * o.hidden_size;
+  for (int64_t i = 0; i < o.num_layers; ++i) {
+    const double layer_dropout = i + 1 != o.num_layers ? o.dropout : 0.0;
+    layers.push_back(std::make_shared<SRULayer>(i == 0 ? o.input_size : out, o, layer_dropout, gen));
+    register_module("rnn_lst." + std::to_string(i), layers.back());
+  }
+}
+
+std::pair<Tensor, Tensor> SRU::forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const {
+  const int64_t n = static_cast<int64_t>(layers.size());
+  if (c0.defined())
+    SRU_CHECK(c0.dim() == 3 && c0.size(0) == n, "SRU: c0 must be (num_layers = ", n, ", B, out), got ",
+              shape_str(c0.shape()));
+  Tensor h = x;
+  std::vector<Tensor> last_states;
+  for (int64_t i = 0; i < n; ++i) {
+    const Tensor c0_i = c0.defined() ? reshape(slice(c0, 0, i, i + 1), {c0.size(1), c0.size(2)}) : Tensor();
+    auto [h_i, c_i] = layers[i]->forward(h, c0_i, mask_pad);
+    h = h_i;
+    last_states.push_back(reshape(c_i, {1, c_i.size(0), c_i.size(1)}));
+  }
+  return {h, concat(last_states, 0)};
+}
+
+void SRU::set_implementation(SRUImplementation impl) {
+  for (auto& layer : layers) layer->implementation = impl;
+}
+
+}  // namespace sru::nn

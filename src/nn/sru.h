@@ -1,0 +1,76 @@
+// SRU layer and stack (Lei et al. 2018), with the options of the PyTorch package `sru` v2.6 and
+// its parameter names (the checkpoint contract in ../shared/DESIGN.md section 4):
+//   rnn_lst.{i}.weight       (n_in or p, out*k)      U = x W  (or (x Wp) W with a projection)
+//   rnn_lst.{i}.weight_proj  (n_in, p)               only when projecting
+//   rnn_lst.{i}.weight_c     (2*out)                 [vf | vr]; zero and frozen with v1
+//   rnn_lst.{i}.bias         (2*out)                 [bf | br]; br starts at highway_bias
+//   rnn_lst.{i}.scale_x      (1)                     buffer: alpha = sqrt(1 + 2 e^highway_bias) when
+//                                                    rescale and has_skip_term, else 1
+//   rnn_lst.{i}.layer_norm.{weight,bias}             (n_in), or (out) with normalize_after
+// k = 4 when has_skip_term and n_in != out (the 4th block projects the skip term), else 3.
+// Shapes: x (L, B, n_in); c0 (layers, B, out); mask_pad (L, B), nonzero = padded step.
+// The stack returns h of the top layer (L, B, out) and the last c of every layer (layers, B, out).
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/rng.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+
+namespace sru::nn {
+
+struct SRUOptions {
+  int64_t input_size = 0;
+  int64_t hidden_size = 0;       // per direction
+  int64_t num_layers = 2;
+  double dropout = 0.0;          // variational mask on h inside the recurrence, all layers but the last
+  double rnn_dropout = 0.0;      // variational mask on each layer's input
+  bool bidirectional = false;
+  int64_t projection_size = 0;   // used in a layer when 0 < p < n_in and p < out (as `sru` does)
+  bool use_tanh = false;
+  bool layer_norm = false;
+  bool normalize_after = false;  // layer norm on h (post) instead of on the input (pre)
+  double highway_bias = 0.0;
+  bool has_skip_term = true;
+  bool rescale = false;
+  bool v1 = false;               // no c_{t-1} terms in the gates
+  DType dtype = DType::F32;
+};
+
+// Fused: the CPU/CUDA kernel (ops/sru_recurrence). Composed: a per-time-step loop of basic autograd
+// ops — an independent implementation, used as the test oracle and as a benchmark baseline.
+enum class SRUImplementation { Fused, Composed };
+
+class SRULayer : public Module {
+ public:
+  SRULayer(int64_t input_size, const SRUOptions& options, double dropout, Generator& gen);
+  // x (L, B, n_in), c0 (B, out) or undefined, mask_pad (L, B) or undefined -> (h (L, B, out), c (B, out))
+  std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const;
+  void reset_parameters(Generator& gen);
+
+  int64_t input_size, output_size, projection_size, k;
+  double dropout;
+  SRUOptions options;
+  SRUImplementation implementation = SRUImplementation::Fused;
+  Tensor weight, weight_proj, weight_c, bias, scale_x;
+  std::shared_ptr<LayerNorm> layer_norm;
+
+ private:
+  Generator* gen_;
+};
+
+class SRU : public Module {
+ public:
+  explicit SRU(const SRUOptions& options, Generator& gen = default_generator());
+  std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& c0 = Tensor(), const Tensor& mask_pad = Tensor()) const;
+  void set_implementation(SRUImplementation impl);
+  int64_t output_size() const { return layers.back()->output_size; }
+
+  SRUOptions options;
+  std::vector<std::shared_ptr<SRULayer>> layers;
+};
+
+}  // namespace sru::nn

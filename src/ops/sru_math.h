@@ -1,0 +1,75 @@
+// One time step of the SRU elementwise recurrence for one column (batch b, direction, unit j), and
+// its backward step, as SRU_HD functions: the CPU kernel and the CUDA kernel run this same code.
+//
+//   f   = sigmoid(u1 + vf * c_prev + bf)          forget gate
+//   r   = sigmoid(u2 + vr * c_prev + br)          reset (highway) gate
+//   c   = f * c_prev + (1 - f) * u0
+//   g   = c, or tanh(c) with use_tanh
+//   h   = m r g + (1 - m r) x'   with the skip term (x' = alpha x or u3), or h = m r g without it
+// m is the dropout mask value (1 when not training). A padded step (mask_pad) keeps c = c_prev and
+// outputs h = 0; it is handled by the kernels, not here.
+#pragma once
+
+#include "core/hd.h"
+#include "ops/elementwise_math.h"
+
+namespace sru {
+
+template <typename T>
+struct SruStepInput {
+  T u0, u1, u2;  // candidate, forget and reset pre-activations from U
+  T x_skip;      // x' (ignored without the skip term)
+  T vf, vr, bf, br;
+  T mask;        // dropout mask value m
+};
+
+template <typename T>
+SRU_HD T sru_activation(T c, bool use_tanh) {
+  return use_tanh ? std::tanh(c) : c;
+}
+
+// Forward step: returns c and writes h.
+template <typename T>
+SRU_HD T sru_step_forward(const SruStepInput<T>& in, T c_prev, bool use_tanh, bool has_skip, T& h) {
+  const T f = sigmoid_of(in.u1 + in.vf * c_prev + in.bf);
+  const T r = sigmoid_of(in.u2 + in.vr * c_prev + in.br);
+  const T c = f * c_prev + (T(1) - f) * in.u0;
+  const T g = sru_activation(c, use_tanh);
+  const T mr = in.mask * r;
+  h = has_skip ? mr * g + (T(1) - mr) * in.x_skip : mr * g;
+  return c;
+}
+
+template <typename T>
+struct SruStepGrads {
+  T u0, u1, u2;  // d/d u0, u1, u2 (u1, u2 grads equal the gate pre-activation grads, so also d bf, d br)
+  T x_skip;      // d/d x'
+  T vf, vr;      // contributions to d vf, d vr
+  T c_prev;      // d/d c_prev
+};
+
+// Backward step. grad_h = dL/dh at this step, grad_c = dL/dc coming from later steps (and the
+// final-state gradient). Gates are recomputed from c_prev, so only c needs to be stored.
+template <typename T>
+SRU_HD SruStepGrads<T> sru_step_backward(const SruStepInput<T>& in, T c_prev, T c, T grad_h, T grad_c,
+                                        bool use_tanh, bool has_skip) {
+  const T f = sigmoid_of(in.u1 + in.vf * c_prev + in.bf);
+  const T r = sigmoid_of(in.u2 + in.vr * c_prev + in.br);
+  const T g = sru_activation(c, use_tanh);
+  const T dg = use_tanh ? T(1) - g * g : T(1);
+  const T gc = grad_c + grad_h * in.mask * r * dg;               // total dL/dc
+  const T gr = grad_h * in.mask * (has_skip ? g - in.x_skip : g);  // dL/dr
+  const T gr_pre = gr * r * (T(1) - r);
+  const T gf_pre = gc * (c_prev - in.u0) * f * (T(1) - f);
+  SruStepGrads<T> out;
+  out.u0 = gc * (T(1) - f);
+  out.u1 = gf_pre;
+  out.u2 = gr_pre;
+  out.x_skip = has_skip ? grad_h * (T(1) - in.mask * r) : T(0);
+  out.vf = gf_pre * c_prev;
+  out.vr = gr_pre * c_prev;
+  out.c_prev = gc * f + gf_pre * in.vf + gr_pre * in.vr;
+  return out;
+}
+
+}  // namespace sru

@@ -1,0 +1,72 @@
+// Autograd wrapper of the fused SRU recurrence: argument checks, outputs, saved state, backward.
+#include "ops/sru_recurrence.h"
+
+#include "autograd/node.h"
+
+namespace sru {
+
+namespace {
+
+void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const Tensor& bias, const Tensor& c0,
+                const Tensor& mask_c, const Tensor& mask_pad, const SruRecurrenceOptions& o) {
+  SRU_CHECK(o.k == 3 || o.k == 4, "sru_recurrence: k must be 3 or 4, got ", o.k);
+  SRU_CHECK(o.hidden_size > 0, "sru_recurrence: hidden_size must be positive, got ", o.hidden_size);
+  check_floating(U, "sru_recurrence");
+  const int64_t out = (o.bidirectional ? 2 : 1) * o.hidden_size;
+  SRU_CHECK(U.dim() == 3 && U.size(2) == out * o.k, "sru_recurrence: U must be (L, B, ", out * o.k, "), got ",
+            shape_str(U.shape()));
+  const int64_t L = U.size(0), B = U.size(1);
+  auto expect = [&](const Tensor& t, const Shape& shape, const char* name) {
+    if (!t.defined()) return;
+    SRU_CHECK(t.shape() == shape, "sru_recurrence: ", name, " must be ", shape_str(shape), ", got ", shape_str(t.shape()));
+    if (std::string(name) != "mask_pad") check_same_dtype(U, t, "sru_recurrence");
+  };
+  expect(weight_c, {2 * out}, "weight_c");
+  expect(bias, {2 * out}, "bias");
+  expect(c0, {B, out}, "c0");
+  expect(mask_c, {B, out}, "mask_c");
+  expect(mask_pad, {L, B}, "mask_pad");
+  SRU_CHECK(weight_c.defined() && bias.defined(), "sru_recurrence: weight_c and bias are required");
+  if (o.has_skip_term && o.k == 3) {
+    SRU_CHECK(x.defined(), "sru_recurrence: the skip term with k = 3 needs the input x");
+    expect(x, {L, B, out}, "x");
+  }
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& weight_c, const Tensor& bias,
+                                         const Tensor& c0, const Tensor& mask_c, const Tensor& mask_pad,
+                                         const SruRecurrenceOptions& o) {
+  check_args(U, x, weight_c, bias, c0, mask_c, mask_pad, o);
+  // x only takes part when it feeds the skip term.
+  const Tensor x_used = o.has_skip_term && o.k == 3 ? x : Tensor();
+  const int64_t L = U.size(0), B = U.size(1), out = (o.bidirectional ? 2 : 1) * o.hidden_size;
+  Tensor h = Tensor::empty({L, B, out}, U.dtype(), U.device());
+  Tensor c_all = Tensor::empty({L, B, out}, U.dtype(), U.device());
+  Tensor c_last = Tensor::empty({B, out}, U.dtype(), U.device());
+  const cpu::SruTensors in{U, x_used, weight_c, bias, c0, mask_c, mask_pad};
+  cpu::sru_recurrence_forward(in, o, h, c_all, c_last);
+
+  if (autograd::needs_grad({U, x_used, weight_c, bias, c0})) {
+    auto saved = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
+    const cpu::SruTensors kept{saved(U), saved(x_used), saved(weight_c), saved(bias), saved(c0), saved(mask_c),
+                               saved(mask_pad)};
+    const bool need_x = x_used.defined() && x_used.requires_grad();
+    const bool need_wc = weight_c.requires_grad(), need_b = bias.requires_grad();
+    const bool need_c0 = c0.defined() && c0.requires_grad();
+    autograd::record("SruRecurrenceBackward", {U, x_used, weight_c, bias, c0}, {h, c_last},
+                     [=](const std::vector<Tensor>& g) {
+                       Tensor gU = Tensor::empty(kept.U.shape(), kept.U.dtype());
+                       Tensor gx = need_x ? Tensor::empty(kept.x.shape(), kept.x.dtype()) : Tensor();
+                       Tensor gw = Tensor::empty(kept.weight_c.shape(), kept.weight_c.dtype());
+                       Tensor gb = Tensor::empty(kept.bias.shape(), kept.bias.dtype());
+                       Tensor gc0 = need_c0 ? Tensor::empty(kept.c0.shape(), kept.c0.dtype()) : Tensor();
+                       cpu::sru_recurrence_backward(kept, o, c_all, g[0], g[1], gU, gx, gw, gb, gc0);
+                       return std::vector<Tensor>{gU, gx, need_wc ? gw : Tensor(), need_b ? gb : Tensor(), gc0};
+                     });
+  }
+  return {h, c_last};
+}
+
+}  // namespace sru

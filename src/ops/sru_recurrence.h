@@ -1,0 +1,57 @@
+// The fused SRU elementwise recurrence (paper Algorithm 1), forward and backward, for one layer and
+// both directions at once. Math per element: ops/sru_math.h.
+//
+// Shapes (L = length, B = batch, d = hidden per direction, D = 1 or 2 directions, out = D*d,
+// k = 3 or 4 matrices per unit):
+//   U        (L, B, out*k)  column ((dir*d + j)*k + m), m: 0 candidate, 1 forget, 2 reset, 3 skip
+//   x        (L, B, out)    the residual input, read when k == 3 with the skip term (x' = scale_x * x)
+//   weight_c (2*out)        [vf dir0 | vf dir1 | vr dir0 | vr dir1];  bias (2*out) likewise [bf | br]
+//   c0       (B, out)       initial state (undefined = zeros)
+//   mask_c   (B, out)       dropout mask values (undefined = 1), fixed across time
+//   mask_pad (L, B)         any dtype, nonzero = padded step: c carries over, h = 0, no gradient
+// Returns h (L, B, out) and the last state c (B, out) (direction 1 runs from t = L-1 down to 0, so
+// its last state is the one after t = 0).
+// Saved for backward: c at every step (L, B, out), plus the inputs. Backward walks time in reverse,
+// recomputes the gates from the stored c, and accumulates grad weight_c / bias per (batch, column)
+// before a fixed-order reduction over the batch (deterministic). Gradients are written into zeroed
+// or fully overwritten buffers; nothing is accumulated across calls.
+#pragma once
+
+#include <utility>
+
+#include "core/tensor.h"
+
+namespace sru {
+
+struct SruRecurrenceOptions {
+  int64_t hidden_size = 0;  // d
+  bool bidirectional = false;
+  int k = 3;
+  bool has_skip_term = true;
+  bool use_tanh = false;
+  double scale_x = 1.0;     // alpha, multiplies x when k == 3
+};
+
+std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& weight_c, const Tensor& bias,
+                                         const Tensor& c0, const Tensor& mask_c, const Tensor& mask_pad,
+                                         const SruRecurrenceOptions& options);
+
+namespace cpu {
+
+struct SruTensors {
+  Tensor U, x, weight_c, bias, c0, mask_c, mask_pad;
+};
+
+// Writes h (L, B, out), c_all (L, B, out) and c_last (B, out).
+void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
+                            const Tensor& c_last);
+// Overwrites every defined output gradient: grad_U (L, B, out*k), grad_x (L, B, out), grad_weight_c and
+// grad_bias (2*out), grad_c0 (B, out). grad_h / grad_c_last are the incoming gradients.
+void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& c_all,
+                             const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_U,
+                             const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
+                             const Tensor& grad_c0);
+
+}  // namespace cpu
+
+}  // namespace sru

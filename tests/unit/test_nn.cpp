@@ -1,0 +1,125 @@
+// nn modules: Linear / Embedding / LayerNorm / Dropout names, shapes and behaviour, module
+// bookkeeping, and the CPU LSTM (PyTorch names, a hand-computed step, padding).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autograd/engine.h"
+#include "nn/layers.h"
+#include "nn/lstm.h"
+#include "ops/ops.h"
+#include "testing.h"
+
+using namespace sru;
+using namespace sru::nn;
+using sru::testing::values_near;
+
+TEST(Layers, LinearComputesXWTransposedPlusBias) {
+  Linear lin(3, 2, true, DType::F64);
+  lin.weight.copy_(Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3}));
+  lin.bias.copy_(Tensor::from_vector(std::vector<double>{10, 20}, {2}));
+  Tensor x = Tensor::from_vector(std::vector<double>{1, 0, -1, 2, 2, 2}, {2, 3});
+  EXPECT_TRUE(values_near(lin.forward(x), {2, 2}, {1 - 3 + 10, 4 - 6 + 20, 12 + 10, 30 + 20}));
+  const auto names = lin.state();
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names[0].first, "weight");
+  EXPECT_EQ(names[1].first, "bias");
+  const double bound = 1 / std::sqrt(3.0);
+  Linear fresh(3, 500);
+  for (double v : fresh.weight.to_vector<double>()) ASSERT_LE(std::abs(v), bound);
+}
+
+TEST(Layers, EmbeddingPaddingRowStartsAtZero) {
+  Embedding emb(5, 3, 2);
+  for (double v : emb.weight.narrow0(2, 1).to_vector<double>()) EXPECT_EQ(v, 0.0);
+  Tensor out = emb.forward(Tensor::from_vector(std::vector<int64_t>{4, 2}, {2}));
+  EXPECT_EQ(out.shape(), (Shape{2, 3}));
+}
+
+TEST(Layers, DropoutOnlyInTrainingAndModuleModesPropagate) {
+  struct Net : Module {
+    std::shared_ptr<Dropout> drop = register_module("drop", std::make_shared<Dropout>(0.5));
+    std::shared_ptr<LayerNorm> norm = register_module("norm", std::make_shared<LayerNorm>(4));
+  } net;
+  Tensor x = Tensor::ones({100, 4});
+  net.eval();
+  EXPECT_FALSE(net.drop->is_training());
+  EXPECT_TRUE(net.drop->forward(x).shares_storage(x));
+  net.train();
+  const auto y = net.drop->forward(x).to_vector<double>();
+  EXPECT_NE(std::count(y.begin(), y.end(), 0.0), 0);
+  const auto state = net.state();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[0].first, "norm.weight");
+  EXPECT_EQ(net.num_parameters(), 8);
+}
+
+TEST(Layers, ZeroGradClearsGradients) {
+  Linear lin(2, 2);
+  autograd::backward(sum(lin.forward(Tensor::ones({1, 2}))));
+  EXPECT_TRUE(lin.weight.grad().defined());
+  lin.zero_grad();
+  EXPECT_FALSE(lin.weight.grad().defined());
+}
+
+TEST(Lstm, NamesAndShapesMatchPyTorch) {
+  LSTMOptions o;
+  o.input_size = 3;
+  o.hidden_size = 5;
+  o.num_layers = 2;
+  o.bidirectional = true;
+  LSTM lstm(o);
+  std::vector<std::string> names;
+  for (auto& [n, t] : lstm.state()) names.push_back(n + " " + shape_str(t.shape()));
+  const std::vector<std::string> expected = {
+      "weight_ih_l0 (20, 3)",          "weight_hh_l0 (20, 5)",         "bias_ih_l0 (20,)",
+      "bias_hh_l0 (20,)",              "weight_ih_l0_reverse (20, 3)", "weight_hh_l0_reverse (20, 5)",
+      "bias_ih_l0_reverse (20,)",      "bias_hh_l0_reverse (20,)",     "weight_ih_l1 (20, 10)",
+      "weight_hh_l1 (20, 5)",          "bias_ih_l1 (20,)",             "bias_hh_l1 (20,)",
+      "weight_ih_l1_reverse (20, 10)", "weight_hh_l1_reverse (20, 5)", "bias_ih_l1_reverse (20,)",
+      "bias_hh_l1_reverse (20,)"};
+  EXPECT_EQ(names, expected);
+}
+
+TEST(Lstm, OneStepByHandWithGateOrderIFGO) {
+  LSTMOptions o;
+  o.input_size = 1;
+  o.hidden_size = 1;
+  o.dtype = DType::F64;
+  LSTM lstm(o);
+  auto state = lstm.state();
+  // weight_ih = [i f g o] = [0.5, -0.5, 1.0, 2.0]; weight_hh = [0.1, 0.2, 0.3, 0.4]; biases 0.
+  state[0].second.copy_(Tensor::from_vector(std::vector<double>{0.5, -0.5, 1.0, 2.0}, {4, 1}));
+  state[1].second.copy_(Tensor::from_vector(std::vector<double>{0.1, 0.2, 0.3, 0.4}, {4, 1}));
+  state[2].second.zero_();
+  state[3].second.zero_();
+  const double x = 0.8, h0 = 0.5, c0 = -0.3;
+  auto s = [](double v) { return 1 / (1 + std::exp(-v)); };
+  const double i = s(0.5 * x + 0.1 * h0), f = s(-0.5 * x + 0.2 * h0), g = std::tanh(1.0 * x + 0.3 * h0),
+               og = s(2.0 * x + 0.4 * h0);
+  const double c = f * c0 + i * g, h = og * std::tanh(c);
+  auto r = lstm.forward(Tensor::full({1, 1, 1}, x, DType::F64), Tensor::full({1, 1, 1}, h0, DType::F64),
+                        Tensor::full({1, 1, 1}, c0, DType::F64));
+  EXPECT_NEAR(r.output.item<double>(), h, 1e-14);
+  EXPECT_NEAR(r.h.item<double>(), h, 1e-14);
+  EXPECT_NEAR(r.c.item<double>(), c, 1e-14);
+}
+
+TEST(Lstm, PaddedStepsKeepStateAndOutputZero) {
+  LSTMOptions o;
+  o.input_size = 2;
+  o.hidden_size = 3;
+  o.dtype = DType::F64;
+  LSTM lstm(o);
+  Tensor x = Tensor::uniform({4, 2, 2}, -1, 1, DType::F64);
+  Tensor mask = Tensor::from_vector(std::vector<int32_t>{0, 0, 0, 0, 0, 1, 0, 1}, {4, 2});
+  auto padded = lstm.forward(x, Tensor(), Tensor(), mask);
+  Tensor x0 = Tensor::empty({2, 1, 2}, DType::F64);
+  for (int t = 0; t < 2; ++t) std::copy_n(x.data<double>() + (t * 2 + 1) * 2, 2, x0.data<double>() + t * 2);
+  auto alone = lstm.forward(x0);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NEAR(padded.c.data<double>()[3 + j], alone.c.data<double>()[j], 1e-14);
+    EXPECT_NEAR(padded.h.data<double>()[3 + j], alone.h.data<double>()[j], 1e-14);
+    EXPECT_EQ(padded.output.data<double>()[(3 * 2 + 1) * 3 + j], 0.0);
+  }
+}

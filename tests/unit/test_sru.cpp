@@ -1,0 +1,259 @@
+// SRU layer/stack: fused kernel vs the independent composed implementation over every option
+// combination (float64, forward and all gradients, 1e-10 relative), padding semantics, parameter
+// names/shapes of `sru` v2.6, initialisation, and the variance claim of paper section 3.2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "nn/sru.h"
+#include "ops/ops.h"
+#include "ops/sru_recurrence.h"
+#include "testing.h"
+
+using namespace sru;
+using namespace sru::nn;
+
+namespace {
+
+struct StackRun {
+  Tensor h, c;
+  std::vector<std::pair<std::string, Tensor>> grads;  // parameters, then "x", "c0"
+};
+
+// Forward + backward of a weighted sum of h and c, with the given implementation and mask seed.
+StackRun run_stack(SRU& model, Generator& gen, SRUImplementation impl, const Tensor& x, const Tensor& c0,
+              const Tensor& mask_pad) {
+  model.set_implementation(impl);
+  model.zero_grad();
+  x.impl()->grad.reset();
+  if (c0.defined()) c0.impl()->grad.reset();
+  gen.set_state(99, 0);  // the same dropout masks for both implementations
+  auto [h, c] = model.forward(x, c0, mask_pad);
+  Generator cot(5);
+  Tensor wh = Tensor::uniform(h.shape(), -1, 1, DType::F64, cot), wc = Tensor::uniform(c.shape(), -1, 1, DType::F64, cot);
+  autograd::backward(sum(h * wh) + sum(c * wc));
+  StackRun r{h.detach(), c.detach(), {}};
+  for (auto& [name, p] : model.named_parameters()) r.grads.emplace_back(name, p.grad());
+  r.grads.emplace_back("x", x.grad());
+  if (c0.defined()) r.grads.emplace_back("c0", c0.grad());
+  return r;
+}
+
+::testing::AssertionResult relative_close(const Tensor& a, const Tensor& b, double rtol = 1e-10) {
+  if (a.defined() != b.defined()) return ::testing::AssertionFailure() << "one gradient is undefined";
+  if (!a.defined()) return ::testing::AssertionSuccess();
+  if (a.shape() != b.shape()) return ::testing::AssertionFailure() << "shapes differ";
+  const auto va = a.to_vector<double>(), vb = b.to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i)
+    if (!(std::abs(va[i] - vb[i]) <= rtol * std::max(1.0, std::abs(vb[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i];
+  return ::testing::AssertionSuccess();
+}
+
+Tensor padding_mask(int64_t L, const std::vector<int64_t>& lengths) {
+  std::vector<int32_t> m;
+  for (int64_t t = 0; t < L; ++t)
+    for (int64_t len : lengths) m.push_back(t >= len ? 1 : 0);
+  return Tensor::from_vector(m, {L, static_cast<int64_t>(lengths.size())});
+}
+
+}  // namespace
+
+TEST(SRU, FusedMatchesComposedForEveryOptionCombination) {
+  const int64_t L = 5, B = 3, d = 4;
+  int combo = 0;
+  for (int bits = 0; bits < 256; ++bits, ++combo) {
+    SRUOptions o;
+    o.bidirectional = bits & 1;
+    const bool k4 = bits & 2;                 // n_in != out
+    o.has_skip_term = bits & 4;
+    o.use_tanh = bits & 8;
+    const bool padded = bits & 16;
+    o.dropout = (bits & 32) ? 0.3 : 0.0;
+    o.v1 = bits & 64;
+    o.rescale = bits & 128;
+    o.rnn_dropout = combo % 5 == 0 ? 0.2 : 0.0;
+    o.layer_norm = combo % 3 != 0;
+    o.normalize_after = combo % 3 == 2;
+    o.highway_bias = -1.0;
+    o.hidden_size = d;
+    const int64_t out = (o.bidirectional ? 2 : 1) * d;
+    o.input_size = k4 ? out + 3 : out;
+    o.projection_size = (combo / 3) % 2 ? 3 : 0;
+    o.num_layers = 2;
+    o.dtype = DType::F64;
+    SCOPED_TRACE(::testing::Message() << "bits=" << bits << " bidir=" << o.bidirectional << " k4=" << k4
+                                      << " skip=" << o.has_skip_term << " tanh=" << o.use_tanh << " pad=" << padded
+                                      << " dropout=" << o.dropout << " v1=" << o.v1 << " rescale=" << o.rescale
+                                      << " rnn_dropout=" << o.rnn_dropout << " ln=" << o.layer_norm
+                                      << " after=" << o.normalize_after << " proj=" << o.projection_size);
+    Generator gen(static_cast<uint64_t>(bits) + 1);
+    SRU model(o, gen);
+    model.train(true);
+    Tensor x = sru::testing::leaf({L, B, o.input_size}, 1000 + bits);
+    Tensor c0 = bits % 2 == 0 ? sru::testing::leaf({2, B, out}, 2000 + bits) : Tensor();
+    Tensor mask = padded ? padding_mask(L, {5, 2, 4}) : Tensor();
+    const StackRun fused = run_stack(model, gen, SRUImplementation::Fused, x, c0, mask);
+    const StackRun composed = run_stack(model, gen, SRUImplementation::Composed, x, c0, mask);
+    ASSERT_TRUE(relative_close(fused.h, composed.h)) << "h";
+    ASSERT_TRUE(relative_close(fused.c, composed.c)) << "c";
+    ASSERT_EQ(fused.grads.size(), composed.grads.size());
+    for (size_t i = 0; i < fused.grads.size(); ++i)
+      ASSERT_TRUE(relative_close(fused.grads[i].second, composed.grads[i].second)) << "grad " << fused.grads[i].first;
+  }
+}
+
+TEST(SRU, PaddedSequencesMatchRunningThemAlone) {
+  SRUOptions o;
+  o.input_size = 6;
+  o.hidden_size = 3;
+  o.bidirectional = true;
+  o.dtype = DType::F64;
+  Generator gen(3);
+  SRU model(o, gen);
+  model.eval();
+  Tensor x = Tensor::uniform({7, 2, 6}, -1, 1, DType::F64, gen);
+  auto [h, c] = model.forward(x, Tensor(), padding_mask(7, {7, 4}));
+  // Sequence 1 alone, 4 steps long.
+  Tensor x1 = Tensor::empty({4, 1, 6}, DType::F64);
+  for (int64_t t = 0; t < 4; ++t)
+    std::copy_n(x.data<double>() + (t * 2 + 1) * 6, 6, x1.data<double>() + t * 6);
+  auto [h1, c1] = model.forward(x1);
+  for (int64_t t = 0; t < 7; ++t)
+    for (int64_t j = 0; j < 6; ++j) {
+      const double got = h.data<double>()[(t * 2 + 1) * 6 + j];
+      if (t < 4) EXPECT_NEAR(got, h1.data<double>()[t * 6 + j], 1e-12);
+      else EXPECT_EQ(got, 0.0) << "padded steps output 0";
+    }
+  for (int64_t l = 0; l < 2; ++l)
+    for (int64_t j = 0; j < 6; ++j) EXPECT_NEAR(c.data<double>()[(l * 2 + 1) * 6 + j], c1.data<double>()[l * 6 + j], 1e-12);
+}
+
+TEST(SRU, ParameterNamesAndShapesMatchPyTorchSru) {
+  // sru v2.6: SRU(input_size=5, hidden_size=4, num_layers=3, bidirectional=True, projection_size=3,
+  // layer_norm=True). Layer 0: n_in 5 != out 8 -> k = 4; projection 3 < 5 and < 8 is used.
+  // Layers 1, 2: n_in = out = 8 -> k = 3, projection used (3 < 8).
+  SRUOptions o;
+  o.input_size = 5;
+  o.hidden_size = 4;
+  o.num_layers = 3;
+  o.bidirectional = true;
+  o.projection_size = 3;
+  o.layer_norm = true;
+  SRU model(o);
+  std::vector<std::pair<std::string, Shape>> expected = {
+      {"rnn_lst.0.weight_proj", {5, 3}}, {"rnn_lst.0.weight", {3, 32}}, {"rnn_lst.0.weight_c", {16}},
+      {"rnn_lst.0.bias", {16}},          {"rnn_lst.0.scale_x", {1}},   {"rnn_lst.0.layer_norm.weight", {5}},
+      {"rnn_lst.0.layer_norm.bias", {5}}, {"rnn_lst.1.weight_proj", {8, 3}}, {"rnn_lst.1.weight", {3, 24}},
+      {"rnn_lst.1.weight_c", {16}},      {"rnn_lst.1.bias", {16}},     {"rnn_lst.1.scale_x", {1}},
+      {"rnn_lst.1.layer_norm.weight", {8}}, {"rnn_lst.1.layer_norm.bias", {8}}, {"rnn_lst.2.weight_proj", {8, 3}},
+      {"rnn_lst.2.weight", {3, 24}},     {"rnn_lst.2.weight_c", {16}}, {"rnn_lst.2.bias", {16}},
+      {"rnn_lst.2.scale_x", {1}},        {"rnn_lst.2.layer_norm.weight", {8}}, {"rnn_lst.2.layer_norm.bias", {8}}};
+  auto state = model.state();
+  std::sort(state.begin(), state.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  std::sort(expected.begin(), expected.end());
+  ASSERT_EQ(state.size(), expected.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(state[i].first, expected[i].first);
+    EXPECT_EQ(state[i].second.shape(), expected[i].second) << state[i].first;
+  }
+}
+
+TEST(SRU, ProjectionIgnoredWhereSruIgnoresItAndNormalizeAfterUsesOutputSize) {
+  SRUOptions o;
+  o.input_size = 4;
+  o.hidden_size = 8;
+  o.projection_size = 6;  // not < n_in = 4: `sru` builds a plain weight for layer 0
+  o.layer_norm = true;
+  o.normalize_after = true;
+  o.has_skip_term = false;
+  SRU model(o);
+  EXPECT_FALSE(model.layers[0]->weight_proj.defined());
+  EXPECT_EQ(model.layers[0]->weight.shape(), (Shape{4, 24}));  // no skip term -> k = 3 even though 4 != 8
+  EXPECT_EQ(model.layers[0]->layer_norm->weight.shape(), (Shape{8}));
+  EXPECT_TRUE(model.layers[1]->weight_proj.defined());
+}
+
+TEST(SRU, InitialisationFollowsTheReference) {
+  SRUOptions o;
+  o.input_size = 200;
+  o.hidden_size = 100;  // k = 4
+  o.num_layers = 2;
+  o.highway_bias = -3.0;
+  o.rescale = true;
+  o.dropout = 0.36;
+  Generator gen(8);
+  SRU model(o, gen);
+  const SRULayer& l0 = *model.layers[0];
+  ASSERT_EQ(l0.k, 4);
+  const double alpha = std::sqrt(1 + 2 * std::exp(-3.0));
+  EXPECT_NEAR(l0.scale_x.item<double>(), alpha, 1e-6);
+  const auto b = l0.bias.to_vector<double>();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(b[i], 0.0) << "b_f starts at 0";
+  for (int i = 100; i < 200; ++i) EXPECT_FLOAT_EQ(b[i], -3.0f) << "b_r starts at highway_bias";
+  // Per-block maxima of |W|: sqrt(3/fan_in) times the block's factors.
+  const double range = std::sqrt(3.0 / 200);
+  const double expected_max[4] = {range * std::sqrt(1 - 0.36), range * std::sqrt(0.5), range * std::sqrt(0.5),
+                                  range * alpha};
+  double seen_max[4] = {0, 0, 0, 0};
+  const auto w = l0.weight.to_vector<double>();
+  for (size_t i = 0; i < w.size(); ++i) seen_max[(i % 400) % 4] = std::max(seen_max[(i % 400) % 4], std::abs(w[i]));
+  for (int m = 0; m < 4; ++m) {
+    EXPECT_LE(seen_max[m], expected_max[m] * (1 + 1e-6)) << "block " << m;
+    EXPECT_GE(seen_max[m], expected_max[m] * 0.98) << "block " << m;
+  }
+  // weight_c ~ U(-sqrt(3), sqrt(3)) * sqrt(0.5): variance 0.5.
+  double var = 0;
+  for (double v : l0.weight_c.to_vector<double>()) var += v * v;
+  EXPECT_NEAR(var / 200, 0.5, 0.1);
+  EXPECT_EQ(model.layers[1]->dropout, 0.0) << "the last layer has no dropout";
+}
+
+TEST(SRU, V1FreezesWeightCAtZero) {
+  SRUOptions o;
+  o.input_size = 4;
+  o.hidden_size = 4;
+  o.v1 = true;
+  SRU model(o);
+  for (double v : model.layers[0]->weight_c.to_vector<double>()) EXPECT_EQ(v, 0.0);
+  EXPECT_FALSE(model.layers[0]->weight_c.requires_grad());
+  EXPECT_EQ(model.num_parameters(), 2 * (4 * 12 + 8));  // weight + bias per layer; weight_c frozen
+}
+
+TEST(SRU, RescaleKeepsOutputVarianceThroughDepth) {
+  // Paper section 3.2: with x' scaled by alpha, Var[h] stays close to Var[x] through a deep stack of
+  // randomly initialised layers; without the scaling the highway mixes x with the smaller-variance
+  // state and the variance shrinks layer after layer.
+  auto variance_ratio = [](bool rescale) {
+    SRUOptions o;
+    o.input_size = 128;
+    o.hidden_size = 128;
+    o.num_layers = 8;
+    o.highway_bias = -3.0;
+    o.rescale = rescale;
+    Generator gen(21);
+    SRU model(o, gen);
+    model.eval();
+    autograd::NoGradGuard no_grad;
+    Tensor x = Tensor::randn({64, 16, 128}, DType::F32, gen);
+    const Tensor h = model.forward(x).first;
+    auto var = [](const Tensor& t) {
+      double s = 0, s2 = 0;
+      for (double v : t.to_vector<double>()) {
+        s += v;
+        s2 += v * v;
+      }
+      const double n = static_cast<double>(t.numel());
+      return s2 / n - (s / n) * (s / n);
+    };
+    return var(h) / var(x);
+  };
+  const double with = variance_ratio(true), without = variance_ratio(false);
+  std::cout << "Var[h]/Var[x] after 8 layers: " << with << " with rescale, " << without << " without\n";
+  EXPECT_GT(with, 0.6) << "with rescale";
+  EXPECT_LT(with, 1.6) << "with rescale";
+  EXPECT_LT(without, 0.6 * with) << "without rescale the variance should fall well below the rescaled one";
+}
