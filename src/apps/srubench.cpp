@@ -1,15 +1,21 @@
 // srubench: speed tables. `srubench ceilings` measures this machine's own limits — sgemm GFLOP/s at
 // the SRU's GEMM shapes and elementwise / copy GB/s — so later benchmarks can be read against them.
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "apps/common.h"
+#include "autograd/engine.h"
+#include "autograd/node.h"
 #include "bench/bench.h"
 #include "core/parallel.h"
+#include "nn/lstm.h"
+#include "nn/sru.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/sru_recurrence.h"
 
 namespace {
 
@@ -54,6 +60,87 @@ void bench_bandwidth(Report& report, const CeilingOptions& o) {
   }
 }
 
+struct LayerBenchOptions {
+  std::vector<int64_t> lengths = {32, 128};
+  std::vector<int64_t> hidden = {256, 512};
+  int64_t batch = 32;
+  std::vector<std::string> impls = {"gemm", "recurrence", "sru_fused", "sru_composed", "lstm"};
+  sru::bench::TimingOptions timing{2, 7};
+};
+
+// Forward + backward of one layer (n_in = d) per implementation; every row also reports its time
+// relative to the GEMMs alone and to the LSTM at the same size.
+void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
+  namespace nn = sru::nn;
+  auto wants = [&](const std::string& impl) { return std::find(o.impls.begin(), o.impls.end(), impl) != o.impls.end(); };
+  for (int64_t L : o.lengths)
+    for (int64_t d : o.hidden) {
+      const int64_t B = o.batch, M = L * B;
+      sru::Generator gen(1);
+      Tensor x = Tensor::uniform({L, B, d}, -1, 1, sru::DType::F32, gen);
+      std::vector<std::pair<std::string, double>> times;
+      auto record = [&](const std::string& impl, const std::function<void()>& fn) {
+        if (!wants(impl)) return;
+        times.emplace_back(impl, sru::bench::time_cpu(fn, o.timing).median_ms);
+      };
+      // The SRU layer's three GEMMs: U = x W, dW = x^T dU, dx = dU W^T.
+      Tensor w = Tensor::uniform({d, 3 * d}, -0.1, 0.1, sru::DType::F32, gen);
+      Tensor gU = Tensor::uniform({M, 3 * d}, -1, 1, sru::DType::F32, gen);
+      record("gemm", [&] {
+        sru::autograd::NoGradGuard no_grad;
+        sru::matmul(x, w);
+        sru::matmul(x.view({M, d}), gU, true, false);
+        sru::matmul(gU, w, false, true);
+      });
+      // The fused elementwise recurrence alone (forward + backward), on a precomputed U.
+      sru::SruRecurrenceOptions ro;
+      ro.hidden_size = d;
+      Tensor U = Tensor::uniform({L, B, 3 * d}, -1, 1, sru::DType::F32, gen).set_requires_grad(true);
+      Tensor vc = Tensor::uniform({2 * d}, -1, 1, sru::DType::F32, gen).set_requires_grad(true);
+      Tensor bias = Tensor::zeros({2 * d}).set_requires_grad(true);
+      Tensor grad_h = Tensor::ones({L, B, d});
+      record("recurrence", [&] {
+        auto [h, c] = sru::sru_recurrence(U, x, vc, bias, Tensor(), Tensor(), Tensor(), ro);
+        sru::autograd::backward(h, grad_h);
+      });
+      nn::SRUOptions so;
+      so.input_size = d;
+      so.hidden_size = d;
+      so.num_layers = 1;
+      nn::SRU layer(so, gen);
+      Tensor xin = x.clone().set_requires_grad(true);
+      auto run_sru = [&](nn::SRUImplementation impl) {
+        layer.set_implementation(impl);
+        return [&, impl] {
+          layer.zero_grad();
+          sru::autograd::backward(layer.forward(xin).first, grad_h);
+        };
+      };
+      record("sru_fused", run_sru(nn::SRUImplementation::Fused));
+      record("sru_composed", run_sru(nn::SRUImplementation::Composed));
+      nn::LSTMOptions lo;
+      lo.input_size = d;
+      lo.hidden_size = d;
+      nn::LSTM lstm(lo, gen);
+      record("lstm", [&] {
+        lstm.zero_grad();
+        sru::autograd::backward(lstm.forward(xin).output, grad_h);
+      });
+      auto time_of = [&](const std::string& impl) {
+        for (auto& [name, ms] : times)
+          if (name == impl) return ms;
+        return 0.0;
+      };
+      for (auto& [impl, ms] : times) {
+        Row row{impl, "cpu", {}};
+        row.set("L", L).set("B", B).set("d", d).set("ms", ms);
+        if (time_of("gemm") > 0) row.set("x_gemm", ms / time_of("gemm"));
+        if (time_of("lstm") > 0) row.set("lstm_over_this", time_of("lstm") / ms);
+        report.add(row);
+      }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,7 +148,10 @@ int main(int argc, char** argv) {
   cli.set_version_flag("--version", sru::apps::version_line("srubench"));
   cli.require_subcommand(1);
   int threads = 0;
+  double warm_up_seconds = 2.0;
   cli.add_option("--threads", threads, "CPU threads for kernels and BLAS (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cli.add_option("--warm-up-seconds", warm_up_seconds, "Busy GEMM time before the first measurement")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
 
   CeilingOptions ceilings;
   std::string json_path;
@@ -77,17 +167,39 @@ int main(int argc, char** argv) {
   ceil_cmd->add_option("--device", device, "Device to measure (cpu)")->capture_default_str();
   ceil_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
+  LayerBenchOptions layer;
+  auto* layer_cmd = cli.add_subcommand("sru-vs-lstm", "Forward+backward of one layer: GEMMs alone, the fused "
+                                                       "recurrence alone, SRU fused, SRU composed, LSTM");
+  layer_cmd->add_option("--lengths", layer.lengths, "Sequence lengths L")->capture_default_str();
+  layer_cmd->add_option("--hidden", layer.hidden, "Hidden sizes d (= input size)")->capture_default_str();
+  layer_cmd->add_option("--batch", layer.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
+  layer_cmd->add_option("--impls", layer.impls, "Implementations to run")->capture_default_str()
+      ->check(CLI::IsMember({"gemm", "recurrence", "sru_fused", "sru_composed", "lstm"}));
+  layer_cmd->add_option("--repeats", layer.timing.repeats, "Timed repeats (the median is reported)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  layer_cmd->add_option("--warmup", layer.timing.warmup, "Untimed warm-up runs")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  layer_cmd->add_option("--device", device, "Device to measure (cpu)")->capture_default_str();
+  layer_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
+
   CLI11_PARSE(cli, argc, argv);
   return sru::apps::run_main("srubench", [&] {
     sru::set_num_threads(threads);
-    SRU_CHECK(device == "cpu", "srubench ceilings: --device ", device,
+    const std::string name = ceil_cmd->parsed() ? "ceilings" : "sru-vs-lstm";
+    SRU_CHECK(device == "cpu", "srubench ", name, ": --device ", device,
               " is not available: this build measures the CPU only (the CUDA backend is not built yet)");
-    for (int64_t d : ceilings.hidden) SRU_CHECK(d > 0, "srubench ceilings: --hidden sizes must be positive, got ", d);
-    Report report("ceilings");
-    bench_sgemm(report, ceilings);
-    bench_bandwidth(report, ceilings);
-    std::cout << "threads: " << sru::num_threads() << ", repeats: " << ceilings.timing.repeats << "\n"
-              << report.table();
+    Report report(name);
+    sru::bench::warm_up_cpu(warm_up_seconds);
+    if (ceil_cmd->parsed()) {
+      for (int64_t d : ceilings.hidden) SRU_CHECK(d > 0, "srubench ceilings: --hidden sizes must be positive, got ", d);
+      bench_sgemm(report, ceilings);
+      bench_bandwidth(report, ceilings);
+    } else {
+      for (int64_t v : layer.lengths) SRU_CHECK(v > 0, "srubench sru-vs-lstm: --lengths must be positive, got ", v);
+      for (int64_t v : layer.hidden) SRU_CHECK(v > 0, "srubench sru-vs-lstm: --hidden sizes must be positive, got ", v);
+      bench_sru_vs_lstm(report, layer);
+    }
+    std::cout << "threads: " << sru::num_threads() << "\n" << report.table();
     if (!json_path.empty()) report.write_json(json_path);
     return 0;
   });

@@ -10,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/node.h"
 #include "core/error.h"
+#include "ops/matmul.h"
 
 namespace sru::bench {
 
@@ -28,6 +30,13 @@ Timing time_cpu(const std::function<void()>& fn, const TimingOptions& options) {
   const size_t n = ms.size();
   const double median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
   return {median, ms.front(), ms.back()};
+}
+
+void warm_up_cpu(double seconds) {
+  autograd::NoGradGuard no_grad;
+  Tensor a = Tensor::uniform({1024, 512}, -1, 1), b = Tensor::uniform({512, 1024}, -1, 1);
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < seconds) matmul(a, b);
 }
 
 Row& Row::set(const std::string& key, double value) {

@@ -22,6 +22,11 @@ struct Timing {
 // Runs fn warmup times untimed, then `repeats` times timed with a steady clock.
 Timing time_cpu(const std::function<void()>& fn, const TimingOptions& options);
 
+// Keeps all CPU threads busy with GEMMs for `seconds` before the first measurement. On the shared
+// VMs this project runs on, the first ~1.5 s of work run up to 3x slower (clock ramp-up / thread
+// pool wake-up), which would otherwise penalise whichever row is measured first.
+void warm_up_cpu(double seconds);
+
 // One result row: fixed identity fields plus named numeric measurements, printed in insertion order.
 struct Row {
   std::string impl;

@@ -1,9 +1,7 @@
-// CPU storage allocation (the CUDA caching allocator lives with the CUDA backend).
+// CPU storage: memory comes from the caching allocator (core/allocator.h).
 #include "core/storage.h"
 
-#include <cstdlib>
-#include <new>
-
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace sru {
@@ -11,12 +9,9 @@ namespace sru {
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   SRU_CHECK(device.is_cpu(), "tensor memory on ", device.str(),
             " needs the CUDA backend, which this build does not provide");
-  // aligned_alloc needs a size that is a multiple of the alignment; never allocate 0 bytes.
-  const size_t rounded = ((nbytes + kCpuAlignment - 1) / kCpuAlignment) * kCpuAlignment;
-  data_ = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
-  SRU_CHECK(data_ != nullptr, "out of memory allocating ", nbytes, " bytes on the CPU");
+  data_ = CpuAllocator::instance().allocate(nbytes, &reserved_);
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() { CpuAllocator::instance().release(data_, reserved_); }
 
 }  // namespace sru

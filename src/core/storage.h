@@ -10,8 +10,8 @@ namespace sru {
 
 class Storage {
  public:
-  // Allocates nbytes on `device`, 64-byte aligned on the CPU (a cache line, and AVX-512 friendly).
-  // The memory is not initialised.
+  // Allocates nbytes on `device`, 64-byte aligned on the CPU (a cache line, and AVX-512 friendly),
+  // through the caching allocator. The memory is not initialised.
   Storage(size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -24,9 +24,10 @@ class Storage {
  private:
   void* data_ = nullptr;
   size_t nbytes_ = 0;
+  size_t reserved_ = 0;  // the allocator's rounded size
   Device device_;
 };
 
-constexpr size_t kCpuAlignment = 64;
+constexpr size_t kCpuAlignment = 64;  // = CpuAllocator::kAlignment
 
 }  // namespace sru

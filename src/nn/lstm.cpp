@@ -58,10 +58,11 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
       };
       Tensor h = initial(h0), c = initial(c0);
       const Tensor gates_x = matmul(input, p.weight_ih, false, true) + (p.bias_ih + p.bias_hh);  // (L, B, 4H)
+      const std::vector<Tensor> gates_t = unbind(gates_x);
       std::vector<Tensor> steps(L);
       for (int64_t s = 0; s < L; ++s) {
         const int64_t t = dir == 0 ? s : L - 1 - s;
-        const Tensor gates = time_step(gates_x, t) + matmul(h, p.weight_hh, false, true);
+        const Tensor gates = gates_t[t] + matmul(h, p.weight_hh, false, true);
         const std::vector<Tensor> ifgo = split(gates, {H, H, H, H}, 1);
         const Tensor c_new = sigmoid(ifgo[1]) * c + sigmoid(ifgo[0]) * tanh(ifgo[2]);
         const Tensor h_new = sigmoid(ifgo[3]) * tanh(c_new);

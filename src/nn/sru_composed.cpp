@@ -41,17 +41,18 @@ std::pair<Tensor, Tensor> sru_recurrence_composed(const Tensor& U, const Tensor&
     else if (skip_from_x) skip = direction(x, dir, d) * o.scale_x;
     const Tensor m = mask_c.defined() ? direction(mask_c, dir, d) : Tensor();
     Tensor c = c0.defined() ? direction(c0, dir, d) : Tensor::zeros({B, d}, U.dtype());
+    const std::vector<Tensor> u0_t = unbind(u0), u1_t = unbind(u1), u2_t = unbind(u2);
+    const std::vector<Tensor> skip_t = skip.defined() ? unbind(skip) : std::vector<Tensor>();
     std::vector<Tensor> h_steps(L);
     for (int64_t s = 0; s < L; ++s) {
       const int64_t t = dir == 0 ? s : L - 1 - s;
-      const Tensor f = sigmoid(time_step(u1, t) + vf * c + bf);
-      const Tensor r = sigmoid(time_step(u2, t) + vr * c + br);
-      const Tensor u0t = time_step(u0, t);
-      Tensor c_new = f * c + (1.0 - f) * u0t;
+      const Tensor f = sigmoid(u1_t[t] + vf * c + bf);
+      const Tensor r = sigmoid(u2_t[t] + vr * c + br);
+      Tensor c_new = f * c + (1.0 - f) * u0_t[t];
       const Tensor g = o.use_tanh ? tanh(c_new) : c_new;
       const Tensor mr = m.defined() ? m * r : r;
       Tensor h = mr * g;
-      if (o.has_skip_term) h = h + (1.0 - mr) * time_step(skip, t);
+      if (o.has_skip_term) h = h + (1.0 - mr) * skip_t[t];
       if (!pad_steps.empty()) {
         c_new = where(pad_steps[t], c, c_new);
         h = masked_fill(h, pad_steps[t], 0.0);

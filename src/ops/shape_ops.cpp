@@ -132,4 +132,21 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   return y;
 }
 
+std::vector<Tensor> unbind(const Tensor& x) {
+  SRU_CHECK(x.dim() >= 1, "unbind: needs a tensor of rank >= 1");
+  const Shape row_shape(x.shape().begin() + 1, x.shape().end());
+  std::vector<Tensor> rows;
+  rows.reserve(x.size(0));
+  for (int64_t i = 0; i < x.size(0); ++i) rows.push_back(x.narrow0(i, 1).view(row_shape));
+  if (autograd::needs_grad({x})) {
+    autograd::record("UnbindBackward", {x}, rows, [in_shape = x.shape()](const std::vector<Tensor>& g) {
+      // The engine zero-fills rows that received no gradient, so every g[i] is defined.
+      Tensor gx = Tensor::empty(in_shape, g[0].dtype(), g[0].device());
+      for (size_t i = 0; i < g.size(); ++i) gx.narrow0(static_cast<int64_t>(i), 1).copy_(g[i]);
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return rows;
+}
+
 }  // namespace sru

@@ -5,6 +5,9 @@
 //   concat(xs, d): sizes along d add up; backward slices g back into pieces.
 //   split(x, sizes, d): slices that tile dim d.
 //   transpose(x, d0, d1): copies with the two dims swapped; backward transposes g back.
+//   unbind(x): the x.size(0) rows of x as zero-copy views (one graph node for all of them); backward
+//     stacks the row gradients (zeros where none arrived) into one gradient, so a per-time-step loop
+//     costs O(L) in backward, where L separate slices would cost O(L^2).
 #pragma once
 
 #include <vector>
@@ -18,6 +21,7 @@ Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end);
 Tensor concat(const std::vector<Tensor>& xs, int dim);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim);
 Tensor transpose(const Tensor& x, int dim0, int dim1);
+std::vector<Tensor> unbind(const Tensor& x);
 
 namespace cpu {
 // Copies src (outer, n_src, inner) into dst (outer, n_dst, inner) at rows [at, at + n_src) of the middle

@@ -10,10 +10,46 @@
 // outputs h = 0; it is handled by the kernels, not here.
 #pragma once
 
+#include <bit>
+#include <type_traits>
+#include <cstdint>
+
 #include "core/hd.h"
 #include "ops/elementwise_math.h"
 
 namespace sru {
+
+// exp(x) for x <= 0 in float, branch-free so loops over it vectorise: x = n ln2 + r with |r| <= ln2/2,
+// exp(r) by the Cephes degree-6 polynomial (relative error ~1e-7), 2^n from the exponent bits.
+// Inputs below -87 are clamped, so exp(x) never goes below ~1.6e-38 (an absolute error under 2e-38).
+SRU_HD float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  const float n = static_cast<float>(static_cast<int32_t>(x * 1.44269504088896341f - 0.5f));  // round(x / ln 2)
+  const float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  return e * std::bit_cast<float>(scale_bits);
+}
+
+// The SRU's gate sigmoid: exact (std::exp) in double, the vectorisable exp in float.
+template <typename T>
+SRU_HD T sru_sigmoid(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float e = exp_nonpositive(x < 0.0f ? x : -x);  // exp(-|x|) never overflows
+    const float inv = 1.0f / (1.0f + e);
+    // Both branches computed, then selected: a conditional multiply would block vectorisation.
+    const float negative_side = e * inv;
+    return x >= 0.0f ? inv : negative_side;
+  } else {
+    return sigmoid_of(x);
+  }
+}
 
 template <typename T>
 struct SruStepInput {
@@ -31,8 +67,8 @@ SRU_HD T sru_activation(T c, bool use_tanh) {
 // Forward step: returns c and writes h.
 template <typename T>
 SRU_HD T sru_step_forward(const SruStepInput<T>& in, T c_prev, bool use_tanh, bool has_skip, T& h) {
-  const T f = sigmoid_of(in.u1 + in.vf * c_prev + in.bf);
-  const T r = sigmoid_of(in.u2 + in.vr * c_prev + in.br);
+  const T f = sru_sigmoid(in.u1 + in.vf * c_prev + in.bf);
+  const T r = sru_sigmoid(in.u2 + in.vr * c_prev + in.br);
   const T c = f * c_prev + (T(1) - f) * in.u0;
   const T g = sru_activation(c, use_tanh);
   const T mr = in.mask * r;
@@ -53,8 +89,8 @@ struct SruStepGrads {
 template <typename T>
 SRU_HD SruStepGrads<T> sru_step_backward(const SruStepInput<T>& in, T c_prev, T c, T grad_h, T grad_c,
                                         bool use_tanh, bool has_skip) {
-  const T f = sigmoid_of(in.u1 + in.vf * c_prev + in.bf);
-  const T r = sigmoid_of(in.u2 + in.vr * c_prev + in.br);
+  const T f = sru_sigmoid(in.u1 + in.vf * c_prev + in.bf);
+  const T r = sru_sigmoid(in.u2 + in.vr * c_prev + in.br);
   const T g = sru_activation(c, use_tanh);
   const T dg = use_tanh ? T(1) - g * g : T(1);
   const T gc = grad_c + grad_h * in.mask * r * dg;               // total dL/dc

@@ -52,6 +52,11 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
                              const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
                              const Tensor& grad_c0);
 
+// Which compiled kernel build runs: "avx2" (when the processor has it) or "baseline".
+const char* sru_kernel_isa();
+// Forces the baseline build even on AVX2 processors (for parity tests); returns the previous setting.
+bool force_baseline_sru_kernels(bool on);
+
 }  // namespace cpu
 
 }  // namespace sru

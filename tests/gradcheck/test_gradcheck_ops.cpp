@@ -152,6 +152,16 @@ TEST(Gradcheck, ReshapeSliceConcatSplitTranspose) {
   expect_gradients_match([](const Inputs& x) { return transpose(x[0], -1, 1); }, {leaf({2, 3, 4, 2}, 7)});
 }
 
+TEST(Gradcheck, UnbindWithUnusedRows) {
+  // Row 1 is never used: its gradient must be zero, filled in by the engine.
+  expect_gradients_match(
+      [](const Inputs& x) {
+        auto rows = unbind(x[0]);
+        return rows[0] * 2.0 + rows[2] * rows[2] + rows[3];
+      },
+      {leaf({4, 2, 3}, 8)});
+}
+
 TEST(Gradcheck, MaskedFillAndWhere) {
   Tensor mask = Tensor::from_vector(std::vector<int32_t>{1, 0, 0, 1, 1, 0}, {2, 3});
   expect_gradients_match([=](const Inputs& x) { return masked_fill(x[0], mask, -5.0); }, {leaf({4, 2, 3}, 1)});

@@ -215,6 +215,14 @@ TEST(ShapeOps, ReshapeSliceConcatSplitTranspose) {
   EXPECT_NE(error_of([&] { concat({x, Tensor::zeros({3, 3})}, 1); }).find("does not match"), std::string::npos);
 }
 
+TEST(ShapeOps, UnbindGivesZeroCopyRows) {
+  Tensor x = Tensor::arange(6, DType::F32).view({3, 2});
+  auto rows = unbind(x);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_TRUE(values_near(rows[1], {2}, {2, 3}));
+  EXPECT_TRUE(rows[2].shares_storage(x));
+}
+
 TEST(Select, MaskedFillAndWhere) {
   Tensor x = f32({1, 2, 3, 4}, {2, 2});
   Tensor causal = Tensor::from_vector(std::vector<int32_t>{0, 1, 0, 0}, {2, 2});

@@ -1,6 +1,7 @@
 // Tensor basics: factories, views sharing storage, conversions, in-place updates, and error messages.
 #include <gtest/gtest.h>
 
+#include "core/allocator.h"
 #include "core/device.h"
 #include "core/parallel.h"
 #include "testing.h"
@@ -128,4 +129,34 @@ TEST(Shape, SuffixRuleForBroadcasting) {
   EXPECT_FALSE(is_shape_suffix({4, 2, 3}, {2, 3}));
   EXPECT_EQ(shape_str({2, 3}), "(2, 3)");
   EXPECT_EQ(shape_str({5}), "(5,)");
+}
+
+TEST(CpuAllocator, ReusesLargeBlocksAndTracksStatistics) {
+  auto& alloc = CpuAllocator::instance();
+  alloc.empty_cache();
+  const AllocatorStats before = alloc.stats();
+  void* first;
+  {
+    Tensor big = Tensor::empty({1 << 20});  // 4 MB: cached size class
+    first = big.data_ptr();
+    EXPECT_GE(alloc.stats().allocated, before.allocated + (4u << 20));
+    EXPECT_GE(alloc.stats().peak_allocated, alloc.stats().allocated);
+  }
+  EXPECT_EQ(alloc.stats().allocated, before.allocated);
+  EXPECT_GE(alloc.stats().reserved, before.reserved + (4u << 20)) << "the freed block stays cached";
+  Tensor again = Tensor::empty({1 << 20});
+  EXPECT_EQ(again.data_ptr(), first) << "a block of the same size class is reused";
+  again = Tensor();
+  alloc.empty_cache();
+  EXPECT_EQ(alloc.stats().reserved, before.reserved);
+}
+
+TEST(CpuAllocator, SmallBlocksAreAlignedAndNotCached) {
+  auto& alloc = CpuAllocator::instance();
+  const size_t reserved = alloc.stats().reserved;
+  {
+    Tensor small = Tensor::empty({3});
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data_ptr()) % CpuAllocator::kAlignment, 0u);
+  }
+  EXPECT_EQ(alloc.stats().reserved, reserved);
 }

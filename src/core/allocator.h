@@ -1,0 +1,35 @@
+// CPU caching allocator. Training frees and re-allocates buffers of the same sizes every step
+// (activations, gradients); fresh memory from the OS costs page faults and zeroing each time (on
+// this project's VMs a fresh 24 MB GEMM output made the GEMM 3x slower). Blocks of at least
+// kCachedMinBytes are rounded up to a multiple of kCachedGranularity and kept on per-size free
+// lists when freed, for reuse; smaller blocks go straight to the C library, which already caches
+// them. Thread-safe. The CUDA backend's allocator will offer the same statistics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sru {
+
+struct AllocatorStats {
+  size_t allocated = 0;       // bytes in live tensors (as rounded)
+  size_t reserved = 0;        // allocated + cached free blocks
+  size_t peak_allocated = 0;  // high-water mark of `allocated`
+};
+
+class CpuAllocator {
+ public:
+  static constexpr size_t kAlignment = 64;
+  static constexpr size_t kCachedMinBytes = 1 << 20;
+  static constexpr size_t kCachedGranularity = 1 << 16;
+
+  static CpuAllocator& instance();
+  // Returns at least nbytes, kAlignment-aligned; *rounded receives the size to pass back to release.
+  void* allocate(size_t nbytes, size_t* rounded);
+  void release(void* ptr, size_t rounded);
+  // Returns every cached free block to the operating system.
+  void empty_cache();
+  AllocatorStats stats() const;
+};
+
+}  // namespace sru
