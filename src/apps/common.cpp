@@ -1,4 +1,4 @@
-// Start-up helpers shared by srutrain, srueval, srubench and srudemo.
+// Start-up helpers shared by srutrain, srueval and srubench.
 #include "apps/common.h"
 
 #include <iostream>

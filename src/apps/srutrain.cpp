@@ -1,28 +1,61 @@
-// srutrain: Train an SRU (or baseline) model from a YAML experiment config.
-// At this stage of the project it reports the build and the devices; the training and evaluation
-// commands arrive with the trainer (see README.md, "Status").
+// srutrain: trains a model from a YAML experiment config (or continues a run with --resume).
 #include <iostream>
 
 #include <CLI/CLI.hpp>
 
 #include "apps/common.h"
+#include "config/config.h"
+#include "core/error.h"
 #include "core/parallel.h"
+#include "train/run_files.h"
+#include "train/trainer.h"
 
 int main(int argc, char** argv) {
-  CLI::App cli{"srutrain: Train an SRU (or baseline) model from a YAML experiment config."};
+  CLI::App cli{"srutrain: train an SRU (or LSTM baseline) model from a YAML experiment config.\n"
+               "Writes a run directory: config.yaml (resolved), metrics.jsonl, last.safetensors, best.safetensors,\n"
+               "summary.json. Ctrl-C saves a checkpoint and exits (status 130); --resume DIR continues exactly."};
   cli.set_version_flag("--version", sru::apps::version_line("srutrain"));
-  bool device_info = false;
-  int threads = 0;
+  sru::train::RunOptions options;
+  bool print_config = false, list_keys = false, device_info = false;
+  cli.add_option("--config,-c", options.config_path, "Experiment config (YAML), e.g. configs/quickstart.yaml")
+      ->check(CLI::ExistingFile);
+  cli.add_option("--set", options.overrides, "Override a config key, repeatable: --set train.lr=3e-4 --set data.bptt=64")
+      ->allow_extra_args(false);
+  cli.add_option("--run-dir", options.run_dir, "Run directory (default runs/<config name>-<date>-<time>)");
+  std::string resume_dir;
+  cli.add_option("--resume", resume_dir, "Continue the run in this directory from its last.safetensors "
+                 "(config from its config.yaml; --set may change e.g. train.max_steps)");
+  cli.add_flag("--print-config", print_config, "Print the resolved config (defaults + file + --set) and exit");
+  cli.add_flag("--list-keys", list_keys, "Print every config key with its default, limits and meaning (Markdown)");
   cli.add_flag("--device-info", device_info, "Print the CPU thread count and the CUDA devices, then exit");
-  cli.add_option("--threads", threads, "CPU threads for kernels and BLAS (0 = all cores)")->check(CLI::NonNegativeNumber);
   CLI11_PARSE(cli, argc, argv);
+
   return sru::apps::run_main("srutrain", [&] {
-    sru::set_num_threads(threads);
     if (device_info) {
       std::cout << sru::apps::device_summary();
       return 0;
     }
-    std::cout << cli.help();
-    return 0;
+    if (list_keys) {
+      sru::config::Config defaults;
+      std::cout << sru::config::markdown_reference(defaults.schema());
+      return 0;
+    }
+    if (!resume_dir.empty()) {
+      SRU_CHECK(options.config_path.empty(), "--resume takes the config from the run directory; drop --config");
+      SRU_CHECK(options.run_dir.empty() || options.run_dir == resume_dir, "--resume and --run-dir name different directories");
+      options.resume = true;
+      options.run_dir = resume_dir;
+    } else {
+      SRU_CHECK(!options.config_path.empty(), "no config given: srutrain --config FILE (see srutrain --help)");
+    }
+    if (print_config) {
+      sru::config::Config cfg = options.resume ? sru::config::parse_config(
+                                                     sru::train::read_text_file(options.run_dir + "/config.yaml"),
+                                                     options.run_dir + "/config.yaml", options.overrides)
+                                               : sru::config::load_config(options.config_path, options.overrides);
+      std::cout << cfg.to_yaml();
+      return 0;
+    }
+    return sru::train::train(options);
   });
 }

@@ -12,6 +12,17 @@ void save_state(const Module& module, const std::string& path, const safetensors
 
 safetensors::Metadata load_state(Module& module, const std::string& path) {
   const safetensors::File file = safetensors::load(path);
+  load_state_from(module, file, path);
+  return file.metadata;
+}
+
+void load_state_from(Module& module, const safetensors::File& file, const std::string& source,
+                     const std::vector<std::string>& ignored_prefixes) {
+  auto ignored = [&](const std::string& name) {
+    for (const std::string& prefix : ignored_prefixes)
+      if (name.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
   const NamedTensors expected = module.state();
   std::ostringstream problems;
   int count = 0;
@@ -29,17 +40,16 @@ safetensors::Metadata load_state(Module& module, const std::string& path) {
     }
   }
   for (const auto& [name, t] : file.tensors)
-    if (!known.count(name)) {
+    if (!known.count(name) && !ignored(name)) {
       problems << "\n  unexpected: " << name << " " << shape_str(t.shape()) << " " << dtype_name(t.dtype());
       ++count;
     }
-  SRU_CHECK(count == 0, "checkpoint '", path, "' does not match the model (", count, " problem",
+  SRU_CHECK(count == 0, "checkpoint '", source, "' does not match the model (", count, " problem",
             count == 1 ? "" : "s", "):", problems.str());
   for (const auto& [name, t] : expected) {
     Tensor target = t;
     target.copy_(*file.find(name));
   }
-  return file.metadata;
 }
 
 }  // namespace sru::nn

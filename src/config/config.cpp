@@ -1,0 +1,92 @@
+// The experiment config's schema (keys, defaults, limits, help) and loading.
+#include "config/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace sru::config {
+
+std::vector<Section> Config::schema() {
+  const double inf = std::numeric_limits<double>::infinity();
+  return {
+      {"", "", {string_field("task", &task, "Which task to run", {"charlm"})}},
+      {"data", "Where the data comes from and how it is batched.",
+       {string_field("path", &data.path, "Data file (charlm: any byte file, e.g. enwik8)", {}, true),
+        real_field("valid_fraction", &data.valid_fraction, "Share of the file used for validation", 0, 0.5),
+        real_field("test_fraction", &data.test_fraction, "Share of the file (its end) used for testing", 0, 0.5),
+        int_field("batch_size", &data.batch_size, "Training batch size (parallel streams for charlm)", 1),
+        int_field("bptt", &data.bptt, "Unroll length for truncated back-propagation", 1),
+        int_field("eval_batch_size", &data.eval_batch_size, "Evaluation batch size (parallel streams)", 1)}},
+      {"model", "The network.",
+       {string_field("type", &model.type, "Recurrent layer type", {"sru", "lstm"}),
+        int_field("embedding_size", &model.embedding_size, "Embedding size", 1),
+        int_field("hidden_size", &model.hidden_size, "Hidden size per direction", 1),
+        int_field("num_layers", &model.num_layers, "Stacked recurrent layers", 1),
+        real_field("dropout", &model.dropout, "SRU: variational dropout inside the recurrence (not the last layer); "
+                   "LSTM: dropout between layers", 0, 0.99),
+        real_field("rnn_dropout", &model.rnn_dropout, "SRU: variational dropout on each layer's input", 0, 0.99),
+        real_field("embedding_dropout", &model.embedding_dropout, "Dropout on the embeddings", 0, 0.99),
+        real_field("output_dropout", &model.output_dropout, "Dropout on the top layer's output", 0, 0.99),
+        int_field("projection_size", &model.projection_size, "SRU: low-rank projection size p (0 = none)", 0),
+        real_field("highway_bias", &model.highway_bias, "SRU: initial reset-gate bias", -inf),
+        bool_field("rescale", &model.rescale, "SRU: scale the skip term by sqrt(1 + 2 exp(highway_bias))"),
+        bool_field("layer_norm", &model.layer_norm, "SRU: layer normalisation"),
+        bool_field("normalize_after", &model.normalize_after, "SRU: layer norm on the output instead of the input"),
+        bool_field("use_tanh", &model.use_tanh, "SRU: tanh on the cell state"),
+        bool_field("v1", &model.v1, "SRU: no c_{t-1} terms in the gates"),
+        bool_field("has_skip_term", &model.has_skip_term, "SRU: highway skip connection")}},
+      {"train", "Optimisation.",
+       {string_field("optimizer", &train.optimizer, "Optimiser", {"sgd", "adam", "adamw", "adamax", "radam"}),
+        real_field("lr", &train.lr, "Learning rate (for noam: the factor)", 0, inf, true),
+        real_field("momentum", &train.momentum, "SGD momentum", 0, 1),
+        real_field("beta1", &train.beta1, "Adam-family beta1", 0, 1),
+        real_field("beta2", &train.beta2, "Adam-family beta2", 0, 1),
+        real_field("eps", &train.eps, "Adam-family epsilon", 0, inf, true),
+        real_field("weight_decay", &train.weight_decay, "Weight decay (L2; decoupled for adamw)", 0),
+        string_field("schedule", &train.schedule, "Learning-rate schedule",
+                     {"constant", "step", "epoch", "noam", "cosine"}),
+        int_field("warmup_steps", &train.warmup_steps, "Warm-up steps (noam, cosine)", 0),
+        int_field("decay_steps", &train.decay_steps, "step schedule: steps between decays", 1),
+        real_field("decay_rate", &train.decay_rate, "step/epoch schedules: factor per decay", 0, 1),
+        real_field("min_lr", &train.min_lr, "cosine schedule: final learning rate", 0),
+        real_field("clip_grad_norm", &train.clip_grad_norm, "Clip the global gradient norm to this (0 = off)", 0),
+        int_field("epochs", &train.epochs, "Passes over the training data", 1),
+        int_field("max_steps", &train.max_steps, "Stop after this many steps (0 = epochs decide)", 0),
+        int_field("seed", &train.seed, "Random seed (same seed, same losses on the CPU)", 0),
+        string_field("device", &train.device, "cpu, cuda, cuda:N or auto"),
+        int_field("threads", &train.threads, "CPU threads (0 = all cores)", 0),
+        string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),
+        int_field("early_stop_patience", &train.early_stop_patience,
+                  "Stop after this many evaluations without improvement (0 = off)", 0)}},
+      {"eval", "Evaluation during training.",
+       {int_field("every_steps", &eval.every_steps, "Evaluate every N steps (0 = at the end of each epoch)", 0),
+        string_field("metric", &eval.metric, "Metric that picks the best checkpoint (empty = task default)"),
+        int_field("max_batches", &eval.max_batches, "Evaluate on at most this many batches (0 = all)", 0)}},
+      {"log", "Logging.",
+       {int_field("every_steps", &log.every_steps, "Log training loss every N steps", 1),
+        bool_field("progress", &log.progress, "Progress bar when stdout is a terminal")}},
+  };
+}
+
+Config parse_config(const std::string& text, const std::string& source, const std::vector<std::string>& overrides) {
+  Config c;
+  const auto schema = c.schema();
+  parse_yaml(schema, text, source);
+  for (const std::string& o : overrides) apply_override(schema, o);
+  validate(schema);
+  if (c.train.device != "auto") Device::parse(c.train.device);  // a clear error for bad names
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  SRU_CHECK(in.good(), "cannot read config file '", path, "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path, overrides);
+}
+
+}  // namespace sru::config

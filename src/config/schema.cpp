@@ -1,0 +1,287 @@
+// YAML parsing, overrides, validation and printing driven by the config schema.
+#include "config/schema.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace sru::config {
+
+Field int_field(const std::string& key, int64_t* target, const std::string& help, double min, double max) {
+  Field f{key, Field::Kind::Int, target, help};
+  f.min = min;
+  f.max = max;
+  return f;
+}
+
+Field real_field(const std::string& key, double* target, const std::string& help, double min, double max,
+                 bool min_exclusive) {
+  Field f{key, Field::Kind::Real, target, help};
+  f.min = min;
+  f.max = max;
+  f.min_exclusive = min_exclusive;
+  return f;
+}
+
+Field bool_field(const std::string& key, bool* target, const std::string& help) {
+  return Field{key, Field::Kind::Bool, target, help};
+}
+
+Field string_field(const std::string& key, std::string* target, const std::string& help,
+                   std::vector<std::string> choices, bool required) {
+  Field f{key, Field::Kind::String, target, help};
+  f.choices = std::move(choices);
+  f.required = required;
+  return f;
+}
+
+namespace {
+
+std::string path_of(const Section& s, const Field& f) { return s.name.empty() ? f.key : s.name + "." + f.key; }
+
+std::string where(const std::string& source, const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.line < 0) return source;
+  return source + ":" + std::to_string(mark.line + 1);
+}
+
+const char* kind_name(Field::Kind k) {
+  switch (k) {
+    case Field::Kind::Int: return "an integer";
+    case Field::Kind::Real: return "a number";
+    case Field::Kind::Bool: return "true or false";
+    case Field::Kind::String: return "a string";
+  }
+  return "?";
+}
+
+// Stores a scalar YAML node into the field; `at` prefixes error messages.
+void assign(const Field& f, const YAML::Node& value, const std::string& at, const std::string& path) {
+  SRU_CHECK(value.IsScalar(), at, ": ", path, ": expected ", kind_name(f.kind), ", got a ",
+            value.IsMap() ? "mapping" : value.IsSequence() ? "list" : "null value");
+  const std::string text = value.Scalar();
+  try {
+    switch (f.kind) {
+      case Field::Kind::Int: {
+        const double v = value.as<double>();
+        SRU_CHECK(std::floor(v) == v && std::abs(v) < 9e15, at, ": ", path, ": expected an integer, got '", text, "'");
+        *static_cast<int64_t*>(f.target) = static_cast<int64_t>(v);
+        return;
+      }
+      case Field::Kind::Real: *static_cast<double*>(f.target) = value.as<double>(); return;
+      case Field::Kind::Bool: *static_cast<bool*>(f.target) = value.as<bool>(); return;
+      case Field::Kind::String: *static_cast<std::string*>(f.target) = text; return;
+    }
+  } catch (const YAML::Exception&) {
+    SRU_FAIL(at, ": ", path, ": expected ", kind_name(f.kind), ", got '", text, "'");
+  }
+}
+
+std::string unknown_message(const std::string& what, const std::string& name, const std::vector<std::string>& known) {
+  std::string msg = "unknown " + what + " '" + name + "'";
+  if (auto s = suggest(name, known)) msg += " (did you mean '" + *s + "'?)";
+  return msg;
+}
+
+std::vector<std::string> section_names(const std::vector<Section>& schema) {
+  std::vector<std::string> names;
+  for (const Section& s : schema)
+    if (!s.name.empty()) names.push_back(s.name);
+  for (const Section& s : schema)
+    if (s.name.empty())
+      for (const Field& f : s.fields) names.push_back(f.key);
+  return names;
+}
+
+const Field* find_field(const Section& s, const std::string& key) {
+  for (const Field& f : s.fields)
+    if (f.key == key) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> keys_of(const Section& s) {
+  std::vector<std::string> keys;
+  for (const Field& f : s.fields) keys.push_back(f.key);
+  return keys;
+}
+
+std::string format_value(const Field& f) {
+  std::ostringstream os;
+  switch (f.kind) {
+    case Field::Kind::Int: os << *static_cast<int64_t*>(f.target); break;
+    case Field::Kind::Real: {
+      const double v = *static_cast<double*>(f.target);
+      os.precision(17);
+      os << v;
+      if (os.str().find_first_of(".eEni") == std::string::npos) os << ".0";
+      break;
+    }
+    case Field::Kind::Bool: os << (*static_cast<bool*>(f.target) ? "true" : "false"); break;
+    case Field::Kind::String: {
+      YAML::Emitter e;
+      e << YAML::DoubleQuoted << *static_cast<std::string*>(f.target);
+      os << e.c_str();
+      break;
+    }
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::optional<std::string> suggest(const std::string& word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    std::vector<size_t> prev(c.size() + 1), cur(c.size() + 1);
+    for (size_t j = 0; j <= c.size(); ++j) prev[j] = j;
+    for (size_t i = 1; i <= word.size(); ++i) {
+      cur[0] = i;
+      for (size_t j = 1; j <= c.size(); ++j)
+        cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (word[i - 1] == c[j - 1] ? 0 : 1)});
+      std::swap(prev, cur);
+    }
+    if (prev[c.size()] < best_distance) {
+      best_distance = prev[c.size()];
+      best = c;
+    }
+  }
+  return best;
+}
+
+void parse_yaml(const std::vector<Section>& schema, const std::string& text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    SRU_FAIL(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": malformed YAML: ", e.msg);
+  }
+  if (root.IsNull()) return;  // an empty file: all defaults
+  SRU_CHECK(root.IsMap(), where(source, root), ": the config must be a mapping of sections (task, data, model, ...)");
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string name = it->first.as<std::string>();
+    const std::string at = where(source, it->first);
+    const Section* section = nullptr;
+    const Field* top_field = nullptr;
+    for (const Section& s : schema) {
+      if (!s.name.empty() && s.name == name) section = &s;
+      if (s.name.empty())
+        if (const Field* f = find_field(s, name)) top_field = f;
+    }
+    if (top_field) {
+      assign(*top_field, it->second, where(source, it->second), name);
+      continue;
+    }
+    SRU_CHECK(section, at, ": ", unknown_message("section", name, section_names(schema)));
+    if (it->second.IsNull()) continue;
+    SRU_CHECK(it->second.IsMap(), at, ": section '", name, "' must be a mapping of keys");
+    for (auto kv = it->second.begin(); kv != it->second.end(); ++kv) {
+      const std::string key = kv->first.as<std::string>();
+      const Field* field = find_field(*section, key);
+      SRU_CHECK(field, where(source, kv->first), ": ", unknown_message("key", name + "." + key, [&] {
+                  std::vector<std::string> full;
+                  for (const std::string& k : keys_of(*section)) full.push_back(name + "." + k);
+                  return full;
+                }()));
+      assign(*field, kv->second, where(source, kv->second), name + "." + key);
+    }
+  }
+}
+
+void apply_override(const std::vector<Section>& schema, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  SRU_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment, "': expected KEY=VALUE, e.g. train.lr=3e-4");
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  const size_t dot = path.find('.');
+  const std::string section_name = dot == std::string::npos ? "" : path.substr(0, dot);
+  const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
+  std::vector<std::string> all_paths;
+  for (const Section& s : schema)
+    for (const Field& f : s.fields) {
+      all_paths.push_back(path_of(s, f));
+      if (s.name == section_name && f.key == key) {
+        YAML::Node value;
+        try {
+          value = YAML::Load(text);
+        } catch (const YAML::Exception&) {
+          value = YAML::Node(text);
+        }
+        if (f.kind == Field::Kind::String) value = YAML::Node(text);  // strings verbatim
+        assign(f, value, "--set " + assignment, path);
+        return;
+      }
+    }
+  SRU_FAIL("--set ", assignment, ": ", unknown_message("key", path, all_paths));
+}
+
+void validate(const std::vector<Section>& schema) {
+  for (const Section& s : schema)
+    for (const Field& f : s.fields) {
+      const std::string path = path_of(s, f);
+      if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real) {
+        const double v = f.kind == Field::Kind::Int ? static_cast<double>(*static_cast<int64_t*>(f.target))
+                                                    : *static_cast<double*>(f.target);
+        SRU_CHECK(std::isfinite(v), path, ": must be finite, got ", v);
+        const bool below = f.min_exclusive ? v <= f.min : v < f.min;
+        std::ostringstream limit;
+        limit << (f.min_exclusive ? "> " : ">= ") << f.min;
+        if (!std::isinf(f.max)) limit << " and <= " << f.max;
+        SRU_CHECK(!below && v <= f.max, path, ": ", v, " is out of range: must be ", limit.str());
+      } else if (f.kind == Field::Kind::String) {
+        const std::string& v = *static_cast<std::string*>(f.target);
+        SRU_CHECK(!f.required || !v.empty(), path, ": is required (", f.help, ")");
+        if (!f.choices.empty() && !(v.empty() && !f.required)) {
+          std::string list;
+          for (const std::string& c : f.choices) list += (list.empty() ? "" : ", ") + c;
+          std::string msg = path + ": '" + v + "' is not one of: " + list;
+          if (auto sug = suggest(v, f.choices)) msg += " (did you mean '" + *sug + "'?)";
+          SRU_CHECK(std::find(f.choices.begin(), f.choices.end(), v) != f.choices.end(), msg);
+        }
+      }
+    }
+}
+
+std::string to_yaml(const std::vector<Section>& schema) {
+  std::ostringstream os;
+  for (const Section& s : schema)
+    if (s.name.empty())
+      for (const Field& f : s.fields) os << f.key << ": " << format_value(f) << "\n";
+  for (const Section& s : schema) {
+    if (s.name.empty()) continue;
+    os << s.name << ":\n";
+    for (const Field& f : s.fields) os << "  " << f.key << ": " << format_value(f) << "\n";
+  }
+  return os.str();
+}
+
+std::string markdown_reference(const std::vector<Section>& schema) {
+  std::ostringstream os;
+  for (const Section& s : schema) {
+    os << "## " << (s.name.empty() ? "Top level" : "`" + s.name + "`") << "\n\n" << s.help << "\n\n";
+    os << "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+    for (const Field& f : s.fields) {
+      std::string allowed;
+      if (!f.choices.empty()) {
+        for (const std::string& c : f.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+      } else if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real) {
+        std::ostringstream r;
+        r << (f.min_exclusive ? "> " : ">= ") << f.min;
+        if (!std::isinf(f.max)) r << ", <= " << f.max;
+        allowed = std::isinf(f.min) ? "" : r.str();
+      }
+      if (f.required) allowed += allowed.empty() ? "required" : "; required";
+      const char* type = f.kind == Field::Kind::Int ? "int" : f.kind == Field::Kind::Real ? "real"
+                         : f.kind == Field::Kind::Bool ? "bool" : "string";
+      os << "| `" << path_of(s, f) << "` | " << type << " | `" << format_value(f) << "` | " << allowed << " | "
+         << f.help << " |\n";
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace sru::config

@@ -1,0 +1,58 @@
+// Optimisers with PyTorch's update rules (torch.optim, default flags), over a module's trainable
+// parameters, plus global gradient-norm clipping. Per-parameter state (moments) is kept as tensors
+// named "optim.{parameter name}.{slot}" so it goes into checkpoints next to the model.
+//   sgd:    g = grad + wd p;  buf = momentum buf + g (buf = g at first);  p -= lr buf (p -= lr g without momentum)
+//   adam:   g = grad + wd p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+//           p -= lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+//   adamw:  p *= 1 - lr wd, then adam with g = grad
+//   adamax: g = grad + wd p;  m = b1 m + (1-b1) g;  u = max(b2 u, |g| + eps);  p -= lr / (1-b1^t) m / u
+//   radam:  adam moments; rho_inf = 2/(1-b2) - 1; rho_t = rho_inf - 2 t b2^t / (1-b2^t);
+//           rho_t > 5: p -= lr m_hat r sqrt(1-b2^t) / (sqrt(v) + eps), r = sqrt((rho_t-4)(rho_t-2) rho_inf /
+//           ((rho_inf-4)(rho_inf-2) rho_t));  else p -= lr m_hat
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace sru::optim {
+
+struct OptimizerOptions {
+  std::string kind = "adam";  // sgd | adam | adamw | adamax | radam
+  double momentum = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;
+};
+
+class Optimizer {
+ public:
+  // params: (name, tensor) of the trainable parameters (Module::named_parameters filtered).
+  Optimizer(nn::NamedTensors params, OptimizerOptions options);
+  // One update with learning rate lr, from each parameter's .grad (parameters without one are skipped).
+  void step(double lr);
+  void zero_grad();
+  int64_t steps() const { return step_count_; }
+
+  // State for checkpoints: "optim.{name}.{slot}" tensors and the step count as "optim.step" (i64).
+  nn::NamedTensors state() const;
+  // Restores state() output; throws naming what is missing or mismatched.
+  void load_state(const std::vector<std::pair<std::string, Tensor>>& tensors);
+  const nn::NamedTensors& parameters() const { return params_; }
+
+ private:
+  enum class Kind { Sgd, Adam, AdamW, Adamax, RAdam };
+  nn::NamedTensors params_;
+  OptimizerOptions options_;
+  Kind kind_;
+  std::vector<std::vector<Tensor>> slots_;  // per parameter: the slots of this optimiser
+  std::vector<std::string> slot_names_;
+  int64_t step_count_ = 0;
+};
+
+// Scales all gradients so their global L2 norm is at most max_norm (as torch.nn.utils.clip_grad_norm_:
+// factor max_norm / (norm + 1e-6) when norm > max_norm). Returns the norm before clipping (computed in
+// double; NaN/inf when a gradient is not finite). max_norm <= 0 only measures.
+double clip_grad_norm(const nn::NamedTensors& params, double max_norm);
+
+}  // namespace sru::optim

@@ -1,0 +1,80 @@
+// Training checkpoints (see checkpoint.h).
+#include "train/checkpoint.h"
+
+#include "nn/checkpoint.h"
+
+#include <sstream>
+
+namespace sru::train {
+
+namespace {
+
+bool reserved(const std::string& name) { return name.rfind("optim.", 0) == 0 || name.rfind("task.", 0) == 0; }
+
+std::string str(double v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, tasks::Task& task, const optim::Optimizer* optimizer,
+                     const std::string& config_yaml, const Progress& p) {
+  nn::NamedTensors tensors = task.model().state();
+  for (const auto& [name, t] : tensors)
+    SRU_CHECK(!reserved(name), "model tensor '", name, "' uses a prefix reserved for training state");
+  if (optimizer)
+    for (auto& entry : optimizer->state()) tensors.push_back(entry);
+  for (auto& entry : task.extra_state()) tensors.push_back(entry);
+  const safetensors::Metadata meta = {
+      {"format", "srutrain"},
+      {"format_version", kFormatVersion},
+      {"config", config_yaml},
+      {"step", std::to_string(p.step)},
+      {"epoch", std::to_string(p.epoch)},
+      {"step_in_epoch", std::to_string(p.step_in_epoch)},
+      {"rng_seed", std::to_string(p.rng_seed)},
+      {"rng_offset", std::to_string(p.rng_offset)},
+      {"best_metric", p.has_best ? str(p.best_metric) : ""},
+      {"best_step", std::to_string(p.best_step)},
+      {"evals_without_improvement", std::to_string(p.evals_without_improvement)},
+      {"vocabulary", "bytes-256"},
+  };
+  safetensors::save(path, tensors, meta);
+}
+
+LoadedCheckpoint read_checkpoint(const std::string& path, const std::vector<std::string>& overrides) {
+  LoadedCheckpoint c{safetensors::load(path), {}, {}};
+  const auto& m = c.file.metadata;
+  auto get = [&](const std::string& key) -> const std::string& {
+    auto it = m.find(key);
+    SRU_CHECK(it != m.end(), "'", path, "' is not a srutrain checkpoint: its metadata has no '", key, "'");
+    return it->second;
+  };
+  SRU_CHECK(get("format") == "srutrain", "'", path, "' is not a srutrain checkpoint");
+  SRU_CHECK(get("format_version") == kFormatVersion, "'", path, "' has checkpoint format version ",
+            get("format_version"), "; this srutrain reads version ", kFormatVersion);
+  c.config = config::parse_config(get("config"), path + " (embedded config)", overrides);
+  try {
+    c.progress.step = std::stoll(get("step"));
+    c.progress.epoch = std::stoll(get("epoch"));
+    c.progress.step_in_epoch = std::stoll(get("step_in_epoch"));
+    c.progress.rng_seed = std::stoull(get("rng_seed"));
+    c.progress.rng_offset = std::stoull(get("rng_offset"));
+    c.progress.has_best = !get("best_metric").empty();
+    if (c.progress.has_best) c.progress.best_metric = std::stod(get("best_metric"));
+    c.progress.best_step = std::stoll(get("best_step"));
+    c.progress.evals_without_improvement = std::stoll(get("evals_without_improvement"));
+  } catch (const std::logic_error&) {
+    SRU_FAIL("'", path, "': malformed training metadata (step, epoch or RNG state)");
+  }
+  return c;
+}
+
+void load_model(nn::Module& model, const safetensors::File& file, const std::string& path) {
+  nn::load_state_from(model, file, path, {"optim.", "task."});
+}
+
+}  // namespace sru::train

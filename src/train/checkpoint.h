@@ -1,0 +1,46 @@
+// Training checkpoints: one safetensors file holding the model's tensors (their contract names),
+// the optimiser state ("optim.*"), task state ("task.*", e.g. carried recurrent state), and metadata:
+// format version, the resolved config (YAML), step, epoch, position in the epoch, RNG state, best
+// metric so far, the vocabulary. Everything a run needs to continue exactly where it stopped.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "tasks/task.h"
+
+namespace sru::train {
+
+constexpr const char* kFormatVersion = "1";
+
+struct Progress {
+  int64_t step = 0;           // optimiser steps taken
+  int64_t epoch = 0;          // current epoch (0-based)
+  int64_t step_in_epoch = 0;  // steps of the current epoch already taken
+  uint64_t rng_seed = 0, rng_offset = 0;
+  double best_metric = 0.0;
+  bool has_best = false;
+  int64_t best_step = 0;
+  int64_t evals_without_improvement = 0;
+};
+
+void save_checkpoint(const std::string& path, tasks::Task& task, const optim::Optimizer* optimizer,
+                     const std::string& config_yaml, const Progress& progress);
+
+struct LoadedCheckpoint {
+  safetensors::File file;
+  config::Config config;
+  Progress progress;
+};
+
+// Reads a checkpoint's file and metadata (config parsed with `overrides`), checking the format.
+LoadedCheckpoint read_checkpoint(const std::string& path, const std::vector<std::string>& overrides = {});
+// Copies the model tensors of `file` into the module (exact names/shapes/dtypes, all mismatches listed).
+void load_model(nn::Module& model, const safetensors::File& file, const std::string& path);
+
+}  // namespace sru::train

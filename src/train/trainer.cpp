@@ -1,0 +1,371 @@
+// The training loop (see trainer.h and docs/configs.md for the keys it reads).
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "autograd/engine.h"
+#include "core/allocator.h"
+#include "core/cuda/device_info.h"
+#include "core/parallel.h"
+#include "optim/schedule.h"
+#include "train/checkpoint.h"
+#include "train/run_files.h"
+
+namespace sru::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string default_run_dir(const std::string& config_path) {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  std::ostringstream os;
+  os << "runs/" << fs::path(config_path).stem().string() << "-" << std::put_time(&tm, "%Y%m%d-%H%M%S");
+  return os.str();
+}
+
+// Resolves train.device; this build trains on the CPU only.
+std::string resolve_device(const std::string& requested) {
+  if (requested == "cpu") return "cpu";
+  if (requested == "auto") return "cpu";  // no CUDA training backend yet: auto means the CPU
+  SRU_FAIL("train.device: '", requested, "' is not available: CUDA training needs the CUDA backend, which this "
+           "build does not have yet (use cpu or auto)");
+}
+
+nlohmann::ordered_json to_json(const tasks::Metrics& m) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j;
+}
+
+std::string format_metrics(const tasks::Metrics& m) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(4);
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    if (k == "chars") continue;
+    os << (first ? "" : "  ") << k << " " << v;
+    first = false;
+  }
+  return os.str();
+}
+
+std::string format_duration(double seconds) {
+  const long s = static_cast<long>(seconds);
+  std::ostringstream os;
+  os << std::setfill('0') << s / 3600 << ":" << std::setw(2) << (s / 60) % 60 << ":" << std::setw(2) << s % 60;
+  return os.str();
+}
+
+class Trainer {
+ public:
+  Trainer(const RunOptions& options) : options_(options) {}
+  int run();
+
+ private:
+  void setup();
+  bool train_one_step(int64_t index);  // false: stop requested by a non-finite value
+  void evaluate_and_checkpoint();
+  void save(const std::string& name);
+  void finish(const std::string& reason);
+  void progress_line(double loss);
+
+  RunOptions options_;
+  config::Config cfg_;
+  std::string config_yaml_, run_dir_, device_;
+  Generator gen_;
+  std::unique_ptr<tasks::Task> task_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  optim::ScheduleOptions schedule_;
+  Progress progress_;
+  std::unique_ptr<MetricsLog> log_;
+  std::string metric_;
+  int64_t total_steps_ = 0, steps_per_epoch_ = 0;
+  bool lower_better_ = true, tty_ = false, stop_for_patience_ = false;
+  int64_t last_eval_step_ = -1;
+  double epochs_done() const {
+    return static_cast<double>(progress_.epoch) +
+           static_cast<double>(progress_.step_in_epoch) / static_cast<double>(steps_per_epoch_);
+  }
+  // Throughput since the last log line, and over the whole run.
+  Clock::time_point started_, window_start_;
+  double window_loss_ = 0, train_seconds_ = 0;
+  int64_t window_steps_ = 0, window_tokens_ = 0, tokens_total_ = 0, skipped_ = 0;
+};
+
+void Trainer::setup() {
+  if (options_.resume) {
+    SRU_CHECK(!options_.run_dir.empty(), "--resume needs the run directory to continue (--resume DIR)");
+    run_dir_ = options_.run_dir;
+    const std::string last = (fs::path(run_dir_) / "last.safetensors").string();
+    SRU_CHECK(fs::exists(last), "--resume ", run_dir_, ": there is no checkpoint to resume from (", last,
+              " does not exist)");
+    const std::string config_path = (fs::path(run_dir_) / "config.yaml").string();
+    cfg_ = config::parse_config(read_text_file(config_path), config_path, options_.overrides);
+  } else {
+    cfg_ = config::load_config(options_.config_path, options_.overrides);
+    run_dir_ = options_.run_dir.empty() ? default_run_dir(options_.config_path) : options_.run_dir;
+    SRU_CHECK(!fs::exists(fs::path(run_dir_) / "last.safetensors"), "run directory '", run_dir_,
+              "' already holds a checkpoint: continue it with --resume ", run_dir_, ", or choose another --run-dir");
+  }
+  config_yaml_ = cfg_.to_yaml();
+  device_ = resolve_device(cfg_.train.device);
+  set_num_threads(static_cast<int>(cfg_.train.threads));
+
+  gen_.manual_seed(static_cast<uint64_t>(cfg_.train.seed));
+  task_ = tasks::make_task(cfg_, gen_);
+  steps_per_epoch_ = task_->steps_per_epoch();
+  SRU_CHECK(steps_per_epoch_ > 0, "the training data gives no training steps (data.path '", cfg_.data.path,
+            "' is too short for data.batch_size and data.bptt)");
+  total_steps_ = cfg_.train.max_steps > 0 ? cfg_.train.max_steps : cfg_.train.epochs * steps_per_epoch_;
+  metric_ = cfg_.eval.metric.empty() ? task_->default_metric() : cfg_.eval.metric;
+  lower_better_ = task_->lower_is_better(metric_);
+
+  nn::NamedTensors trainable;
+  for (auto& [name, t] : task_->model().named_parameters())
+    if (t.requires_grad()) trainable.emplace_back(name, t);
+  optim::OptimizerOptions oo;
+  oo.kind = cfg_.train.optimizer;
+  oo.momentum = cfg_.train.momentum;
+  oo.beta1 = cfg_.train.beta1;
+  oo.beta2 = cfg_.train.beta2;
+  oo.eps = cfg_.train.eps;
+  oo.weight_decay = cfg_.train.weight_decay;
+  optimizer_ = std::make_unique<optim::Optimizer>(trainable, oo);
+  schedule_ = {cfg_.train.schedule, cfg_.train.lr,         cfg_.train.warmup_steps, cfg_.train.decay_steps,
+               cfg_.train.decay_rate, cfg_.train.min_lr, task_->model_size(),     total_steps_};
+
+  prepare_run_dir(run_dir_);
+  if (options_.resume) {
+    const std::string last = (fs::path(run_dir_) / "last.safetensors").string();
+    LoadedCheckpoint ckpt = read_checkpoint(last);
+    load_model(task_->model(), ckpt.file, last);
+    optimizer_->load_state(ckpt.file.tensors);
+    task_->load_extra_state(ckpt.file);
+    progress_ = ckpt.progress;
+    gen_.set_state(progress_.rng_seed, progress_.rng_offset);
+    spdlog::info("resuming {} at step {} (epoch {}, {} of {} steps done)", run_dir_, progress_.step,
+                 progress_.epoch + 1, progress_.step_in_epoch, steps_per_epoch_);
+  }
+  write_file_atomic((fs::path(run_dir_) / "config.yaml").string(), config_yaml_);
+  log_ = std::make_unique<MetricsLog>((fs::path(run_dir_) / "metrics.jsonl").string());
+  tty_ = cfg_.log.progress && ::isatty(STDOUT_FILENO);
+}
+
+void Trainer::save(const std::string& name) {
+  // Never replace a good checkpoint with broken weights.
+  for (const auto& [pname, t] : task_->model().state()) {
+    bool finite = true;
+    SRU_DISPATCH_FLOATING(t.dtype(), "checkpoint check", [&]<typename T>() {
+      const T* d = t.data<T>();
+      for (int64_t i = 0; i < t.numel() && finite; ++i) finite = std::isfinite(d[i]);
+    });
+    SRU_CHECK(finite, "not saving ", run_dir_, "/", name, " at step ", progress_.step, ": parameter '", pname,
+              "' holds NaN or inf values (the previous checkpoint is kept; lower train.lr or set train.clip_grad_norm)");
+  }
+  progress_.rng_seed = gen_.seed();
+  progress_.rng_offset = gen_.offset();
+  save_checkpoint((fs::path(run_dir_) / name).string(), *task_, optimizer_.get(), config_yaml_, progress_);
+}
+
+bool Trainer::train_one_step(int64_t index) {
+  const auto t0 = Clock::now();
+  const double lr = optim::learning_rate(schedule_, progress_.step + 1, progress_.epoch);
+  tasks::StepResult r = task_->forward_step(index);
+  const double loss = r.loss.item<double>();
+  double grad_norm = std::numeric_limits<double>::quiet_NaN();
+  bool finite = std::isfinite(loss);
+  if (finite) {
+    autograd::backward(r.loss);
+    grad_norm = optim::clip_grad_norm(optimizer_->parameters(), cfg_.train.clip_grad_norm);
+    finite = std::isfinite(grad_norm);
+  }
+  if (!finite) {
+    optimizer_->zero_grad();
+    const std::string what = std::isfinite(loss) ? "gradient norm" : "loss";
+    if (cfg_.train.on_nonfinite == "stop") {
+      spdlog::error("non-finite {} at step {} (loss {}); stopping. The weights were not updated with it, and "
+                    "{}/last.safetensors is the last good checkpoint (lower train.lr, or set train.clip_grad_norm)",
+                    what, progress_.step + 1, loss, run_dir_);
+      log_->write({{"step", progress_.step + 1}, {"event", "nonfinite"}, {"what", what}});
+      return false;
+    }
+    ++skipped_;
+    spdlog::warn("non-finite {} at step {}: update skipped ({} so far)", what, progress_.step + 1, skipped_);
+    log_->write({{"step", progress_.step + 1}, {"event", "skipped"}, {"what", what}});
+    ++progress_.step;
+    ++progress_.step_in_epoch;
+    return true;
+  }
+  optimizer_->step(lr);
+  optimizer_->zero_grad();
+  ++progress_.step;
+  ++progress_.step_in_epoch;
+
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  train_seconds_ += seconds;
+  tokens_total_ += r.tokens;
+  window_loss_ += loss;
+  window_tokens_ += r.tokens;
+  ++window_steps_;
+  if (progress_.step % cfg_.log.every_steps == 0 || progress_.step == total_steps_) {
+    const double window = std::chrono::duration<double>(Clock::now() - window_start_).count();
+    const AllocatorStats mem = CpuAllocator::instance().stats();
+    nlohmann::ordered_json rec;
+    rec["step"] = progress_.step;
+    rec["epoch"] = epochs_done();
+    rec["loss"] = window_loss_ / window_steps_;
+    rec["lr"] = lr;
+    rec["grad_norm"] = grad_norm;
+    rec["tokens_per_s"] = window_tokens_ / window;
+    rec["ms_per_step"] = 1000.0 * window / window_steps_;
+    rec["memory_mb"] = static_cast<double>(mem.allocated) / (1 << 20);
+    rec["peak_memory_mb"] = static_cast<double>(mem.peak_allocated) / (1 << 20);
+    log_->write(rec);
+    if (tty_) {
+      progress_line(window_loss_ / window_steps_);
+    } else {
+      spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3g}  |g| {:.3g}  {:.0f} tok/s  {:.1f} ms/step  mem {:.0f} MB",
+                   progress_.step, total_steps_, progress_.epoch + 1, window_loss_ / window_steps_, lr, grad_norm,
+                   window_tokens_ / window, 1000.0 * window / window_steps_, rec["memory_mb"].get<double>());
+    }
+    window_loss_ = 0;
+    window_steps_ = 0;
+    window_tokens_ = 0;
+    window_start_ = Clock::now();
+  }
+  return true;
+}
+
+void Trainer::progress_line(double loss) {
+  const double done = static_cast<double>(progress_.step) / static_cast<double>(total_steps_);
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+  const int width = 30, filled = static_cast<int>(done * width);
+  std::cout << "\r[" << std::string(filled, '=') << std::string(width - filled, ' ') << "] " << progress_.step << "/"
+            << total_steps_ << "  loss " << std::fixed << std::setprecision(4) << loss << "  ETA "
+            << format_duration(done > 0 ? elapsed / done * (1 - done) : 0) << "   " << std::flush;
+}
+
+void Trainer::evaluate_and_checkpoint() {
+  if (tty_) std::cout << "\n";
+  const tasks::Metrics m = task_->evaluate("valid", cfg_.eval.max_batches);
+  SRU_CHECK(m.count(metric_), "eval.metric: the task reports no metric '", metric_, "'");
+  const double value = m.at(metric_);
+  const bool improved = std::isfinite(value) && (!progress_.has_best || (lower_better_ ? value < progress_.best_metric
+                                                                                       : value > progress_.best_metric));
+  if (improved) {
+    progress_.best_metric = value;
+    progress_.has_best = true;
+    progress_.best_step = progress_.step;
+    progress_.evals_without_improvement = 0;
+  } else {
+    ++progress_.evals_without_improvement;
+  }
+  last_eval_step_ = progress_.step;
+  nlohmann::ordered_json rec;
+  rec["step"] = progress_.step;
+  rec["epoch"] = epochs_done();
+  rec["split"] = "valid";
+  rec["eval"] = to_json(m);
+  log_->write(rec);
+  spdlog::info("eval step {} (epoch {:.2f}): valid {}{}", progress_.step, epochs_done(), format_metrics(m),
+               improved ? "  (best)" : "");
+  save("last.safetensors");
+  if (improved) save("best.safetensors");
+  if (cfg_.train.early_stop_patience > 0 && progress_.evals_without_improvement >= cfg_.train.early_stop_patience)
+    stop_for_patience_ = true;
+}
+
+void Trainer::finish(const std::string& reason) {
+  save("last.safetensors");
+  nlohmann::ordered_json summary;
+  summary["task"] = cfg_.task;
+  summary["stopped"] = reason;
+  summary["steps"] = progress_.step;
+  summary["epochs"] = epochs_done();
+  nlohmann::ordered_json final_metrics;
+  std::string final_line;
+  for (const std::string split : {"valid", "test"}) {
+    const tasks::Metrics m = task_->evaluate(split, 0);
+    final_metrics[split] = to_json(m);
+    final_line += (final_line.empty() ? "" : "; ") + split + " " + format_metrics(m);
+  }
+  summary["final"] = final_metrics;
+  const std::string best_path = (fs::path(run_dir_) / "best.safetensors").string();
+  if (fs::exists(best_path)) {
+    load_model(task_->model(), safetensors::load(best_path), best_path);
+    nlohmann::ordered_json best;
+    best["step"] = progress_.best_step;
+    best["metric"] = metric_;
+    for (const std::string split : {"valid", "test"}) best[split] = to_json(task_->evaluate(split, 0));
+    summary["best"] = best;
+  }
+  summary["parameters"] = task_->model().num_parameters();
+  summary["wall_time_s"] = std::chrono::duration<double>(Clock::now() - started_).count();
+  summary["train_tokens_per_s"] = train_seconds_ > 0 ? tokens_total_ / train_seconds_ : 0.0;
+  summary["skipped_steps"] = skipped_;
+  summary["device"] = device_;
+  summary["threads"] = num_threads();
+  summary["commit"] = build_commit();
+  write_file_atomic((fs::path(run_dir_) / "summary.json").string(), summary.dump(2) + "\n");
+  spdlog::info("final: {}", final_line);
+  spdlog::info("run directory {}: config.yaml, metrics.jsonl, last.safetensors{}, summary.json", run_dir_,
+               fs::exists(best_path) ? ", best.safetensors" : "");
+}
+
+int Trainer::run() {
+  setup();
+  started_ = window_start_ = Clock::now();
+  install_stop_handlers();
+  spdlog::info("{} {} model: {} parameters; {} steps per epoch, {} steps in all; device {} ({} threads); run dir {}",
+               cfg_.task, cfg_.model.type, task_->model().num_parameters(), steps_per_epoch_, total_steps_, device_,
+               num_threads(), run_dir_);
+  while (progress_.step < total_steps_ && progress_.epoch < cfg_.train.epochs && !stop_for_patience_) {
+    if (progress_.step_in_epoch == 0) task_->start_epoch(progress_.epoch);
+    while (progress_.step_in_epoch < steps_per_epoch_ && progress_.step < total_steps_ && !stop_for_patience_) {
+      if (stop_requested()) {
+        save("last.safetensors");
+        if (tty_) std::cout << "\n";
+        spdlog::warn("interrupted at step {}: checkpoint saved; continue with: srutrain --resume {}", progress_.step,
+                     run_dir_);
+        return kExitInterrupted;
+      }
+      if (!train_one_step(progress_.step_in_epoch)) return 1;
+      if (cfg_.eval.every_steps > 0 && progress_.step % cfg_.eval.every_steps == 0) evaluate_and_checkpoint();
+    }
+    if (progress_.step_in_epoch >= steps_per_epoch_) {
+      // Advance first, so a checkpoint written by the evaluation resumes in the next epoch.
+      ++progress_.epoch;
+      progress_.step_in_epoch = 0;
+      if (cfg_.eval.every_steps == 0) evaluate_and_checkpoint();
+    }
+  }
+  if (tty_) std::cout << "\n";
+  if (last_eval_step_ != progress_.step) evaluate_and_checkpoint();  // the final weights are always evaluated
+  const std::string reason = stop_for_patience_ ? "early stop" : progress_.step >= total_steps_ ? "max steps" : "epochs";
+  finish(reason);
+  return 0;
+}
+
+}  // namespace
+
+int train(const RunOptions& options) {
+  Trainer trainer(options);
+  return trainer.run();
+}
+
+}  // namespace sru::train

@@ -1,0 +1,23 @@
+// The shared training loop behind `srutrain`: builds the task from the config, trains with the
+// configured optimiser and schedule, evaluates, keeps last/best checkpoints, logs, and resumes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sru::train {
+
+struct RunOptions {
+  std::string config_path;             // new run: the YAML config
+  std::vector<std::string> overrides;  // --set KEY=VALUE
+  std::string run_dir;                 // "" = runs/<config name>-<time> (new) ; required for resume
+  bool resume = false;                 // continue the run in run_dir from last.safetensors
+};
+
+// Exit codes: 0 done, 1 error (message printed), 130 interrupted (checkpoint saved).
+constexpr int kExitInterrupted = 130;
+
+// Runs training to completion; throws sru::Error for bad input (before anything is overwritten).
+int train(const RunOptions& options);
+
+}  // namespace sru::train

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# End-to-end checks of srutrain / srueval on tiny runs: bad input gives a clear message and a
+# non-zero exit without damaging saved files; resume continues bit for bit; Ctrl-C saves and exits;
+# srueval reproduces the training run's numbers. Usage: cli.sh BUILD_DIR SOURCE_DIR CASE
+set -uo pipefail
+build=$1 src=$2 case=$3
+train=$build/srutrain eval=$build/srueval
+data=$src/data/enwik8-sample/enwik8.head1M
+tiny=$src/tests/data/tiny.yaml
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+fail() { echo "FAIL: $*"; exit 1; }
+# expect_error REGEX CMD...: CMD must exit non-zero and print REGEX (stdout or stderr).
+expect_error() {
+  local regex=$1; shift
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  echo "$out" | tail -3
+  [ $rc -ne 0 ] || fail "expected a non-zero exit from: $*"
+  echo "$out" | grep -Eq -- "$regex" || fail "expected /$regex/ in the output of: $*"
+  echo "ok: exit $rc, message matches /$regex/"
+}
+tiny_run() { "$train" --config "$tiny" --set data.path="$data" "$@"; }
+losses() { grep '"loss"' "$1/metrics.jsonl" | grep -v '"eval"' | sed 's/.*"step":\([0-9]*\).*"loss":\([^,]*\),.*/\1 \2/'; }
+
+case $case in
+  bad_config)
+    expect_error "File does not exist" "$train" --config "$work/none.yaml"
+    expect_error "malformed.yaml:[0-9]+:[0-9]+: malformed YAML" "$train" --config "$src/tests/data/malformed.yaml"
+    expect_error "unknown_key.yaml:4: unknown key 'model.hidden_sise' \(did you mean 'model.hidden_size'\?\)" \
+      "$train" --config "$src/tests/data/unknown_key.yaml"
+    expect_error "wrong_type.yaml:4: train.lr: expected a number, got 'fast'" "$train" --config "$src/tests/data/wrong_type.yaml"
+    expect_error "model.num_layers: -2 is out of range: must be >= 1" "$train" --config "$src/tests/data/negative.yaml"
+    expect_error "no config given" "$train"
+    ;;
+  bad_data)
+    expect_error "cannot open data file '$work/missing.txt' \(data.path\)" tiny_run --set data.path="$work/missing.txt" --run-dir "$work/r1"
+    expect_error "cannot fill 4 streams" tiny_run --set data.path="$src/tests/data/empty.txt" --run-dir "$work/r2"
+    expect_error "cannot create run directory '/proc/srutrain-test/run'" tiny_run --run-dir /proc/srutrain-test/run
+    ;;
+  resume_errors)
+    mkdir -p "$work/empty"
+    expect_error "there is no checkpoint to resume from" "$train" --resume "$work/empty"
+    tiny_run --run-dir "$work/run" --set train.max_steps=2 > /dev/null || fail "tiny run failed"
+    expect_error "already holds a checkpoint: continue it with --resume" tiny_run --run-dir "$work/run"
+    ;;
+  resume_bit_identical)
+    for model in sru lstm; do
+      tiny_run --run-dir "$work/full-$model" --set model.type=$model > /dev/null || fail "uninterrupted run failed"
+      tiny_run --run-dir "$work/part-$model" --set model.type=$model --set train.max_steps=6 > /dev/null || fail "first half failed"
+      "$train" --resume "$work/part-$model" --set train.max_steps=12 > /dev/null || fail "resume failed"
+      diff <(losses "$work/full-$model") <(losses "$work/part-$model") || fail "$model: losses after resume differ"
+      [ "$(losses "$work/full-$model" | wc -l)" -eq 12 ] || fail "expected 12 logged steps"
+      echo "ok: $model losses of steps 1-12 identical with and without a stop/resume at step 6"
+    done
+    ;;
+  nonfinite)
+    tiny_run --run-dir "$work/run" --set train.max_steps=4 > /dev/null || fail "good run failed"
+    before=$(sha256sum "$work/run/last.safetensors")
+    expect_error "non-finite (loss|gradient norm) at step" "$train" --resume "$work/run" --set train.max_steps=40 \
+      --set train.lr=1e30 --set eval.every_steps=100
+    [ "$(sha256sum "$work/run/last.safetensors")" = "$before" ] || fail "last.safetensors changed"
+    echo "ok: last.safetensors untouched"
+    ;;
+  interrupt)
+    # Started directly (not through a shell function), so that $! is srutrain itself.
+    "$train" --config "$tiny" --set data.path="$data" --run-dir "$work/run" --set train.max_steps=100000 \
+      --set eval.every_steps=100000 > "$work/log" 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do [ -s "$work/run/metrics.jsonl" ] && break; sleep 0.1; done
+    sleep 0.5
+    kill -INT $pid
+    wait $pid; rc=$?
+    [ $rc -eq 130 ] || { cat "$work/log"; fail "expected exit status 130 after Ctrl-C, got $rc"; }
+    grep -q "interrupted at step" "$work/log" || fail "no interruption message"
+    [ -f "$work/run/last.safetensors" ] || fail "no checkpoint after Ctrl-C"
+    step=$("$eval" --checkpoint "$work/run/last.safetensors" --split valid --max-batches 1 --json "$work/e.json" > /dev/null && \
+           grep '"step"' "$work/e.json" | tr -dc 0-9)
+    "$train" --resume "$work/run" --set train.max_steps=$((step + 2)) > /dev/null || fail "resume after Ctrl-C failed"
+    echo "ok: Ctrl-C at step $step saved a checkpoint; resumed to step $((step + 2))"
+    ;;
+  eval)
+    tiny_run --run-dir "$work/run" > /dev/null || fail "run failed"
+    "$eval" --checkpoint "$work/run/best.safetensors" --split valid --json "$work/valid.json" || fail "srueval failed"
+    python3 - "$work/run/summary.json" "$work/valid.json" <<'PY' || fail "srueval's valid BPC differs from the run's"
+import json, sys
+summary, ev = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+a, b = summary["best"]["valid"]["bpc"], ev["metrics"]["bpc"]
+print("run best valid bpc", a, "srueval", b)
+sys.exit(0 if a == b else 1)
+PY
+    # Any file: one stream from a zero state; the chunk size does not change the result.
+    head -c 3000 "$data" > "$work/t.txt"
+    a=$("$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --chunk 7 | sed 's/.*bpc \([^ ]*\).*/\1/')
+    b=$("$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --chunk 500 | sed 's/.*bpc \([^ ]*\).*/\1/')
+    python3 -c "import sys; a, b = float('$a'), float('$b'); print('chunk 7:', a, 'chunk 500:', b); sys.exit(0 if abs(a - b) < 1e-4 else 1)" \
+      || fail "--text BPC depends on the chunk size"
+    "$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --generate 40 --prompt "The " | grep -q "^The " \
+      || fail "no sample"
+    # Checkpoint problems.
+    expect_error "does not match the model" "$eval" --checkpoint "$work/run/last.safetensors" --set model.hidden_size=48
+    head -c 1000 "$work/run/last.safetensors" > "$work/cut.safetensors"
+    expect_error "truncated" "$eval" --checkpoint "$work/cut.safetensors"
+    printf 'garbage' > "$work/junk.safetensors"
+    expect_error "not a safetensors file" "$eval" --checkpoint "$work/junk.safetensors"
+    expect_error "cannot open checkpoint" "$eval" --checkpoint "$work/none.safetensors"
+    ;;
+  *) fail "unknown case $case" ;;
+esac
+echo "PASS: $case"

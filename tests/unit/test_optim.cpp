@@ -1,0 +1,167 @@
+// Optimisers, schedules and clipping against updates computed by hand from PyTorch's formulas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "testing.h"
+
+using namespace sru;
+
+namespace {
+
+// One scalar parameter p with value p0; runs the optimizer for the given gradients, returns p after each step.
+std::vector<double> run(const std::string& kind, double p0, const std::vector<double>& grads, double lr,
+                        optim::OptimizerOptions o = {}) {
+  o.kind = kind;
+  Tensor p = Tensor::full({1}, p0, DType::F64).set_requires_grad(true);
+  optim::Optimizer opt({{"p", p}}, o);
+  std::vector<double> values;
+  for (double g : grads) {
+    p.set_grad(Tensor::full({1}, g, DType::F64));
+    opt.step(lr);
+    values.push_back(p.item<double>());
+  }
+  return values;
+}
+
+}  // namespace
+
+TEST(Optim, SgdPlainMomentumAndWeightDecay) {
+  const auto plain = run("sgd", 1.0, {0.5, 0.5}, 0.1);
+  EXPECT_NEAR(plain[0], 0.95, 1e-15);
+  EXPECT_NEAR(plain[1], 0.90, 1e-15);
+  optim::OptimizerOptions o;
+  o.momentum = 0.9;
+  o.weight_decay = 0.1;
+  // g1 = 0.5 + 0.1*1 = 0.6; buf = 0.6; p = 1 - 0.1*0.6 = 0.94
+  // g2 = 0.5 + 0.1*0.94 = 0.594; buf = 0.9*0.6 + 0.594 = 1.134; p = 0.94 - 0.1134 = 0.8266
+  const auto v = run("sgd", 1.0, {0.5, 0.5}, 0.1, o);
+  EXPECT_NEAR(v[0], 0.94, 1e-15);
+  EXPECT_NEAR(v[1], 0.8266, 1e-15);
+}
+
+TEST(Optim, AdamBiasCorrectedSteps) {
+  // Step 1 of Adam moves by lr * sign(g) (up to eps); step 2 by hand.
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8, lr = 0.01;
+  const auto v = run("adam", 1.0, {0.5, -0.2}, lr);
+  double m = (1 - b1) * 0.5, s = (1 - b2) * 0.25;
+  double p = 1.0 - lr * (m / (1 - b1)) / (std::sqrt(s / (1 - b2)) + eps);
+  EXPECT_NEAR(v[0], p, 1e-15);
+  m = b1 * m + (1 - b1) * -0.2;
+  s = b2 * s + (1 - b2) * 0.04;
+  p -= lr * (m / (1 - b1 * b1)) / (std::sqrt(s / (1 - b2 * b2)) + eps);
+  EXPECT_NEAR(v[1], p, 1e-15);
+}
+
+TEST(Optim, AdamWDecouplesWeightDecay) {
+  optim::OptimizerOptions o;
+  o.weight_decay = 0.1;
+  const double lr = 0.01;
+  const auto v = run("adamw", 2.0, {0.5}, lr, o);
+  // p = 2 * (1 - lr*wd), then the plain Adam step of size lr (|g| >> eps).
+  EXPECT_NEAR(v[0], 2.0 * (1 - lr * 0.1) - lr * 0.5 / (0.5 + 1e-8), 1e-12);
+  // Adam with the same weight decay adds it to the gradient instead: a different result.
+  EXPECT_GT(std::abs(run("adam", 2.0, {0.5}, lr, o)[0] - v[0]), 1e-4);
+}
+
+TEST(Optim, AdamaxInfinityNorm) {
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8, lr = 0.002;
+  const auto v = run("adamax", 1.0, {0.5, 0.1}, lr);
+  double m = (1 - b1) * 0.5, u = std::max(0.0, 0.5 + eps);
+  double p = 1.0 - lr / (1 - b1) * m / u;
+  EXPECT_NEAR(v[0], p, 1e-15);
+  m = b1 * m + (1 - b1) * 0.1;
+  u = std::max(b2 * u, 0.1 + eps);
+  p -= lr / (1 - b1 * b1) * m / u;
+  EXPECT_NEAR(v[1], p, 1e-15);
+}
+
+TEST(Optim, RAdamUnrectifiedThenRectified) {
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8, lr = 0.1;
+  std::vector<double> grads(7, 0.3);
+  const auto v = run("radam", 1.0, grads, lr);
+  // Early steps: rho_t <= 5, a momentum-SGD step with the bias-corrected first moment (= 0.3 here).
+  EXPECT_NEAR(v[0], 1.0 - lr * 0.3, 1e-12);
+  // Replay by hand to the first rectified step.
+  double p = 1.0, m = 0, s = 0;
+  const double rho_inf = 2 / (1 - b2) - 1;
+  for (int t = 1; t <= 7; ++t) {
+    m = b1 * m + (1 - b1) * 0.3;
+    s = b2 * s + (1 - b2) * 0.09;
+    const double bias2 = 1 - std::pow(b2, t);
+    const double m_hat = m / (1 - std::pow(b1, t));
+    const double rho = rho_inf - 2 * t * std::pow(b2, t) / bias2;
+    if (rho > 5) {
+      const double r = std::sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho));
+      p -= lr * m_hat * r * std::sqrt(bias2) / (std::sqrt(s) + eps);
+    } else {
+      p -= lr * m_hat;
+    }
+    EXPECT_NEAR(v[t - 1], p, 1e-12) << "step " << t;
+  }
+}
+
+TEST(Optim, StateRoundTripContinuesIdentically) {
+  Tensor a = Tensor::full({3}, 1.0, DType::F64).set_requires_grad(true);
+  Tensor b = a.clone().set_requires_grad(true);
+  optim::Optimizer oa({{"w", a}}, {}), ob({{"w", b}}, {});
+  for (int i = 0; i < 3; ++i) {
+    a.set_grad(Tensor::full({3}, 0.1 * (i + 1), DType::F64));
+    oa.step(0.01);
+  }
+  b.copy_(a);
+  ob.load_state(oa.state());
+  EXPECT_EQ(ob.steps(), 3);
+  a.set_grad(Tensor::full({3}, -0.7, DType::F64));
+  b.set_grad(Tensor::full({3}, -0.7, DType::F64));
+  oa.step(0.01);
+  ob.step(0.01);
+  EXPECT_EQ(a.to_vector<double>(), b.to_vector<double>());
+  optim::Optimizer sgd({{"w", b}}, {"sgd"});
+  EXPECT_NE(sru::testing::error_of([&] { sgd.load_state(oa.state()); }).find("momentum_buffer"), std::string::npos);
+}
+
+TEST(Optim, ClipGradNormScalesToTheLimit) {
+  Tensor a = Tensor::zeros({2}, DType::F64).set_requires_grad(true), b = Tensor::zeros({1}, DType::F64).set_requires_grad(true);
+  a.set_grad(Tensor::from_vector(std::vector<double>{3, 0}, {2}));
+  b.set_grad(Tensor::from_vector(std::vector<double>{4}, {1}));
+  const double norm = optim::clip_grad_norm({{"a", a}, {"b", b}}, 1.0);
+  EXPECT_DOUBLE_EQ(norm, 5.0);
+  EXPECT_NEAR(a.grad().to_vector<double>()[0], 3.0 / (5.0 + 1e-6), 1e-15);
+  EXPECT_NEAR(b.grad().item<double>(), 4.0 / (5.0 + 1e-6), 1e-15);
+  EXPECT_DOUBLE_EQ(optim::clip_grad_norm({{"a", a}}, 100.0), a.grad().to_vector<double>()[0]) << "under the limit: unchanged";
+  b.set_grad(Tensor::full({1}, std::nan(""), DType::F64));
+  EXPECT_TRUE(std::isnan(optim::clip_grad_norm({{"b", b}}, 1.0)));
+}
+
+TEST(Schedule, HandComputedValues) {
+  optim::ScheduleOptions o;
+  o.lr = 0.1;
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 7, 3), 0.1);
+  o.kind = "step";
+  o.decay_steps = 10;
+  o.decay_rate = 0.5;
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 10, 0), 0.1);
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 11, 0), 0.05);
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 25, 0), 0.025);
+  o.kind = "epoch";
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 1, 2), 0.025);
+  o.kind = "noam";
+  o.lr = 3.0;
+  o.model_size = 1024;
+  o.warmup_steps = 100;
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 50, 0), 3.0 / 32.0 * 50 * std::pow(100.0, -1.5));
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 400, 0), 3.0 / 32.0 / 20.0);
+  o.kind = "cosine";
+  o.lr = 1.0;
+  o.min_lr = 0.1;
+  o.warmup_steps = 10;
+  o.total_steps = 110;
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 5, 0), 0.5);
+  EXPECT_DOUBLE_EQ(optim::learning_rate(o, 10, 0), 1.0);
+  EXPECT_NEAR(optim::learning_rate(o, 60, 0), 0.55, 1e-15);
+  EXPECT_NEAR(optim::learning_rate(o, 110, 0), 0.1, 1e-15);
+  EXPECT_NEAR(optim::learning_rate(o, 500, 0), 0.1, 1e-15);
+}
