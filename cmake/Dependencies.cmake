@@ -5,6 +5,7 @@ find_package(spdlog REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
+find_package(ZLIB REQUIRED)  # reading enwik8.zip as distributed
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 

@@ -8,7 +8,7 @@ packages=(
   cmake ninja-build g++ pkg-config git
   libopenblas-openmp-dev
   libcli11-dev libspdlog-dev libyaml-cpp-dev libsentencepiece-dev
-  libgtest-dev nlohmann-json3-dev
+  libgtest-dev nlohmann-json3-dev zlib1g-dev
 )
 
 missing=()

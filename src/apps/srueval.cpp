@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(checkpoint, overrides);
     sru::Generator gen(seed);
     const bool on_file = !text_file.empty();
-    auto task = sru::tasks::make_task(ckpt.config, gen, /*load_data=*/!on_file && generate == 0 ? true : !on_file);
+    auto task = sru::tasks::make_task(ckpt.config, gen, /*load_data=*/!on_file);
     sru::train::load_model(task->model(), ckpt.file, checkpoint);
     task->model().eval();
     auto* lm = dynamic_cast<sru::tasks::CharLMTask*>(task.get());

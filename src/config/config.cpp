@@ -55,6 +55,7 @@ std::vector<Section> Config::schema() {
         real_field("clip_grad_norm", &train.clip_grad_norm, "Clip the global gradient norm to this (0 = off)", 0),
         int_field("epochs", &train.epochs, "Passes over the training data", 1),
         int_field("max_steps", &train.max_steps, "Stop after this many steps (0 = epochs decide)", 0),
+        real_field("max_seconds", &train.max_seconds, "Stop after this much wall time in seconds (0 = no limit)", 0),
         int_field("seed", &train.seed, "Random seed (same seed, same losses on the CPU)", 0),
         string_field("device", &train.device, "cpu, cuda, cuda:N or auto"),
         int_field("threads", &train.threads, "CPU threads (0 = all cores)", 0),
@@ -74,9 +75,13 @@ std::vector<Section> Config::schema() {
 Config parse_config(const std::string& text, const std::string& source, const std::vector<std::string>& overrides) {
   Config c;
   const auto schema = c.schema();
-  parse_yaml(schema, text, source);
-  for (const std::string& o : overrides) apply_override(schema, o);
-  validate(schema);
+  Origins origins;
+  parse_yaml(schema, text, source, &origins);
+  for (const std::string& o : overrides) apply_override(schema, o, &origins);
+  // Keys the file does not set (e.g. a missing required one) are reported against the file itself.
+  for (const Section& s : schema)
+    for (const Field& f : s.fields) origins.try_emplace(s.name.empty() ? f.key : s.name + "." + f.key, source);
+  validate(schema, &origins);
   if (c.train.device != "auto") Device::parse(c.train.device);  // a clear error for bad names
   return c;
 }

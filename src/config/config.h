@@ -54,6 +54,7 @@ struct TrainConfig {
   double clip_grad_norm = 0.0;     // 0 = off
   int64_t epochs = 1;
   int64_t max_steps = 0;           // 0 = epochs decide
+  double max_seconds = 0.0;        // stop after this much wall time; 0 = no limit
   int64_t seed = 1;
   std::string device = "cpu";      // cpu | cuda | cuda:N | auto
   int64_t threads = 0;             // 0 = all cores

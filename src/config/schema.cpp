@@ -153,7 +153,8 @@ std::optional<std::string> suggest(const std::string& word, const std::vector<st
   return best;
 }
 
-void parse_yaml(const std::vector<Section>& schema, const std::string& text, const std::string& source) {
+void parse_yaml(const std::vector<Section>& schema, const std::string& text, const std::string& source,
+                Origins* origins) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -174,6 +175,7 @@ void parse_yaml(const std::vector<Section>& schema, const std::string& text, con
     }
     if (top_field) {
       assign(*top_field, it->second, where(source, it->second), name);
+      if (origins) (*origins)[name] = where(source, it->second);
       continue;
     }
     SRU_CHECK(section, at, ": ", unknown_message("section", name, section_names(schema)));
@@ -188,11 +190,12 @@ void parse_yaml(const std::vector<Section>& schema, const std::string& text, con
                   return full;
                 }()));
       assign(*field, kv->second, where(source, kv->second), name + "." + key);
+      if (origins) (*origins)[name + "." + key] = where(source, kv->second);
     }
   }
 }
 
-void apply_override(const std::vector<Section>& schema, const std::string& assignment) {
+void apply_override(const std::vector<Section>& schema, const std::string& assignment, Origins* origins) {
   const size_t eq = assignment.find('=');
   SRU_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment, "': expected KEY=VALUE, e.g. train.lr=3e-4");
   const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
@@ -212,16 +215,19 @@ void apply_override(const std::vector<Section>& schema, const std::string& assig
         }
         if (f.kind == Field::Kind::String) value = YAML::Node(text);  // strings verbatim
         assign(f, value, "--set " + assignment, path);
+        if (origins) (*origins)[path] = "--set " + assignment;
         return;
       }
     }
   SRU_FAIL("--set ", assignment, ": ", unknown_message("key", path, all_paths));
 }
 
-void validate(const std::vector<Section>& schema) {
+void validate(const std::vector<Section>& schema, const Origins* origins) {
   for (const Section& s : schema)
     for (const Field& f : s.fields) {
-      const std::string path = path_of(s, f);
+      std::string path = path_of(s, f);
+      if (origins)
+        if (auto it = origins->find(path); it != origins->end()) path = it->second + ": " + path;
       if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real) {
         const double v = f.kind == Field::Kind::Int ? static_cast<double>(*static_cast<int64_t*>(f.target))
                                                     : *static_cast<double*>(f.target);

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,13 +41,18 @@ Field bool_field(const std::string& key, bool* target, const std::string& help);
 Field string_field(const std::string& key, std::string* target, const std::string& help,
                    std::vector<std::string> choices = {}, bool required = false);
 
+// Where each key's value came from ("FILE:LINE" or "--set KEY=VALUE"), by key path, for errors.
+using Origins = std::map<std::string, std::string>;
+
 // Parses YAML text into the schema's targets. `source` names the text in errors (a file path).
-// Throws sru::Error: "FILE:LINE: KEY.PATH: what is wrong".
-void parse_yaml(const std::vector<Section>& schema, const std::string& text, const std::string& source);
+// Throws sru::Error: "FILE:LINE: KEY.PATH: what is wrong". Records each key's origin when given.
+void parse_yaml(const std::vector<Section>& schema, const std::string& text, const std::string& source,
+                Origins* origins = nullptr);
 // Applies one "section.key=value" override (value parsed as a YAML scalar).
-void apply_override(const std::vector<Section>& schema, const std::string& assignment);
-// Checks every field's limits, choices and required-ness; throws naming the key path.
-void validate(const std::vector<Section>& schema);
+void apply_override(const std::vector<Section>& schema, const std::string& assignment, Origins* origins = nullptr);
+// Checks every field's limits, choices and required-ness; throws naming the key path, prefixed by
+// where the value came from when `origins` knows it.
+void validate(const std::vector<Section>& schema, const Origins* origins = nullptr);
 // The resolved values as YAML (every key, in schema order).
 std::string to_yaml(const std::vector<Section>& schema);
 // A Markdown reference of every key: path, type, default (current value), limits, help.

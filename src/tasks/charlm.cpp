@@ -2,10 +2,9 @@
 #include "tasks/charlm.h"
 
 #include <cmath>
-#include <fstream>
-#include <iterator>
 
 #include "autograd/node.h"
+#include "data/byte_file.h"
 #include "core/philox.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -45,11 +44,7 @@ std::vector<Tensor> detached(const std::vector<Tensor>& state) {
 
 }  // namespace
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  SRU_CHECK(in.good(), "cannot open data file '", path, "' (data.path)");
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string read_bytes(const std::string& path) { return data::read_byte_file(path); }
 
 CharLM::CharLM(const config::ModelConfig& cfg, Generator& gen) : cfg_(cfg), gen_(&gen) {
   embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(256, cfg.embedding_size, -1, DType::F32, gen));

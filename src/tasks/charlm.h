@@ -58,9 +58,11 @@ class CharLMTask : public Task {
   int64_t model_size() const override { return cfg_.model.hidden_size; }
   int64_t steps_per_epoch() const override;
   void start_epoch(int64_t epoch) override;
+  void reset_carried_state() override { state_.clear(); }
   StepResult forward_step(int64_t index) override;
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
   std::string default_metric() const override { return "bpc"; }
+  std::string token_name() const override { return "chars"; }
   bool lower_is_better(const std::string&) const override { return true; }
   nn::NamedTensors extra_state() override;
   void load_extra_state(const safetensors::File& file) override;
@@ -73,7 +75,7 @@ class CharLMTask : public Task {
   std::vector<Tensor> state_;  // carried across training steps, detached
 };
 
-// Reads a byte file (error names the path).
+// Reads a byte file, or the member of a .zip archive (error names the path).
 std::string read_bytes(const std::string& path);
 
 }  // namespace sru::tasks

@@ -27,11 +27,15 @@ class Task {
   virtual int64_t model_size() const = 0;       // the d of the noam schedule
   virtual int64_t steps_per_epoch() const = 0;
   virtual void start_epoch(int64_t epoch) = 0;  // e.g. reset carried state
+  // Forgets state carried between steps (after a skipped non-finite step, which may have poisoned it).
+  virtual void reset_carried_state() {}
   // The forward pass of training step `index` (0-based within the epoch).
   virtual StepResult forward_step(int64_t index) = 0;
   // Evaluates a split ("valid" or "test") on at most max_batches batches (0 = all), in eval mode.
   virtual Metrics evaluate(const std::string& split, int64_t max_batches) = 0;
   virtual std::string default_metric() const = 0;
+  // What one prediction is called in speed reports ("chars" for a char-LM).
+  virtual std::string token_name() const { return "tokens"; }
   virtual bool lower_is_better(const std::string& metric) const = 0;
   // State beyond the model and optimiser that a resumed run needs, saved as "task.*" tensors.
   virtual nn::NamedTensors extra_state() { return {}; }

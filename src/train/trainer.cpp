@@ -95,7 +95,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> log_;
   std::string metric_;
   int64_t total_steps_ = 0, steps_per_epoch_ = 0;
-  bool lower_better_ = true, tty_ = false, stop_for_patience_ = false;
+  bool lower_better_ = true, tty_ = false, stop_for_patience_ = false, out_of_time_ = false;
   int64_t last_eval_step_ = -1;
   double epochs_done() const {
     return static_cast<double>(progress_.epoch) +
@@ -205,7 +205,9 @@ bool Trainer::train_one_step(int64_t index) {
       return false;
     }
     ++skipped_;
-    spdlog::warn("non-finite {} at step {}: update skipped ({} so far)", what, progress_.step + 1, skipped_);
+    task_->reset_carried_state();
+    spdlog::warn("non-finite {} at step {}: update skipped, carried state reset ({} so far)", what, progress_.step + 1,
+                 skipped_);
     log_->write({{"step", progress_.step + 1}, {"event", "skipped"}, {"what", what}});
     ++progress_.step;
     ++progress_.step_in_epoch;
@@ -239,9 +241,10 @@ bool Trainer::train_one_step(int64_t index) {
     if (tty_) {
       progress_line(window_loss_ / window_steps_);
     } else {
-      spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3g}  |g| {:.3g}  {:.0f} tok/s  {:.1f} ms/step  mem {:.0f} MB",
+      spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3g}  |g| {:.3g}  {:.0f} {}/s  {:.1f} ms/step  mem {:.0f} MB",
                    progress_.step, total_steps_, progress_.epoch + 1, window_loss_ / window_steps_, lr, grad_norm,
-                   window_tokens_ / window, 1000.0 * window / window_steps_, rec["memory_mb"].get<double>());
+                   window_tokens_ / window, task_->token_name(), 1000.0 * window / window_steps_,
+                   rec["memory_mb"].get<double>());
     }
     window_loss_ = 0;
     window_steps_ = 0;
@@ -317,6 +320,7 @@ void Trainer::finish(const std::string& reason) {
   summary["parameters"] = task_->model().num_parameters();
   summary["wall_time_s"] = std::chrono::duration<double>(Clock::now() - started_).count();
   summary["train_tokens_per_s"] = train_seconds_ > 0 ? tokens_total_ / train_seconds_ : 0.0;
+  summary["token"] = task_->token_name();
   summary["skipped_steps"] = skipped_;
   summary["device"] = device_;
   summary["threads"] = num_threads();
@@ -346,7 +350,13 @@ int Trainer::run() {
       }
       if (!train_one_step(progress_.step_in_epoch)) return 1;
       if (cfg_.eval.every_steps > 0 && progress_.step % cfg_.eval.every_steps == 0) evaluate_and_checkpoint();
+      if (cfg_.train.max_seconds > 0 &&
+          std::chrono::duration<double>(Clock::now() - started_).count() >= cfg_.train.max_seconds) {
+        out_of_time_ = true;
+        break;
+      }
     }
+    if (out_of_time_) break;
     if (progress_.step_in_epoch >= steps_per_epoch_) {
       // Advance first, so a checkpoint written by the evaluation resumes in the next epoch.
       ++progress_.epoch;
@@ -356,7 +366,9 @@ int Trainer::run() {
   }
   if (tty_) std::cout << "\n";
   if (last_eval_step_ != progress_.step) evaluate_and_checkpoint();  // the final weights are always evaluated
-  const std::string reason = stop_for_patience_ ? "early stop" : progress_.step >= total_steps_ ? "max steps" : "epochs";
+  const std::string reason = out_of_time_         ? "time limit"
+                             : stop_for_patience_ ? "early stop"
+                             : progress_.step >= total_steps_ ? "max steps" : "epochs";
   finish(reason);
   return 0;
 }

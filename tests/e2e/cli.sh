@@ -31,7 +31,7 @@ case $case in
     expect_error "unknown_key.yaml:4: unknown key 'model.hidden_sise' \(did you mean 'model.hidden_size'\?\)" \
       "$train" --config "$src/tests/data/unknown_key.yaml"
     expect_error "wrong_type.yaml:4: train.lr: expected a number, got 'fast'" "$train" --config "$src/tests/data/wrong_type.yaml"
-    expect_error "model.num_layers: -2 is out of range: must be >= 1" "$train" --config "$src/tests/data/negative.yaml"
+    expect_error "negative.yaml:4: model.num_layers: -2 is out of range: must be >= 1" "$train" --config "$src/tests/data/negative.yaml"
     expect_error "no config given" "$train"
     ;;
   bad_data)
@@ -62,6 +62,12 @@ case $case in
       --set train.lr=1e30 --set eval.every_steps=100
     [ "$(sha256sum "$work/run/last.safetensors")" = "$before" ] || fail "last.safetensors changed"
     echo "ok: last.safetensors untouched"
+    # skip: the run goes on, skipping (and counting) the bad updates.
+    "$train" --resume "$work/run" --set train.max_steps=8 --set train.lr=1e30 --set eval.every_steps=100 \
+      --set train.on_nonfinite=skip > "$work/skip.log" 2>&1 || { cat "$work/skip.log"; fail "skip mode failed"; }
+    grep -q "update skipped" "$work/skip.log" || fail "no skipped update reported"
+    grep -Eq '"skipped_steps": [1-9]' "$work/run/summary.json" || fail "summary.json does not count skipped steps"
+    echo "ok: on_nonfinite=skip skipped $(grep -c 'update skipped' "$work/skip.log") updates and finished"
     ;;
   interrupt)
     # Started directly (not through a shell function), so that $! is srutrain itself.
@@ -105,6 +111,33 @@ PY
     printf 'garbage' > "$work/junk.safetensors"
     expect_error "not a safetensors file" "$eval" --checkpoint "$work/junk.safetensors"
     expect_error "cannot open checkpoint" "$eval" --checkpoint "$work/none.safetensors"
+    ;;
+  early_stop)
+    # eval.metric=chars is constant, so nothing improves after the first evaluation: with patience 1
+    # the run must stop at the second evaluation (step 4) instead of running to step 12.
+    tiny_run --run-dir "$work/run" --set eval.metric=chars --set train.early_stop_patience=1 --set eval.every_steps=2 \
+      > /dev/null || fail "run failed"
+    grep -q '"stopped": "early stop"' "$work/run/summary.json" || fail "summary.json does not say early stop"
+    grep -q '"steps": 4,' "$work/run/summary.json" || fail "did not stop at step 4"
+    echo "ok: stopped early at step 4"
+    ;;
+  configs)
+    for c in "$src"/configs/*.yaml; do
+      "$train" --config "$c" --print-config > /dev/null || fail "$c does not parse"
+      echo "ok: $c"
+    done
+    ;;
+  overfit)
+    # A small SRU memorises 1000 bytes of text: BPC on the very text it trained on falls near zero.
+    head -c 1000 "$data" > "$work/short.txt"
+    "$train" --config "$tiny" --run-dir "$work/run" --set data.path="$work/short.txt" --set data.valid_fraction=0 \
+      --set data.test_fraction=0 --set data.batch_size=2 --set data.bptt=50 --set data.eval_batch_size=2 \
+      --set model.hidden_size=128 --set model.embedding_size=32 --set model.dropout=0 --set model.output_dropout=0 \
+      --set train.max_steps=400 --set train.epochs=1000 --set eval.every_steps=1000 --set log.every_steps=100 \
+      > /dev/null || fail "training failed"
+    bpc=$("$eval" --checkpoint "$work/run/last.safetensors" --split train | sed 's/.*bpc \([^ ]*\).*/\1/')
+    python3 -c "import sys; b = float('$bpc'); print('train BPC after 400 steps:', b); sys.exit(0 if b < 0.2 else 1)" \
+      || fail "the model did not memorise the text"
     ;;
   *) fail "unknown case $case" ;;
 esac

@@ -57,6 +57,14 @@ TEST(Config, WrongTypesAreErrorsNamingTheKey) {
   EXPECT_NE(error_of([] { parse("data: 3\n"); }).find("section 'data' must be a mapping"), std::string::npos);
 }
 
+TEST(Config, RangeErrorsNameFileAndLineOrTheOverride) {
+  EXPECT_NE(error_of([] { parse(kMinimal + "model:\n  hidden_size: -4\n"); }).find("exp.yaml:4: model.hidden_size: -4 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse(kMinimal, {"model.dropout=2"}); }).find("--set model.dropout=2: model.dropout: 2 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse("model:\n  type: sru\n"); }).find("exp.yaml: data.path: is required"), std::string::npos);
+}
+
 TEST(Config, OutOfRangeAndChoicesAndRequired) {
   EXPECT_NE(error_of([] { parse(kMinimal + "model:\n  hidden_size: -4\n"); }).find("model.hidden_size: -4 is out of range: must be >= 1"),
             std::string::npos);
