@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/gradcheck.h"
 #include "core/tensor.h"
 
 namespace sru::testing {
@@ -48,6 +49,16 @@ std::string error_of(F&& fn) {
     return e.what();
   }
   return "";
+}
+
+// Expects f's autograd gradients to match central finite differences (autograd/gradcheck.h).
+inline void expect_gradients_match(const autograd::SingleFn& f, const std::vector<Tensor>& inputs) {
+  const auto r = autograd::gradcheck(f, inputs);
+  EXPECT_TRUE(r.ok) << r.message << "max abs error " << r.max_abs_error;
+}
+inline void expect_gradients_match(const autograd::MultiFn& f, const std::vector<Tensor>& inputs) {
+  const auto r = autograd::gradcheck(f, inputs);
+  EXPECT_TRUE(r.ok) << r.message << "max abs error " << r.max_abs_error;
 }
 
 }  // namespace sru::testing

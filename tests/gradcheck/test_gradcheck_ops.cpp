@@ -7,15 +7,11 @@
 #include "testing.h"
 
 using namespace sru;
+using sru::testing::expect_gradients_match;
 using sru::testing::leaf;
 using Inputs = std::vector<Tensor>;
 
 namespace {
-
-void expect_gradients_match(const autograd::SingleFn& f, const Inputs& inputs) {
-  const auto r = autograd::gradcheck(f, inputs);
-  EXPECT_TRUE(r.ok) << r.message << "max abs error " << r.max_abs_error;
-}
 
 Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
 

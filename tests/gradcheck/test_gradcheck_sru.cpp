@@ -10,17 +10,9 @@
 #include "testing.h"
 
 using namespace sru;
+using sru::testing::expect_gradients_match;
 using sru::testing::leaf;
 using Inputs = std::vector<Tensor>;
-
-namespace {
-
-void expect_gradients_match(const autograd::MultiFn& f, const Inputs& inputs) {
-  const auto r = autograd::gradcheck(f, inputs);
-  EXPECT_TRUE(r.ok) << r.message << "max abs error " << r.max_abs_error;
-}
-
-}  // namespace
 
 TEST(GradcheckSru, FusedRecurrenceAllInputs) {
   const int64_t L = 4, B = 2, d = 3;
