@@ -7,7 +7,6 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "train/run_files.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
@@ -49,11 +48,7 @@ int main(int argc, char** argv) {
       SRU_CHECK(!options.config_path.empty(), "no config given: srutrain --config FILE (see srutrain --help)");
     }
     if (print_config) {
-      sru::config::Config cfg = options.resume ? sru::config::parse_config(
-                                                     sru::train::read_text_file(options.run_dir + "/config.yaml"),
-                                                     options.run_dir + "/config.yaml", options.overrides)
-                                               : sru::config::load_config(options.config_path, options.overrides);
-      std::cout << cfg.to_yaml();
+      std::cout << sru::train::resolve_config(options).to_yaml();
       return 0;
     }
     return sru::train::train(options);

@@ -114,10 +114,9 @@ void Trainer::setup() {
     const std::string last = (fs::path(run_dir_) / "last.safetensors").string();
     SRU_CHECK(fs::exists(last), "--resume ", run_dir_, ": there is no checkpoint to resume from (", last,
               " does not exist)");
-    const std::string config_path = (fs::path(run_dir_) / "config.yaml").string();
-    cfg_ = config::parse_config(read_text_file(config_path), config_path, options_.overrides);
+    cfg_ = resolve_config(options_);
   } else {
-    cfg_ = config::load_config(options_.config_path, options_.overrides);
+    cfg_ = resolve_config(options_);
     run_dir_ = options_.run_dir.empty() ? default_run_dir(options_.config_path) : options_.run_dir;
     SRU_CHECK(!fs::exists(fs::path(run_dir_) / "last.safetensors"), "run directory '", run_dir_,
               "' already holds a checkpoint: continue it with --resume ", run_dir_, ", or choose another --run-dir");
@@ -374,6 +373,12 @@ int Trainer::run() {
 }
 
 }  // namespace
+
+config::Config resolve_config(const RunOptions& options) {
+  if (!options.resume) return config::load_config(options.config_path, options.overrides);
+  const std::string path = (fs::path(options.run_dir) / "config.yaml").string();
+  return config::parse_config(read_text_file(path), path, options.overrides);
+}
 
 int train(const RunOptions& options) {
   Trainer trainer(options);

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
+
 namespace sru::train {
 
 struct RunOptions {
@@ -16,6 +18,10 @@ struct RunOptions {
 
 // Exit codes: 0 done, 1 error (message printed), 130 interrupted (checkpoint saved).
 constexpr int kExitInterrupted = 130;
+
+// The config a run uses: for --resume the run directory's config.yaml, else the config file; both
+// with the --set overrides applied and validated.
+config::Config resolve_config(const RunOptions& options);
 
 // Runs training to completion; throws sru::Error for bad input (before anything is overwritten).
 int train(const RunOptions& options);
