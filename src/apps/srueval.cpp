@@ -9,6 +9,7 @@
 #include "apps/common.h"
 #include "core/parallel.h"
 #include "tasks/charlm.h"
+#include "tasks/classify.h"
 #include "train/checkpoint.h"
 #include "train/run_files.h"
 
@@ -25,7 +26,8 @@ int main(int argc, char** argv) {
   cli.add_option("--checkpoint", checkpoint, "Checkpoint file (last.safetensors or best.safetensors of a run)");
   cli.add_option("--split", split, "Split to evaluate: valid, test or train")->check(CLI::IsMember({"valid", "test", "train"}))
       ->capture_default_str();
-  cli.add_option("--text", text_file, "Evaluate on this file instead, as one stream from a zero state (charlm: BPC)");
+  cli.add_option("--text", text_file, "Evaluate on this file instead: charlm: one stream from a zero state (BPC); "
+                 "classify: \"LABEL text\" lines (accuracy)");
   cli.add_option("--chunk", chunk, "Bytes per forward pass with --text (default data.bptt); the result does not depend on it")
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--max-batches", max_batches, "Evaluate at most this many batches (0 = all)")->check(CLI::NonNegativeNumber);
@@ -50,17 +52,21 @@ int main(int argc, char** argv) {
     const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(checkpoint, overrides);
     sru::Generator gen(seed);
     const bool on_file = !text_file.empty();
-    auto task = sru::tasks::make_task(ckpt.config, gen, /*load_data=*/!on_file);
+    auto task = sru::tasks::make_task(ckpt.config, gen, /*load_data=*/!on_file, &ckpt.file);
     sru::train::load_model(task->model(), ckpt.file, checkpoint);
     task->model().eval();
     auto* lm = dynamic_cast<sru::tasks::CharLMTask*>(task.get());
+    auto* classifier = dynamic_cast<sru::tasks::ClassifyTask*>(task.get());
 
     nlohmann::ordered_json out;
     out["checkpoint"] = checkpoint;
     out["step"] = ckpt.progress.step;
     sru::tasks::Metrics metrics;
-    if (on_file) {
-      SRU_CHECK(lm, "--text works with charlm checkpoints");
+    if (on_file && classifier) {
+      metrics = classifier->evaluate_file(text_file, max_batches);
+      out["text"] = text_file;
+    } else if (on_file) {
+      SRU_CHECK(lm, "--text works with charlm and classify checkpoints");
       const std::string bytes = sru::tasks::read_bytes(text_file);
       const auto r = sru::tasks::stream_loss(lm->lm(), bytes, 1, chunk > 0 ? chunk : ckpt.config.data.bptt, max_batches);
       metrics = {{"bpc", r.bits_per_char()}, {"loss", r.predictions ? r.nats / r.predictions : 0.0},

@@ -11,12 +11,26 @@
 namespace sru::config {
 
 struct DataConfig {
-  std::string path;               // the byte file (charlm)
-  double valid_fraction = 0.05;   // of the file, after the training part
+  std::string path;               // the byte file (charlm); the labelled file (classify)
+  double valid_fraction = 0.05;   // charlm: of the file; classify: of the training examples
   double test_fraction = 0.05;    // the last part of the file
-  int64_t batch_size = 32;        // parallel streams in training
+  int64_t batch_size = 32;        // parallel streams (charlm) or sentences (classify) in training
   int64_t bptt = 100;             // truncated back-propagation length (unroll)
-  int64_t eval_batch_size = 10;   // parallel streams in evaluation
+  int64_t eval_batch_size = 10;   // parallel streams / sentences in evaluation
+  // classify
+  std::string valid_path;         // "" = hold out valid_fraction of the training examples
+  std::string test_path;          // "" = k-fold cross-validation on `path`
+  int64_t folds = 10;             // cross-validation folds
+  int64_t fold = -1;              // the test fold of this run; -1 = run every fold and report mean/std
+  int64_t run_folds = 0;          // with fold -1: run only the first N folds (0 = all); for quick estimates
+  bool lowercase = false;
+  std::string tokenizer = "whitespace";  // whitespace | sentencepiece
+  std::string sentencepiece_model;       // "" = train one on the training split
+  int64_t sentencepiece_vocab_size = 8000;
+  int64_t min_count = 1;          // words seen fewer times in training are <unk>
+  std::string vectors;            // pretrained word vectors ("" = random trainable embeddings)
+  std::string vectors_format = "auto";  // auto | text | word2vec
+  bool normalize_vectors = true;  // scale each pretrained vector to unit L2 norm
 };
 
 struct ModelConfig {
@@ -36,6 +50,8 @@ struct ModelConfig {
   bool use_tanh = false;
   bool v1 = false;
   bool has_skip_term = true;
+  bool bidirectional = false;     // classify only
+  bool freeze_embedding = false;  // keep the embeddings fixed (the paper's word2vec setting)
 };
 
 struct TrainConfig {

@@ -48,47 +48,15 @@ std::string read_bytes(const std::string& path) { return data::read_byte_file(pa
 
 CharLM::CharLM(const config::ModelConfig& cfg, Generator& gen) : cfg_(cfg), gen_(&gen) {
   embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(256, cfg.embedding_size, -1, DType::F32, gen));
-  if (cfg.type == "sru") {
-    nn::SRUOptions o;
-    o.input_size = cfg.embedding_size;
-    o.hidden_size = cfg.hidden_size;
-    o.num_layers = cfg.num_layers;
-    o.dropout = cfg.dropout;
-    o.rnn_dropout = cfg.rnn_dropout;
-    o.projection_size = cfg.projection_size;
-    o.use_tanh = cfg.use_tanh;
-    o.layer_norm = cfg.layer_norm;
-    o.normalize_after = cfg.normalize_after;
-    o.highway_bias = cfg.highway_bias;
-    o.has_skip_term = cfg.has_skip_term;
-    o.rescale = cfg.rescale;
-    o.v1 = cfg.v1;
-    sru_ = register_module("rnn", std::make_shared<nn::SRU>(o, gen));
-  } else {
-    nn::LSTMOptions o;
-    o.input_size = cfg.embedding_size;
-    o.hidden_size = cfg.hidden_size;
-    o.num_layers = cfg.num_layers;
-    o.dropout = cfg.dropout;
-    lstm_ = register_module("rnn", std::make_shared<nn::LSTM>(o, gen));
-  }
+  rnn_ = RecurrentLayers::make(cfg, cfg.embedding_size, gen);
+  register_module("rnn", rnn_.module());
   output_ = register_module("output", std::make_shared<nn::Linear>(cfg.hidden_size, 256, true, DType::F32, gen));
 }
 
 Tensor CharLM::forward(const Tensor& x, std::vector<Tensor>& state) const {
   const bool training = is_training();
   Tensor e = dropout(embedding_->forward(x), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
-  Tensor h;
-  if (sru_) {
-    auto [out, c] = sru_->forward(e, state.empty() ? Tensor() : state[0]);
-    h = out;
-    state = {c};
-  } else {
-    auto r = lstm_->forward(e, state.empty() ? Tensor() : state[0], state.empty() ? Tensor() : state[1]);
-    h = r.output;
-    state = {r.h, r.c};
-  }
-  h = dropout(h, cfg_.output_dropout, training, *gen_);
+  const Tensor h = dropout(rnn_.forward(e, state), cfg_.output_dropout, training, *gen_);
   return output_->forward(reshape(h, {-1, h.size(2)}));
 }
 
@@ -159,7 +127,9 @@ int64_t CharLMTask::steps_per_epoch() const {
   return (len - 1 + cfg_.data.bptt - 1) / cfg_.data.bptt;
 }
 
-void CharLMTask::start_epoch(int64_t) { state_.clear(); }
+void CharLMTask::start_epoch(int64_t, int64_t first_step) {
+  if (first_step == 0) state_.clear();  // mid-epoch resumes keep the state loaded from the checkpoint
+}
 
 StepResult CharLMTask::forward_step(int64_t index) {
   model_->train(true);
@@ -195,11 +165,6 @@ void CharLMTask::load_extra_state(const safetensors::File& file) {
     if (!t) break;
     state_.push_back(t->clone());
   }
-}
-
-std::unique_ptr<Task> make_task(const config::Config& cfg, Generator& gen, bool load_data) {
-  if (cfg.task == "charlm") return std::make_unique<CharLMTask>(cfg, gen, load_data);
-  SRU_FAIL("unknown task '", cfg.task, "'");
 }
 
 }  // namespace sru::tasks

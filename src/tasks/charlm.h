@@ -16,6 +16,7 @@
 #include "nn/layers.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
+#include "tasks/recurrent.h"
 #include "tasks/task.h"
 
 namespace sru::tasks {
@@ -26,14 +27,13 @@ class CharLM : public nn::Module {
   // x (L, B) i64 byte values; state: the recurrent state carried in (empty = zeros) and replaced by
   // the state after the last step. Returns logits (L*B, 256).
   Tensor forward(const Tensor& x, std::vector<Tensor>& state) const;
-  bool is_lstm() const { return lstm_ != nullptr; }
+  bool is_lstm() const { return rnn_.lstm != nullptr; }
 
  private:
   config::ModelConfig cfg_;
   Generator* gen_;
   std::shared_ptr<nn::Embedding> embedding_;
-  std::shared_ptr<nn::SRU> sru_;
-  std::shared_ptr<nn::LSTM> lstm_;
+  RecurrentLayers rnn_;
   std::shared_ptr<nn::Linear> output_;
 };
 
@@ -57,12 +57,13 @@ class CharLMTask : public Task {
   const CharLM& lm() const { return *model_; }
   int64_t model_size() const override { return cfg_.model.hidden_size; }
   int64_t steps_per_epoch() const override;
-  void start_epoch(int64_t epoch) override;
+  void start_epoch(int64_t epoch, int64_t first_step) override;
   void reset_carried_state() override { state_.clear(); }
   StepResult forward_step(int64_t index) override;
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
   std::string default_metric() const override { return "bpc"; }
   std::string token_name() const override { return "chars"; }
+  std::string vocabulary_name() const override { return "bytes-256"; }
   bool lower_is_better(const std::string&) const override { return true; }
   nn::NamedTensors extra_state() override;
   void load_extra_state(const safetensors::File& file) override;

@@ -26,7 +26,9 @@ class Task {
   virtual nn::Module& model() = 0;
   virtual int64_t model_size() const = 0;       // the d of the noam schedule
   virtual int64_t steps_per_epoch() const = 0;
-  virtual void start_epoch(int64_t epoch) = 0;  // e.g. reset carried state
+  // Called before step `first_step` of `epoch`: 0 at the start of an epoch, or where a resumed run
+  // continues in the middle of one (the task must then recreate the same epoch, e.g. its batch order).
+  virtual void start_epoch(int64_t epoch, int64_t first_step) = 0;
   // Forgets state carried between steps (after a skipped non-finite step, which may have poisoned it).
   virtual void reset_carried_state() {}
   // The forward pass of training step `index` (0-based within the epoch).
@@ -36,6 +38,8 @@ class Task {
   virtual std::string default_metric() const = 0;
   // What one prediction is called in speed reports ("chars" for a char-LM).
   virtual std::string token_name() const { return "tokens"; }
+  // What the checkpoint metadata's "vocabulary" says the model's input ids are.
+  virtual std::string vocabulary_name() const = 0;
   virtual bool lower_is_better(const std::string& metric) const = 0;
   // State beyond the model and optimiser that a resumed run needs, saved as "task.*" tensors.
   virtual nn::NamedTensors extra_state() { return {}; }
@@ -43,7 +47,9 @@ class Task {
 };
 
 // Builds the task named by cfg.task. With load_data false (evaluating a checkpoint on a user file)
-// the data files are not read.
-std::unique_ptr<Task> make_task(const config::Config& cfg, Generator& gen, bool load_data = true);
+// the data files are not read. `checkpoint` (when the model's weights will come from one) supplies
+// what the task would otherwise derive from the data, e.g. a vocabulary.
+std::unique_ptr<Task> make_task(const config::Config& cfg, Generator& gen, bool load_data = true,
+                                const safetensors::File* checkpoint = nullptr);
 
 }  // namespace sru::tasks

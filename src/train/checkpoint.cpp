@@ -40,7 +40,7 @@ void save_checkpoint(const std::string& path, tasks::Task& task, const optim::Op
       {"best_metric", p.has_best ? str(p.best_metric) : ""},
       {"best_step", std::to_string(p.best_step)},
       {"evals_without_improvement", std::to_string(p.evals_without_improvement)},
-      {"vocabulary", "bytes-256"},
+      {"vocabulary", task.vocabulary_name()},
   };
   safetensors::save(path, tensors, meta);
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -104,7 +105,7 @@ class Trainer {
   // Throughput since the last log line, and over the whole run.
   Clock::time_point started_, window_start_;
   double window_loss_ = 0, train_seconds_ = 0;
-  int64_t window_steps_ = 0, window_tokens_ = 0, tokens_total_ = 0, skipped_ = 0;
+  int64_t window_steps_ = 0, window_tokens_ = 0, tokens_total_ = 0, skipped_ = 0, timed_steps_ = 0;
 };
 
 void Trainer::setup() {
@@ -125,8 +126,10 @@ void Trainer::setup() {
   device_ = resolve_device(cfg_.train.device);
   set_num_threads(static_cast<int>(cfg_.train.threads));
 
+  std::optional<LoadedCheckpoint> ckpt;
+  if (options_.resume) ckpt = read_checkpoint((fs::path(run_dir_) / "last.safetensors").string());
   gen_.manual_seed(static_cast<uint64_t>(cfg_.train.seed));
-  task_ = tasks::make_task(cfg_, gen_);
+  task_ = tasks::make_task(cfg_, gen_, /*load_data=*/true, ckpt ? &ckpt->file : nullptr);
   steps_per_epoch_ = task_->steps_per_epoch();
   SRU_CHECK(steps_per_epoch_ > 0, "the training data gives no training steps (data.path '", cfg_.data.path,
             "' is too short for data.batch_size and data.bptt)");
@@ -149,13 +152,11 @@ void Trainer::setup() {
                cfg_.train.decay_rate, cfg_.train.min_lr, task_->model_size(),     total_steps_};
 
   prepare_run_dir(run_dir_);
-  if (options_.resume) {
-    const std::string last = (fs::path(run_dir_) / "last.safetensors").string();
-    LoadedCheckpoint ckpt = read_checkpoint(last);
-    load_model(task_->model(), ckpt.file, last);
-    optimizer_->load_state(ckpt.file.tensors);
-    task_->load_extra_state(ckpt.file);
-    progress_ = ckpt.progress;
+  if (ckpt) {
+    load_model(task_->model(), ckpt->file, (fs::path(run_dir_) / "last.safetensors").string());
+    optimizer_->load_state(ckpt->file.tensors);
+    task_->load_extra_state(ckpt->file);
+    progress_ = ckpt->progress;
     gen_.set_state(progress_.rng_seed, progress_.rng_offset);
     spdlog::info("resuming {} at step {} (epoch {}, {} of {} steps done)", run_dir_, progress_.step,
                  progress_.epoch + 1, progress_.step_in_epoch, steps_per_epoch_);
@@ -219,6 +220,7 @@ bool Trainer::train_one_step(int64_t index) {
 
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   train_seconds_ += seconds;
+  ++timed_steps_;
   tokens_total_ += r.tokens;
   window_loss_ += loss;
   window_tokens_ += r.tokens;
@@ -319,6 +321,10 @@ void Trainer::finish(const std::string& reason) {
   summary["parameters"] = task_->model().num_parameters();
   summary["wall_time_s"] = std::chrono::duration<double>(Clock::now() - started_).count();
   summary["train_tokens_per_s"] = train_seconds_ > 0 ? tokens_total_ / train_seconds_ : 0.0;
+  // Time in training steps (forward, backward, update), without evaluation; this process only.
+  summary["train_seconds"] = train_seconds_;
+  summary["train_steps_timed"] = timed_steps_;
+  summary["seconds_per_epoch"] = timed_steps_ > 0 ? train_seconds_ / timed_steps_ * steps_per_epoch_ : 0.0;
   summary["token"] = task_->token_name();
   summary["skipped_steps"] = skipped_;
   summary["device"] = device_;
@@ -338,7 +344,7 @@ int Trainer::run() {
                cfg_.task, cfg_.model.type, task_->model().num_parameters(), steps_per_epoch_, total_steps_, device_,
                num_threads(), run_dir_);
   while (progress_.step < total_steps_ && progress_.epoch < cfg_.train.epochs && !stop_for_patience_) {
-    if (progress_.step_in_epoch == 0) task_->start_epoch(progress_.epoch);
+    task_->start_epoch(progress_.epoch, progress_.step_in_epoch);
     while (progress_.step_in_epoch < steps_per_epoch_ && progress_.step < total_steps_ && !stop_for_patience_) {
       if (stop_requested()) {
         save("last.safetensors");
@@ -380,7 +386,112 @@ config::Config resolve_config(const RunOptions& options) {
   return config::parse_config(read_text_file(path), path, options.overrides);
 }
 
+namespace {
+
+double json_number(const nlohmann::json& j, std::initializer_list<const char*> path) {
+  const nlohmann::json* at = &j;
+  for (const char* key : path) {
+    if (!at->contains(key)) return std::numeric_limits<double>::quiet_NaN();
+    at = &(*at)[key];
+  }
+  return at->is_number() ? at->get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+// k-fold cross-validation: one training run per fold in DIR/fold-<i>/ (each a complete run
+// directory), then DIR/cv_summary.json with every fold's numbers (best-on-validation checkpoint)
+// and their mean and standard deviation. Resuming skips finished folds and resumes a started one.
+int cross_validate(const RunOptions& options, const config::Config& cfg) {
+  std::string run_dir = options.run_dir;
+  if (options.resume) {
+    SRU_CHECK(!run_dir.empty(), "--resume needs the run directory to continue (--resume DIR)");
+  } else {
+    if (run_dir.empty()) run_dir = default_run_dir(options.config_path);
+    SRU_CHECK(!fs::exists(fs::path(run_dir) / "config.yaml"), "run directory '", run_dir,
+              "' already holds a run: continue it with --resume ", run_dir, ", or choose another --run-dir");
+    prepare_run_dir(run_dir);
+    config::Config copy = cfg;
+    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), copy.to_yaml());
+  }
+  const int64_t k = cfg.data.run_folds > 0 ? std::min(cfg.data.run_folds, cfg.data.folds) : cfg.data.folds;
+  spdlog::info("cross-validation: {} of {} folds in {}", k, cfg.data.folds, run_dir);
+  nlohmann::ordered_json folds = nlohmann::ordered_json::array();
+  std::vector<double> test_acc, valid_acc, epoch_seconds;
+  for (int64_t fold = 0; fold < k; ++fold) {
+    const fs::path fold_dir = fs::path(run_dir) / ("fold-" + std::to_string(fold));
+    if (fs::exists(fold_dir / "summary.json")) {
+      spdlog::info("fold {} of {}: already finished ({}), not rerun", fold + 1, k, fold_dir.string());
+    } else {
+      RunOptions o;
+      o.run_dir = fold_dir.string();
+      if (fs::exists(fold_dir / "last.safetensors")) {
+        o.resume = true;
+      } else {
+        o.config_path = (fs::path(run_dir) / "config.yaml").string();
+        o.overrides = {"data.fold=" + std::to_string(fold)};
+      }
+      spdlog::info("fold {} of {}: {}", fold + 1, k, o.resume ? "resuming" : "training");
+      const int rc = Trainer(o).run();
+      if (rc != 0) {
+        spdlog::error("fold {} stopped (exit {}); continue the cross-validation with: srutrain --resume {}", fold + 1,
+                      rc, run_dir);
+        return rc;
+      }
+    }
+    const nlohmann::json s = nlohmann::json::parse(read_text_file((fold_dir / "summary.json").string()));
+    nlohmann::ordered_json f;
+    f["fold"] = fold;
+    f["test_accuracy"] = json_number(s, {"best", "test", "accuracy"});
+    f["valid_accuracy"] = json_number(s, {"best", "valid", "accuracy"});
+    f["best_step"] = json_number(s, {"best", "step"});
+    f["epochs"] = json_number(s, {"epochs"});
+    f["seconds_per_epoch"] = json_number(s, {"seconds_per_epoch"});
+    test_acc.push_back(f["test_accuracy"].get<double>());
+    valid_acc.push_back(f["valid_accuracy"].get<double>());
+    epoch_seconds.push_back(f["seconds_per_epoch"].get<double>());
+    folds.push_back(f);
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / static_cast<double>(v.size());
+  };
+  auto stdev = [&](const std::vector<double>& v) {  // sample standard deviation (n - 1)
+    if (v.size() < 2) return 0.0;
+    const double m = mean(v);
+    double s = 0;
+    for (double x : v) s += (x - m) * (x - m);
+    return std::sqrt(s / static_cast<double>(v.size() - 1));
+  };
+  nlohmann::ordered_json summary;
+  summary["task"] = cfg.task;
+  summary["model"] = cfg.model.type;
+  summary["data"] = cfg.data.path;
+  summary["folds"] = cfg.data.folds;
+  summary["folds_run"] = k;
+  summary["test_accuracy_mean"] = mean(test_acc);
+  summary["test_accuracy_std"] = stdev(test_acc);
+  summary["valid_accuracy_mean"] = mean(valid_acc);
+  summary["seconds_per_epoch_mean"] = mean(epoch_seconds);
+  summary["per_fold"] = folds;
+  summary["commit"] = build_commit();
+  write_file_atomic((fs::path(run_dir) / "cv_summary.json").string(), summary.dump(2) + "\n");
+  spdlog::info("cross-validation ({} of {} folds): test accuracy {:.2f} +- {:.2f} % (mean +- sample std), {:.1f} s per "
+               "epoch; {}/cv_summary.json", k, cfg.data.folds, 100 * mean(test_acc), 100 * stdev(test_acc), mean(epoch_seconds),
+               run_dir);
+  return 0;
+}
+
+}  // namespace
+
 int train(const RunOptions& options) {
+  if (options.resume) {
+    SRU_CHECK(!options.run_dir.empty(), "--resume needs the run directory to continue (--resume DIR)");
+    const fs::path dir(options.run_dir);
+    SRU_CHECK(fs::exists(dir / "config.yaml"), "--resume ", options.run_dir, ": there is no checkpoint to resume from (",
+              (dir / "last.safetensors").string(), " does not exist)");
+  }
+  const config::Config cfg = resolve_config(options);
+  if (cfg.task == "classify" && cfg.data.test_path.empty() && cfg.data.fold < 0) return cross_validate(options, cfg);
   Trainer trainer(options);
   return trainer.run();
 }

@@ -122,7 +122,7 @@ PY
     echo "ok: stopped early at step 4"
     ;;
   configs)
-    for c in "$src"/configs/*.yaml; do
+    for c in "$src"/configs/*.yaml "$src"/configs/classify/*.yaml; do
       "$train" --config "$c" --print-config > /dev/null || fail "$c does not parse"
       echo "ok: $c"
     done
@@ -138,6 +138,43 @@ PY
     bpc=$("$eval" --checkpoint "$work/run/last.safetensors" --split train | sed 's/.*bpc \([^ ]*\).*/\1/')
     python3 -c "import sys; b = float('$bpc'); print('train BPC after 400 steps:', b); sys.exit(0 if b < 0.2 else 1)" \
       || fail "the model did not memorise the text"
+    ;;
+  classify)
+    # Sentences whose last word ("yes"/"no") is the label, after 1-8 random filler words.
+    RANDOM=7
+    for i in $(seq 300); do
+      label=$((RANDOM % 2)) line=""
+      for w in $(seq $((1 + RANDOM % 8))); do line="$line w$((RANDOM % 15))"; done
+      echo "$label$line $([ $label = 1 ] && echo yes || echo no)"
+    done > "$work/sents.txt"
+    ctiny=$src/tests/data/classify_tiny.yaml
+    "$train" --config "$ctiny" --set data.path="$work/sents.txt" --run-dir "$work/cv" > "$work/cv.log" 2>&1 \
+      || { tail "$work/cv.log"; fail "cross-validation run failed"; }
+    for f in 0 1 2; do [ -f "$work/cv/fold-$f/best.safetensors" ] || fail "fold $f has no best checkpoint"; done
+    mean=$(sed -n 's/.*"test_accuracy_mean": \([0-9.e-]*\).*/\1/p' "$work/cv/cv_summary.json")
+    python3 -c "import sys; m = float('$mean'); print('3-fold test accuracy', m); sys.exit(0 if m > 0.9 else 1)" \
+      || fail "the classifier did not learn the last-word task"
+    # srueval reproduces fold 0's test accuracy from its best checkpoint, and scores any labelled file.
+    "$eval" --checkpoint "$work/cv/fold-0/best.safetensors" --split test --json "$work/eval.json" > /dev/null \
+      || fail "srueval failed"
+    a=$(python3 -c "import json; print(json.load(open('$work/eval.json'))['metrics']['accuracy'])")
+    b=$(python3 -c "import json; print(json.load(open('$work/cv/fold-0/summary.json'))['best']['test']['accuracy'])")
+    [ "$a" = "$b" ] || fail "srueval test accuracy $a differs from the run's $b"
+    "$eval" --checkpoint "$work/cv/fold-0/best.safetensors" --text "$work/sents.txt" | grep -q "accuracy" \
+      || fail "srueval --text failed"
+    # Resuming a finished cross-validation reruns nothing; a missing fold is trained again.
+    "$train" --resume "$work/cv" > "$work/again.log" 2>&1 || fail "resume of a finished run failed"
+    [ "$(grep -c 'already finished' "$work/again.log")" = 3 ] || fail "finished folds were rerun"
+    rm -rf "$work/cv/fold-2"
+    "$train" --resume "$work/cv" > "$work/again.log" 2>&1 || fail "resume with a missing fold failed"
+    grep -q "fold 3 of 3: training" "$work/again.log" || fail "the missing fold was not trained"
+    [ -f "$work/cv/fold-2/summary.json" ] || fail "fold 2 not rebuilt"
+    expect_error "run directory '$work/cv' already holds a run" "$train" --config "$ctiny" --set data.path="$work/sents.txt" \
+      --run-dir "$work/cv"
+    expect_error "data.fold 5 is out of range: data.folds is 3" "$train" --config "$ctiny" --set data.path="$work/sents.txt" \
+      --set data.fold=5 --run-dir "$work/bad"
+    expect_error "cannot open data file '$work/no-such.txt' \(data.path\)" "$train" --config "$ctiny" --set data.path="$work/no-such.txt" --run-dir "$work/bad2"
+    echo "ok: 3-fold cross-validation, srueval, resume"
     ;;
   *) fail "unknown case $case" ;;
 esac

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "core/parallel.h"
+#include "core/philox.h"
 #include "ops/ops.h"
 #include "testing.h"
 
@@ -181,6 +183,24 @@ TEST(Dropout, SameSeedSameMask) {
   Generator a(5), b(5);
   EXPECT_EQ(dropout_mask({1000}, 0.5, DType::F32, a).to_vector<float>(),
             dropout_mask({1000}, 0.5, DType::F32, b).to_vector<float>());
+}
+
+// The mask is the documented function of (seed, offset, index) whatever the thread split (it is what
+// makes CPU and GPU masks identical): element i keeps iff word i % 4 of Philox block offset + i / 4,
+// as a unit float, is >= p.
+TEST(Dropout, MaskIsThePhiloxFunctionOfTheIndex) {
+  const int64_t n = 3 * kParallelGrain + 7;  // several threads' chunks, none a multiple of 4
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    Tensor mask = Tensor::empty({n});
+    cpu::fill_dropout_mask(42, 1001, 0.25, mask);
+    const auto m = mask.to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const bool keep = philox::u32_to_unit_float(philox::random_u32(42, 1001, i)) >= 0.25f;
+      ASSERT_EQ(m[i], keep ? 1.0f / 0.75f : 0.0f) << "element " << i << " with " << threads << " threads";
+    }
+  }
+  set_num_threads(0);
 }
 
 TEST(LayerNorm, NormalisesRowsThenScalesAndShifts) {

@@ -1,0 +1,352 @@
+// Sentence classification: data splits, tokenisation, embeddings, bucketed batches, accuracy.
+#include "tasks/classify.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <unordered_set>
+
+#include <spdlog/spdlog.h>
+
+#include "autograd/node.h"
+#include "data/word_vectors.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/shape_ops.h"
+#include "ops/softmax.h"
+
+namespace sru::tasks {
+
+namespace {
+
+// Bytes as an i32 tensor (values 0..255) and back: how strings travel in a safetensors checkpoint.
+Tensor bytes_tensor(const std::string& s) {
+  std::vector<int32_t> v(s.begin(), s.end());
+  for (auto& x : v) x &= 0xff;
+  return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
+}
+
+std::string tensor_bytes(const Tensor& t, const std::string& name) {
+  SRU_CHECK(t.dtype() == DType::I32 && t.dim() == 1, "checkpoint tensor '", name, "' must be a 1-d i32 byte string");
+  std::string s;
+  for (int32_t x : t.to_vector<int32_t>()) {
+    SRU_CHECK(x >= 0 && x < 256, "checkpoint tensor '", name, "' holds a value outside 0..255");
+    s.push_back(static_cast<char>(x));
+  }
+  return s;
+}
+
+std::vector<data::LabeledSentence> pick(const std::vector<data::LabeledSentence>& all, const std::vector<int64_t>& idx) {
+  std::vector<data::LabeledSentence> out;
+  out.reserve(idx.size());
+  for (int64_t i : idx) out.push_back(all[i]);
+  return out;
+}
+
+// (L, B) ids, zero-padded after each sentence, with the sentences' lengths.
+Tensor pad_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& batch,
+                 std::vector<int64_t>& lengths) {
+  const int64_t B = static_cast<int64_t>(batch.size());
+  int64_t L = 0;
+  lengths.clear();
+  for (int64_t i : batch) {
+    lengths.push_back(static_cast<int64_t>(ids[i].size()));
+    L = std::max(L, lengths.back());
+  }
+  Tensor x = Tensor::zeros({L, B}, DType::I64);
+  int64_t* p = x.data<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < lengths[b]; ++t) p[t * B + b] = ids[batch[b]][t];
+  return x;
+}
+
+// Index lists of consecutive sentences in order of length (evaluation needs no shuffling).
+std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<std::vector<int64_t>>& ids, int64_t size) {
+  std::vector<int64_t> order(ids.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a].size() < ids[b].size(); });
+  std::vector<std::vector<int64_t>> batches;
+  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(size))
+    batches.emplace_back(order.begin() + i, order.begin() + std::min(order.size(), i + static_cast<size_t>(size)));
+  return batches;
+}
+
+}  // namespace
+
+std::vector<data::LabeledSentence> read_sentences(const std::string& path, const std::string& key) {
+  SRU_CHECK(std::filesystem::is_regular_file(path), "cannot open data file '", path, "' (", key, ")");
+  data::LabeledFile f = data::read_labeled_file(path);
+  if (!f.lines_without_words.empty()) {
+    std::string lines;
+    for (size_t i = 0; i < f.lines_without_words.size() && i < 10; ++i)
+      lines += (i ? ", " : "") + std::to_string(f.lines_without_words[i]);
+    spdlog::warn("{}: skipped {} line(s) that hold a label but no words (line {}{})", path,
+                 f.lines_without_words.size(), lines, f.lines_without_words.size() > 10 ? ", ..." : "");
+  }
+  return std::move(f.sentences);
+}
+
+// ---- model ----
+
+Classifier::Classifier(const config::ModelConfig& cfg, int64_t vocab_size, int64_t num_classes, Generator& gen)
+    : cfg_(cfg), gen_(&gen) {
+  embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(vocab_size, cfg.embedding_size,
+                                                                            data::Vocabulary::kPad, DType::F32, gen));
+  rnn_ = RecurrentLayers::make(cfg, cfg.embedding_size, gen);
+  register_module("rnn", rnn_.module());
+  output_ = register_module("output", std::make_shared<nn::Linear>(rnn_.output_size(), num_classes, true, DType::F32, gen));
+}
+
+Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths) const {
+  const int64_t L = x.size(0), B = x.size(1);
+  SRU_CHECK(static_cast<int64_t>(lengths.size()) == B, "classifier: ", lengths.size(), " lengths for a batch of ", B);
+  const bool training = is_training();
+  Tensor e = dropout(embedding_->forward(x), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
+  Tensor mask;
+  if (std::any_of(lengths.begin(), lengths.end(), [L](int64_t n) { return n < L; })) {
+    mask = Tensor::zeros({L, B});
+    float* m = mask.data<float>();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = lengths[b]; t < L; ++t) m[t * B + b] = 1.0f;
+  }
+  std::vector<Tensor> state;
+  const Tensor h = rnn_.forward(e, state, mask);
+  // The state after each sentence's last word, gathered by an embedding lookup into the (L*B*D, H)
+  // rows of h: forward direction at t = length - 1, backward direction (when bidirectional) at t = 0.
+  const int64_t D = cfg_.bidirectional ? 2 : 1, H = h.size(2) / D;
+  std::vector<int64_t> rows;
+  for (int64_t b = 0; b < B; ++b) {
+    SRU_CHECK(lengths[b] >= 1 && lengths[b] <= L, "classifier: sentence ", b, " has length ", lengths[b]);
+    rows.push_back(((lengths[b] - 1) * B + b) * D);
+    if (D == 2) rows.push_back(b * D + 1);
+  }
+  Tensor last = sru::embedding(reshape(h, {L * B * D, H}), Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+  last = reshape(last, {B, D * H});
+  return output_->forward(dropout(last, cfg_.output_dropout, training, *gen_));
+}
+
+// ---- task ----
+
+ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, bool load_data,
+                           const safetensors::File* checkpoint)
+    : cfg_(cfg) {
+  const auto& d = cfg.data;
+  std::vector<data::LabeledSentence> train_s, valid_s, test_s;
+  if (load_data) {
+    std::vector<data::LabeledSentence> all = read_sentences(d.path, "data.path");
+    const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+    if (d.test_path.empty()) {
+      SRU_CHECK(d.valid_path.empty(), "data.valid_path is set but data.test_path is not: cross-validation holds out "
+                "data.valid_fraction of each fold's training part instead (clear data.valid_path, or set data.test_path)");
+      SRU_CHECK(d.fold >= 0, "data.fold is -1 (all folds): a single run trains one fold; srutrain runs every fold "
+                "when it is given the config (set data.fold to choose one)");
+      SRU_CHECK(d.fold < d.folds, "data.fold ", d.fold, " is out of range: data.folds is ", d.folds);
+      const auto split = data::cross_validation_split(static_cast<int64_t>(all.size()), d.folds, d.fold,
+                                                      d.valid_fraction, seed);
+      train_s = pick(all, split.train), valid_s = pick(all, split.valid), test_s = pick(all, split.test);
+    } else {
+      test_s = read_sentences(d.test_path, "data.test_path");
+      if (!d.valid_path.empty()) {
+        train_s = std::move(all);
+        valid_s = read_sentences(d.valid_path, "data.valid_path");
+      } else {
+        const auto split = data::holdout_split(static_cast<int64_t>(all.size()), d.valid_fraction, seed);
+        train_s = pick(all, split.train), valid_s = pick(all, split.valid);
+      }
+    }
+    SRU_CHECK(!valid_s.empty(), "no validation examples: data.valid_fraction is ", d.valid_fraction,
+              " of ", train_s.size(), " training sentences (raise it, or set data.valid_path)");
+    SRU_CHECK(!train_s.empty(), "no training examples in '", d.path, "'");
+  }
+
+  int64_t num_classes = 0;
+  if (checkpoint) {
+    const Tensor* vocab = checkpoint->find("task.vocab");
+    SRU_CHECK(vocab, "the checkpoint has no 'task.vocab' tensor (not a classify checkpoint?)");
+    vocab_ = data::Vocabulary::deserialize(tensor_bytes(*vocab, "task.vocab"));
+    if (d.tokenizer == "sentencepiece") {
+      const Tensor* spm = checkpoint->find("task.subword_model");
+      SRU_CHECK(spm, "the checkpoint uses data.tokenizer sentencepiece but has no 'task.subword_model' tensor");
+      subwords_ = data::SubwordModel::from_serialized(tensor_bytes(*spm, "task.subword_model"), "the checkpoint");
+    }
+    const Tensor* out = checkpoint->find("output.weight");
+    SRU_CHECK(out && out->dim() == 2, "the checkpoint has no 'output.weight' matrix");
+    num_classes = out->size(0);
+  } else {
+    SRU_CHECK(load_data, "classify: without data a checkpoint must supply the vocabulary");
+    if (d.tokenizer == "sentencepiece") {
+      if (!d.sentencepiece_model.empty()) {
+        subwords_ = data::SubwordModel::load(d.sentencepiece_model);
+      } else {
+        std::vector<std::string> texts;
+        for (const auto& s : train_s) texts.push_back(d.lowercase ? data::ascii_lower(s.text) : s.text);
+        subwords_ = data::SubwordModel::train(texts, d.sentencepiece_vocab_size, static_cast<uint64_t>(cfg.train.seed));
+      }
+    }
+    std::vector<std::vector<std::string>> words;
+    for (const auto& s : train_s) words.push_back(tokens(s.text));
+    vocab_ = data::Vocabulary::build(words, d.min_count);
+    for (const auto* split : {&train_s, &valid_s, &test_s})
+      for (const auto& s : *split) num_classes = std::max(num_classes, s.label + 1);
+    SRU_CHECK(num_classes >= 2, "'", d.path, "': every label is ", num_classes - 1, "; classification needs two classes or more");
+  }
+  if (load_data) {
+    train_ = encode(train_s), valid_ = encode(valid_s), test_ = encode(test_s);
+    for (const auto* split : {&train_, &valid_, &test_})
+      for (int64_t y : split->labels)
+        SRU_CHECK(y < num_classes, "label ", y, " in the data, but the model has ", num_classes, " classes");
+  }
+
+  model_ = std::make_unique<Classifier>(cfg.model, vocab_.size(), num_classes, gen);
+  if (!checkpoint) init_embeddings(gen);
+  if (cfg.model.freeze_embedding) model_->embedding().weight.set_requires_grad(false);
+  if (load_data)
+    spdlog::info("classify: {} train / {} valid / {} test sentences, {} classes, vocabulary {} ({}){}", train_.size(),
+                 valid_.size(), test_.size(), num_classes, vocab_.size(), d.tokenizer,
+                 d.test_path.empty() ? fmt::format(", fold {} of {}", d.fold + 1, d.folds) : "");
+}
+
+std::vector<std::string> ClassifyTask::tokens(const std::string& text) const {
+  if (!subwords_) return data::split_words(text, cfg_.data.lowercase);
+  return subwords_->pieces(cfg_.data.lowercase ? data::ascii_lower(text) : text);
+}
+
+EncodedSplit ClassifyTask::encode(const std::vector<data::LabeledSentence>& sentences) const {
+  EncodedSplit out;
+  for (const auto& s : sentences) {
+    std::vector<int64_t> ids;
+    for (const std::string& w : tokens(s.text)) ids.push_back(vocab_.id(w));
+    if (ids.empty()) ids.push_back(data::Vocabulary::kUnk);  // e.g. a sentence SentencePiece maps to nothing
+    out.ids.push_back(std::move(ids));
+    out.labels.push_back(s.label);
+  }
+  return out;
+}
+
+void ClassifyTask::init_embeddings(Generator& gen) {
+  Tensor& w = model_->embedding().weight;
+  const int64_t V = w.size(0), E = w.size(1);
+  w.copy_(Tensor::uniform({V, E}, -0.25, 0.25, DType::F32, gen));
+  float* p = w.data<float>();
+  std::fill(p, p + E, 0.0f);  // <pad>
+  if (cfg_.data.vectors.empty()) {
+    if (cfg_.model.freeze_embedding)
+      spdlog::warn("model.freeze_embedding is set but data.vectors is empty: the embeddings stay random");
+    return;
+  }
+  SRU_CHECK(std::filesystem::is_regular_file(cfg_.data.vectors), "cannot open word vectors '", cfg_.data.vectors,
+            "' (data.vectors)");
+  std::unordered_set<std::string> wanted(vocab_.words().begin() + 2, vocab_.words().end());
+  const data::WordVectors vectors =
+      data::load_word_vectors(cfg_.data.vectors, wanted, cfg_.data.vectors_format, cfg_.data.normalize_vectors);
+  SRU_CHECK(vectors.dim == E, "data.vectors '", cfg_.data.vectors, "' has ", vectors.dim,
+            "-dimensional vectors but model.embedding_size is ", E, " (make them equal)");
+  for (int64_t i = 2; i < V; ++i) {
+    auto it = vectors.vectors.find(vocab_.words()[i]);
+    if (it == vectors.vectors.end()) continue;
+    std::copy(it->second.begin(), it->second.end(), p + i * E);
+    ++pretrained_words_;
+  }
+  spdlog::info("vectors {}: {} of {} vocabulary words found ({} rows read); the others start at U(-0.25, 0.25)",
+               cfg_.data.vectors, pretrained_words_, V - 2, vectors.rows_read);
+}
+
+int64_t ClassifyTask::steps_per_epoch() const {
+  return (train_.size() + cfg_.data.batch_size - 1) / cfg_.data.batch_size;
+}
+
+void ClassifyTask::start_epoch(int64_t epoch, int64_t) {
+  // Shuffle, then sort by length (stable, so equal lengths stay shuffled), cut into batches and
+  // shuffle the batches: similar lengths share a batch, and the order depends only on (seed, epoch).
+  const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed) * 1000003u + static_cast<uint64_t>(epoch);
+  std::vector<int64_t> order = data::shuffled_indices(train_.size(), seed);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return train_.ids[a].size() < train_.ids[b].size(); });
+  std::vector<std::vector<int64_t>> sorted;
+  const size_t B = static_cast<size_t>(cfg_.data.batch_size);
+  for (size_t i = 0; i < order.size(); i += B)
+    sorted.emplace_back(order.begin() + i, order.begin() + std::min(order.size(), i + B));
+  batches_.clear();
+  for (int64_t i : data::shuffled_indices(static_cast<int64_t>(sorted.size()), ~seed)) batches_.push_back(sorted[i]);
+}
+
+StepResult ClassifyTask::forward_step(int64_t index) {
+  SRU_CHECK(index >= 0 && index < static_cast<int64_t>(batches_.size()), "classify: training step ", index,
+            " is outside the epoch's ", batches_.size(), " batches");
+  model_->train(true);
+  const auto& batch = batches_[index];
+  std::vector<int64_t> lengths, labels;
+  const Tensor x = pad_batch(train_.ids, batch, lengths);
+  for (int64_t i : batch) labels.push_back(train_.labels[i]);
+  const Tensor logits = model_->forward(x, lengths);
+  int64_t words = 0;
+  for (int64_t n : lengths) words += n;
+  return {cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())})), words};
+}
+
+Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_batches) {
+  autograd::NoGradGuard no_grad;
+  model_->eval();
+  double loss = 0;
+  int64_t correct = 0, seen = 0, n_batches = 0;
+  for (const auto& batch : length_sorted_batches(split.ids, cfg_.data.eval_batch_size)) {
+    if (max_batches > 0 && n_batches++ >= max_batches) break;
+    std::vector<int64_t> lengths, labels;
+    const Tensor logits = model_->forward(pad_batch(split.ids, batch, lengths), lengths);
+    for (int64_t i : batch) labels.push_back(split.labels[i]);
+    loss += cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}), -100,
+                          Reduction::Sum).item<double>();
+    const int64_t C = logits.size(1);
+    const float* p = logits.data<float>();
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const int64_t best = std::max_element(p + b * C, p + (b + 1) * C) - (p + b * C);
+      correct += best == labels[b];
+    }
+    seen += static_cast<int64_t>(batch.size());
+  }
+  model_->train(true);
+  return {{"accuracy", seen ? static_cast<double>(correct) / seen : 0.0},
+          {"loss", seen ? loss / seen : 0.0},
+          {"examples", static_cast<double>(seen)}};
+}
+
+Metrics ClassifyTask::evaluate(const std::string& split, int64_t max_batches) {
+  return evaluate_encoded(split == "valid" ? valid_ : split == "test" ? test_ : train_, max_batches);
+}
+
+Metrics ClassifyTask::evaluate_file(const std::string& path, int64_t max_batches) {
+  const EncodedSplit split = encode(read_sentences(path, "--text"));
+  for (int64_t y : split.labels)
+    SRU_CHECK(y < model_->num_classes(), "'", path, "' has label ", y, " but the model has ", model_->num_classes(),
+              " classes");
+  return evaluate_encoded(split, max_batches);
+}
+
+std::vector<int64_t> ClassifyTask::predict(const std::vector<std::string>& sentences) {
+  std::vector<data::LabeledSentence> unlabeled;
+  for (const auto& s : sentences) unlabeled.push_back({0, s, 0});
+  const EncodedSplit split = encode(unlabeled);
+  autograd::NoGradGuard no_grad;
+  model_->eval();
+  std::vector<int64_t> out(sentences.size());
+  for (const auto& batch : length_sorted_batches(split.ids, cfg_.data.eval_batch_size)) {
+    std::vector<int64_t> lengths;
+    const Tensor logits = model_->forward(pad_batch(split.ids, batch, lengths), lengths);
+    const int64_t C = logits.size(1);
+    const float* p = logits.data<float>();
+    for (size_t b = 0; b < batch.size(); ++b) out[batch[b]] = std::max_element(p + b * C, p + (b + 1) * C) - (p + b * C);
+  }
+  model_->train(true);
+  return out;
+}
+
+std::string ClassifyTask::vocabulary_name() const {
+  return (subwords_ ? "sentencepiece-" : "words-") + std::to_string(vocab_.size()) + " (task.vocab)";
+}
+
+nn::NamedTensors ClassifyTask::extra_state() {
+  nn::NamedTensors out = {{"task.vocab", bytes_tensor(vocab_.serialize())}};
+  if (subwords_) out.emplace_back("task.subword_model", bytes_tensor(subwords_->serialized()));
+  return out;
+}
+
+}  // namespace sru::tasks

@@ -1,0 +1,97 @@
+// Sentence classification (the paper's section 3.1: MR, SUBJ, CR, MPQA, TREC, SST). Each example is
+// a labelled sentence; the model reads its words and the recurrent output at the sentence's last
+// word predicts the class (bidirectional: the forward direction at the last word next to the
+// backward direction at the first).
+//
+// Model (checkpoint names): embedding.weight (V, E) -> dropout -> rnn (SRU rnn.rnn_lst.{i}.* or LSTM
+// rnn.weight_ih_l0, ...; padded batches through mask_pad) -> dropout -> output.weight (C, out),
+// output.bias (C). Embeddings: pretrained vectors where the file has the word, U(-0.25, 0.25) for
+// the others (Kim 2014), the padding row 0; fixed when model.freeze_embedding.
+//
+// Splits: data.test_path given -> train on data.path (valid from data.valid_path or held out);
+// otherwise k-fold cross-validation on data.path with data.fold the test fold (see
+// data::cross_validation_split). Batches group sentences of similar length (bucketing).
+// Checkpoints carry the vocabulary ("task.vocab") and a SentencePiece model ("task.subword_model"),
+// as bytes in i32 tensors, so a checkpoint alone classifies new text.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/labeled_text.h"
+#include "nn/layers.h"
+#include "nn/lstm.h"
+#include "nn/sru.h"
+#include "tasks/recurrent.h"
+#include "tasks/task.h"
+
+namespace sru::tasks {
+
+class Classifier : public nn::Module {
+ public:
+  Classifier(const config::ModelConfig& cfg, int64_t vocab_size, int64_t num_classes, Generator& gen);
+  // x (L, B) i64 word ids, 0 = padding after a sentence's end; lengths (B) >= 1 -> logits (B, C).
+  Tensor forward(const Tensor& x, const std::vector<int64_t>& lengths) const;
+  nn::Embedding& embedding() { return *embedding_; }
+  int64_t num_classes() const { return output_->weight.size(0); }
+
+ private:
+  config::ModelConfig cfg_;
+  Generator* gen_;
+  std::shared_ptr<nn::Embedding> embedding_;
+  RecurrentLayers rnn_;
+  std::shared_ptr<nn::Linear> output_;
+};
+
+// Sentences as word ids, with their labels.
+struct EncodedSplit {
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<int64_t> labels;
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+};
+
+class ClassifyTask : public Task {
+ public:
+  // checkpoint: when given, the vocabulary and subword model come from it and no vectors are read.
+  ClassifyTask(const config::Config& cfg, Generator& gen, bool load_data, const safetensors::File* checkpoint);
+  nn::Module& model() override { return *model_; }
+  int64_t model_size() const override { return cfg_.model.hidden_size; }
+  int64_t steps_per_epoch() const override;
+  void start_epoch(int64_t epoch, int64_t first_step) override;
+  StepResult forward_step(int64_t index) override;
+  Metrics evaluate(const std::string& split, int64_t max_batches) override;
+  std::string default_metric() const override { return "accuracy"; }
+  std::string token_name() const override { return "words"; }
+  std::string vocabulary_name() const override;
+  bool lower_is_better(const std::string& metric) const override { return metric == "loss"; }
+  nn::NamedTensors extra_state() override;
+
+  // Accuracy and loss on any labelled file (tokenised with this task's tokenizer and vocabulary).
+  Metrics evaluate_file(const std::string& path, int64_t max_batches);
+  // The predicted class of each sentence (a text without a label).
+  std::vector<int64_t> predict(const std::vector<std::string>& sentences);
+  const data::Vocabulary& vocabulary() const { return vocab_; }
+  int64_t pretrained_words() const { return pretrained_words_; }
+
+ private:
+  std::vector<std::string> tokens(const std::string& text) const;
+  EncodedSplit encode(const std::vector<data::LabeledSentence>& sentences) const;
+  Metrics evaluate_encoded(const EncodedSplit& split, int64_t max_batches);
+  void init_embeddings(Generator& gen);
+
+  config::Config cfg_;
+  std::optional<data::SubwordModel> subwords_;
+  data::Vocabulary vocab_;
+  std::unique_ptr<Classifier> model_;
+  EncodedSplit train_, valid_, test_;
+  std::vector<std::vector<int64_t>> batches_;  // this epoch's training batches (example indices)
+  int64_t pretrained_words_ = 0;
+};
+
+// Reads a labelled file, warning (once, with line numbers) about lines that hold a label only;
+// `key` (the config key or option that named the file) is in the error when it cannot be opened.
+std::vector<data::LabeledSentence> read_sentences(const std::string& path, const std::string& key);
+
+}  // namespace sru::tasks
