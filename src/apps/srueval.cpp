@@ -1,4 +1,5 @@
-// srueval: evaluates a srutrain checkpoint on a split of its data or on any file, and samples text.
+// srueval: evaluates a srutrain checkpoint on a split of its data or on any file, samples text
+// (char-LM) or predicts classes (classify).
 // The model is rebuilt from the config stored in the checkpoint: no config file is needed.
 #include <fstream>
 #include <iostream>
@@ -8,6 +9,7 @@
 
 #include "apps/common.h"
 #include "core/parallel.h"
+#include "data/line_reader.h"
 #include "tasks/charlm.h"
 #include "tasks/classify.h"
 #include "train/checkpoint.h"
@@ -16,7 +18,7 @@
 int main(int argc, char** argv) {
   CLI::App cli{"srueval: evaluate a srutrain checkpoint (its config comes from the checkpoint)"};
   cli.set_version_flag("--version", sru::apps::version_line("srueval"));
-  std::string checkpoint, split = "valid", text_file, json_path, prompt;
+  std::string checkpoint, split = "valid", text_file, json_path, prompt, predict_file;
   std::vector<std::string> overrides;
   int64_t generate = 0, max_batches = 0, chunk = 0;
   double temperature = 1.0;
@@ -28,6 +30,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--text", text_file, "Evaluate on this file instead: charlm: one stream from a zero state (BPC); "
                  "classify: \"LABEL text\" lines (accuracy)");
+  cli.add_option("--predict", predict_file, "classify: print the predicted class of each line of this file "
+                 "(one sentence a line, no label), one per line");
   cli.add_option("--chunk", chunk, "Bytes per forward pass with --text (default data.bptt); the result does not depend on it")
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--max-batches", max_batches, "Evaluate at most this many batches (0 = all)")->check(CLI::NonNegativeNumber);
@@ -51,13 +55,21 @@ int main(int argc, char** argv) {
     sru::set_num_threads(threads);
     const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(checkpoint, overrides);
     sru::Generator gen(seed);
-    const bool on_file = !text_file.empty();
+    const bool on_file = !text_file.empty() || !predict_file.empty();
     auto task = sru::tasks::make_task(ckpt.config, gen, /*load_data=*/!on_file, &ckpt.file);
     sru::train::load_model(task->model(), ckpt.file, checkpoint);
     task->model().eval();
     auto* lm = dynamic_cast<sru::tasks::CharLMTask*>(task.get());
     auto* classifier = dynamic_cast<sru::tasks::ClassifyTask*>(task.get());
 
+    if (!predict_file.empty()) {
+      SRU_CHECK(classifier, "--predict works with classify checkpoints");
+      sru::data::LineReader in(predict_file);
+      std::vector<std::string> lines;
+      for (std::string line; in.next(line);) lines.push_back(line);
+      for (int64_t label : classifier->predict(lines)) std::cout << label << "\n";
+      return 0;
+    }
     nlohmann::ordered_json out;
     out["checkpoint"] = checkpoint;
     out["step"] = ckpt.progress.step;

@@ -162,6 +162,9 @@ PY
     [ "$a" = "$b" ] || fail "srueval test accuracy $a differs from the run's $b"
     "$eval" --checkpoint "$work/cv/fold-0/best.safetensors" --text "$work/sents.txt" | grep -q "accuracy" \
       || fail "srueval --text failed"
+    printf 'w1 w2 yes\nw3 no\nw4 w4 w4 w4 yes\n\n' > "$work/unlabeled.txt"  # the empty line gets a class too
+    predicted=$("$eval" --checkpoint "$work/cv/fold-0/best.safetensors" --predict "$work/unlabeled.txt" | tr '\n' ' ')
+    echo "$predicted" | grep -Eq "^1 0 1 [01] $" || fail "srueval --predict gave '$predicted', expected 1 0 1 and a 4th class"
     # Resuming a finished cross-validation reruns nothing; a missing fold is trained again.
     "$train" --resume "$work/cv" > "$work/again.log" 2>&1 || fail "resume of a finished run failed"
     [ "$(grep -c 'already finished' "$work/again.log")" = 3 ] || fail "finished folds were rerun"
