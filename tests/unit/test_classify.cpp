@@ -3,6 +3,7 @@
 // checkpoint that classifies without the training data.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
@@ -240,4 +241,29 @@ TEST(ClassifyTask, PretrainedVectorsFillKnownWordsAndCanBeFrozen) {
   for (double x : w1) EXPECT_TRUE(x >= -0.25 && x <= 0.25);  // not in the file: U(-0.25, 0.25)
   EXPECT_EQ(task.model().num_parameters(), task.model().num_parameters());
   for (const auto& p : task.model().trainable_parameters()) EXPECT_FALSE(p.shares_storage(w));
+}
+
+// The real data sets, when mirrored beside the project (skipped without them): counts and classes
+// as the paper's data README gives them.
+TEST(LabeledText, PublishedDataSetsWhenMirrored) {
+  const std::string dir = std::string(SRU_SOURCE_DIR) + "/../shared/data/sentclass/";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no classification data at " << dir;
+  struct Expected {
+    const char* file;
+    size_t sentences, label_only;
+    int64_t classes;
+  };
+  for (const Expected& e : {Expected{"rt-polarity.all", 10662, 0, 2}, Expected{"subj.all", 10000, 0, 2},
+                            Expected{"custrev.all", 3771, 4, 2}, Expected{"mpqa.all", 10603, 3, 2},
+                            Expected{"TREC.train.all", 5452, 0, 6}, Expected{"TREC.test.all", 500, 0, 6},
+                            Expected{"stsa.binary.phrases.train", 76961, 0, 2}, Expected{"stsa.binary.dev", 872, 0, 2},
+                            Expected{"stsa.binary.test", 1821, 0, 2}}) {
+    const data::LabeledFile f = data::read_labeled_file(dir + e.file);
+    EXPECT_EQ(f.sentences.size(), e.sentences) << e.file;
+    EXPECT_EQ(f.lines_without_words.size(), e.label_only) << e.file;
+    std::set<int64_t> labels;
+    for (const auto& s : f.sentences) labels.insert(s.label);
+    EXPECT_EQ(static_cast<int64_t>(labels.size()), e.classes) << e.file;
+    EXPECT_EQ(*labels.rbegin(), e.classes - 1) << e.file;
+  }
 }
