@@ -17,8 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 1
+case $1 in -h|--help) usage 0 ;; esac
 dataset=$1; shift
 mirror="" dest=""
 while [ $# -gt 0 ]; do

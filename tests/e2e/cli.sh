@@ -179,6 +179,18 @@ PY
     expect_error "cannot open data file '$work/no-such.txt' \(data.path\)" "$train" --config "$ctiny" --set data.path="$work/no-such.txt" --run-dir "$work/bad2"
     echo "ok: 3-fold cross-validation, srueval, resume"
     ;;
+  get_data)
+    # A mirror with a wrong file: the checksum stops it, and nothing unverified is left in DEST.
+    mkdir -p "$work/mirror/sentclass"
+    echo "1 not the real data" > "$work/mirror/sentclass/rt-polarity.all"
+    expect_error "rt-polarity.all has md5 [0-9a-f]+, expected 908b4ca55b130f6adb0b5d55868b35fa" \
+      bash "$src/scripts/get_data.sh" classify --mirror "$work/mirror" --dest "$work/dest"
+    [ -z "$(ls -A "$work/dest")" ] || fail "an unverified file was left in the destination"
+    expect_error "mirror directory '$work/none' does not exist" \
+      bash "$src/scripts/get_data.sh" classify --mirror "$work/none" --dest "$work/dest"
+    expect_error "unknown data set 'imagenet'" bash "$src/scripts/get_data.sh" imagenet
+    bash "$src/scripts/get_data.sh" --help | grep -q "get_data.sh classify" || fail "--help"
+    ;;
   *) fail "unknown case $case" ;;
 esac
 echo "PASS: $case"
