@@ -20,6 +20,7 @@
 #include "ops/sru_recurrence.h"
 #include "optim/optimizer.h"
 #include "tasks/task.h"
+#include "train/trainer.h"
 #include "config/config.h"
 
 #include <filesystem>
@@ -169,14 +170,8 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     }
     sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
     auto task = sru::tasks::make_task(cfg, gen);
-    sru::nn::NamedTensors trainable;
-    for (auto& [name, t] : task->model().named_parameters())
-      if (t.requires_grad()) trainable.emplace_back(name, t);
-    sru::optim::OptimizerOptions oo;
-    oo.kind = cfg.train.optimizer;
-    oo.beta1 = cfg.train.beta1, oo.beta2 = cfg.train.beta2, oo.eps = cfg.train.eps;
-    oo.momentum = cfg.train.momentum, oo.weight_decay = cfg.train.weight_decay;
-    sru::optim::Optimizer optimizer(trainable, oo);
+    const auto optimizer_ptr = sru::train::make_optimizer(cfg.train, task->model());
+    sru::optim::Optimizer& optimizer = *optimizer_ptr;
     const int64_t per_epoch = task->steps_per_epoch();
     const int64_t steps = o.steps > 0 ? std::min(o.steps, per_epoch) : per_epoch;
     int64_t epoch = 0, tokens = 0;

@@ -25,9 +25,6 @@ uint16_t u16(const std::string& s, size_t at) {
   return static_cast<uint16_t>(static_cast<unsigned char>(s[at]) | (static_cast<unsigned char>(s[at + 1]) << 8));
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 }  // namespace
 
@@ -52,7 +49,7 @@ std::string unzip_member(const std::string& zip, const std::string& path) {
     const uint16_t name_len = u16(zip, at + 28), extra_len = u16(zip, at + 30), comment_len = u16(zip, at + 32);
     const std::string name = zip.substr(at + 46, name_len);
     names += (names.empty() ? "" : ", ") + name;
-    if (!ends_with(name, "/") && (entries == 1 || name == wanted || std::filesystem::path(name).filename() == wanted)) {
+    if (!name.ends_with("/") && (entries == 1 || name == wanted || std::filesystem::path(name).filename() == wanted)) {
       chosen = u32(zip, at + 42);
       method = u16(zip, at + 10);
       packed = u32(zip, at + 20);
@@ -87,7 +84,7 @@ std::string read_byte_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   SRU_CHECK(in.good(), "cannot open data file '", path, "' (data.path)");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (ends_with(path, ".zip")) return unzip_member(bytes, path);
+  if (path.ends_with(".zip")) return unzip_member(bytes, path);
   return bytes;
 }
 

@@ -13,11 +13,6 @@ namespace sru::data {
 
 namespace {
 
-bool ends_with(const std::string& s, const char* suffix) {
-  const size_t n = std::strlen(suffix);
-  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
 uint64_t little_endian(const unsigned char* p, int bytes) {
   uint64_t v = 0;
   for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
@@ -126,7 +121,7 @@ class ZipMemberSource : public ByteSource {
 }  // namespace
 
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
-  if (ends_with(path, ".zip")) return std::make_unique<ZipMemberSource>(path);
+  if (path.ends_with(".zip")) return std::make_unique<ZipMemberSource>(path);
   return std::make_unique<GzipSource>(path);
 }
 

@@ -129,16 +129,12 @@ WordVectors read_word2vec_binary(const std::string& path, const std::unordered_s
   return out;
 }
 
-bool has_suffix(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 }  // namespace
 
 WordVectors load_word_vectors(const std::string& path, const std::unordered_set<std::string>& wanted,
                               const std::string& format, bool unit_normalise) {
   std::string f = format;
-  if (f == "auto") f = has_suffix(path, ".bin") || has_suffix(path, ".bin.gz") ? "word2vec" : "text";
+  if (f == "auto") f = path.ends_with(".bin") || path.ends_with(".bin.gz") ? "word2vec" : "text";
   if (f == "word2vec") return read_word2vec_binary(path, wanted, unit_normalise);
   SRU_CHECK(f == "text", "unknown word vector format '", format, "' (auto, text or word2vec)");
   return read_text(path, wanted, unit_normalise);

@@ -59,15 +59,28 @@ Tensor pad_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector
   return x;
 }
 
-// Index lists of consecutive sentences in order of length (evaluation needs no shuffling).
-std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<std::vector<int64_t>>& ids, int64_t size) {
-  std::vector<int64_t> order(ids.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+// `order` stable-sorted by sentence length and cut into batches of `size`: similar lengths share a
+// batch, and sentences of equal length keep their order in `order`.
+std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<std::vector<int64_t>>& ids,
+                                                        std::vector<int64_t> order, int64_t size) {
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a].size() < ids[b].size(); });
   std::vector<std::vector<int64_t>> batches;
   for (size_t i = 0; i < order.size(); i += static_cast<size_t>(size))
     batches.emplace_back(order.begin() + i, order.begin() + std::min(order.size(), i + static_cast<size_t>(size)));
   return batches;
+}
+
+std::vector<int64_t> identity_order(size_t n) {
+  std::vector<int64_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int64_t>(i);
+  return order;
+}
+
+// The highest-scoring class of row b of logits (B, C).
+int64_t argmax_row(const Tensor& logits, int64_t b) {
+  const int64_t C = logits.size(1);
+  const float* p = logits.data<float>() + b * C;
+  return std::max_element(p, p + C) - p;
 }
 
 }  // namespace
@@ -258,13 +271,8 @@ void ClassifyTask::start_epoch(int64_t epoch, int64_t) {
   // Shuffle, then sort by length (stable, so equal lengths stay shuffled), cut into batches and
   // shuffle the batches: similar lengths share a batch, and the order depends only on (seed, epoch).
   const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed) * 1000003u + static_cast<uint64_t>(epoch);
-  std::vector<int64_t> order = data::shuffled_indices(train_.size(), seed);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return train_.ids[a].size() < train_.ids[b].size(); });
-  std::vector<std::vector<int64_t>> sorted;
-  const size_t B = static_cast<size_t>(cfg_.data.batch_size);
-  for (size_t i = 0; i < order.size(); i += B)
-    sorted.emplace_back(order.begin() + i, order.begin() + std::min(order.size(), i + B));
+  const auto sorted =
+      length_sorted_batches(train_.ids, data::shuffled_indices(train_.size(), seed), cfg_.data.batch_size);
   batches_.clear();
   for (int64_t i : data::shuffled_indices(static_cast<int64_t>(sorted.size()), ~seed)) batches_.push_back(sorted[i]);
 }
@@ -283,27 +291,30 @@ StepResult ClassifyTask::forward_step(int64_t index) {
   return {cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())})), words};
 }
 
-Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_batches) {
+void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches,
+                                const std::function<void(const std::vector<int64_t>&, const Tensor&)>& fn) {
   autograd::NoGradGuard no_grad;
   model_->eval();
-  double loss = 0;
-  int64_t correct = 0, seen = 0, n_batches = 0;
-  for (const auto& batch : length_sorted_batches(split.ids, cfg_.data.eval_batch_size)) {
+  int64_t n_batches = 0;
+  for (const auto& batch : length_sorted_batches(split.ids, identity_order(split.ids.size()), cfg_.data.eval_batch_size)) {
     if (max_batches > 0 && n_batches++ >= max_batches) break;
-    std::vector<int64_t> lengths, labels;
-    const Tensor logits = model_->forward(pad_batch(split.ids, batch, lengths), lengths);
+    std::vector<int64_t> lengths;
+    fn(batch, model_->forward(pad_batch(split.ids, batch, lengths), lengths));
+  }
+  model_->train(true);
+}
+
+Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_batches) {
+  double loss = 0;
+  int64_t correct = 0, seen = 0;
+  eval_batches(split, max_batches, [&](const std::vector<int64_t>& batch, const Tensor& logits) {
+    std::vector<int64_t> labels;
     for (int64_t i : batch) labels.push_back(split.labels[i]);
     loss += cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}), -100,
                           Reduction::Sum).item<double>();
-    const int64_t C = logits.size(1);
-    const float* p = logits.data<float>();
-    for (size_t b = 0; b < batch.size(); ++b) {
-      const int64_t best = std::max_element(p + b * C, p + (b + 1) * C) - (p + b * C);
-      correct += best == labels[b];
-    }
+    for (size_t b = 0; b < batch.size(); ++b) correct += argmax_row(logits, static_cast<int64_t>(b)) == labels[b];
     seen += static_cast<int64_t>(batch.size());
-  }
-  model_->train(true);
+  });
   return {{"accuracy", seen ? static_cast<double>(correct) / seen : 0.0},
           {"loss", seen ? loss / seen : 0.0},
           {"examples", static_cast<double>(seen)}};
@@ -325,17 +336,10 @@ std::vector<int64_t> ClassifyTask::predict(const std::vector<std::string>& sente
   std::vector<data::LabeledSentence> unlabeled;
   for (const auto& s : sentences) unlabeled.push_back({0, s, 0});
   const EncodedSplit split = encode(unlabeled);
-  autograd::NoGradGuard no_grad;
-  model_->eval();
   std::vector<int64_t> out(sentences.size());
-  for (const auto& batch : length_sorted_batches(split.ids, cfg_.data.eval_batch_size)) {
-    std::vector<int64_t> lengths;
-    const Tensor logits = model_->forward(pad_batch(split.ids, batch, lengths), lengths);
-    const int64_t C = logits.size(1);
-    const float* p = logits.data<float>();
-    for (size_t b = 0; b < batch.size(); ++b) out[batch[b]] = std::max_element(p + b * C, p + (b + 1) * C) - (p + b * C);
-  }
-  model_->train(true);
+  eval_batches(split, 0, [&](const std::vector<int64_t>& batch, const Tensor& logits) {
+    for (size_t b = 0; b < batch.size(); ++b) out[batch[b]] = argmax_row(logits, static_cast<int64_t>(b));
+  });
   return out;
 }
 

@@ -15,6 +15,7 @@
 // as bytes in i32 tensors, so a checkpoint alone classifies new text.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,10 @@ class ClassifyTask : public Task {
   std::vector<std::string> tokens(const std::string& text) const;
   EncodedSplit encode(const std::vector<data::LabeledSentence>& sentences) const;
   Metrics evaluate_encoded(const EncodedSplit& split, int64_t max_batches);
+  // Runs the model in evaluation mode over length-sorted batches of split (at most max_batches; 0 =
+  // all), calling fn(example indices, logits (B, C)) for each.
+  void eval_batches(const EncodedSplit& split, int64_t max_batches,
+                    const std::function<void(const std::vector<int64_t>&, const Tensor&)>& fn);
   void init_embeddings(Generator& gen);
 
   config::Config cfg_;

@@ -137,17 +137,7 @@ void Trainer::setup() {
   metric_ = cfg_.eval.metric.empty() ? task_->default_metric() : cfg_.eval.metric;
   lower_better_ = task_->lower_is_better(metric_);
 
-  nn::NamedTensors trainable;
-  for (auto& [name, t] : task_->model().named_parameters())
-    if (t.requires_grad()) trainable.emplace_back(name, t);
-  optim::OptimizerOptions oo;
-  oo.kind = cfg_.train.optimizer;
-  oo.momentum = cfg_.train.momentum;
-  oo.beta1 = cfg_.train.beta1;
-  oo.beta2 = cfg_.train.beta2;
-  oo.eps = cfg_.train.eps;
-  oo.weight_decay = cfg_.train.weight_decay;
-  optimizer_ = std::make_unique<optim::Optimizer>(trainable, oo);
+  optimizer_ = make_optimizer(cfg_.train, task_->model());
   schedule_ = {cfg_.train.schedule, cfg_.train.lr,         cfg_.train.warmup_steps, cfg_.train.decay_steps,
                cfg_.train.decay_rate, cfg_.train.min_lr, task_->model_size(),     total_steps_};
 
@@ -379,6 +369,20 @@ int Trainer::run() {
 }
 
 }  // namespace
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& train, const nn::Module& model) {
+  nn::NamedTensors trainable;
+  for (auto& [name, t] : model.named_parameters())
+    if (t.requires_grad()) trainable.emplace_back(name, t);
+  optim::OptimizerOptions oo;
+  oo.kind = train.optimizer;
+  oo.momentum = train.momentum;
+  oo.beta1 = train.beta1;
+  oo.beta2 = train.beta2;
+  oo.eps = train.eps;
+  oo.weight_decay = train.weight_decay;
+  return std::make_unique<optim::Optimizer>(trainable, oo);
+}
 
 config::Config resolve_config(const RunOptions& options) {
   if (!options.resume) return config::load_config(options.config_path, options.overrides);

@@ -2,10 +2,13 @@
 // configured optimiser and schedule, evaluates, keeps last/best checkpoints, logs, and resumes.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config/config.h"
+#include "nn/module.h"
+#include "optim/optimizer.h"
 
 namespace sru::train {
 
@@ -22,6 +25,9 @@ constexpr int kExitInterrupted = 130;
 // The config a run uses: for --resume the run directory's config.yaml, else the config file; both
 // with the --set overrides applied and validated.
 config::Config resolve_config(const RunOptions& options);
+
+// The optimiser of train.* over the model's trainable parameters (what srutrain and srubench use).
+std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& train, const nn::Module& model);
 
 // Runs training to completion; throws sru::Error for bad input (before anything is overwritten).
 int train(const RunOptions& options);
