@@ -11,6 +11,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 fail() { echo "FAIL: $*"; exit 1; }
+# matches REGEX TEXT: grep on a here-string, because `echo | grep -q` under pipefail fails at random
+# when grep exits before the writer has finished (SIGPIPE).
+matches() { grep -Eq -- "$1" <<< "$2"; }
 # expect_error REGEX CMD...: CMD must exit non-zero and print REGEX (stdout or stderr).
 expect_error() {
   local regex=$1; shift
@@ -18,7 +21,7 @@ expect_error() {
   out=$("$@" 2>&1); rc=$?
   echo "$out" | tail -3
   [ $rc -ne 0 ] || fail "expected a non-zero exit from: $*"
-  echo "$out" | grep -Eq -- "$regex" || fail "expected /$regex/ in the output of: $*"
+  matches "$regex" "$out" || fail "expected /$regex/ in the output of: $*"
   echo "ok: exit $rc, message matches /$regex/"
 }
 tiny_run() { "$train" --config "$tiny" --set data.path="$data" "$@"; }
@@ -102,7 +105,7 @@ PY
     b=$("$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --chunk 500 | sed 's/.*bpc \([^ ]*\).*/\1/')
     python3 -c "import sys; a, b = float('$a'), float('$b'); print('chunk 7:', a, 'chunk 500:', b); sys.exit(0 if abs(a - b) < 1e-4 else 1)" \
       || fail "--text BPC depends on the chunk size"
-    "$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --generate 40 --prompt "The " | grep -q "^The " \
+    matches "^The " "$("$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --generate 40 --prompt "The ")" \
       || fail "no sample"
     # Checkpoint problems.
     expect_error "does not match the model" "$eval" --checkpoint "$work/run/last.safetensors" --set model.hidden_size=48
@@ -160,11 +163,11 @@ PY
     a=$(python3 -c "import json; print(json.load(open('$work/eval.json'))['metrics']['accuracy'])")
     b=$(python3 -c "import json; print(json.load(open('$work/cv/fold-0/summary.json'))['best']['test']['accuracy'])")
     [ "$a" = "$b" ] || fail "srueval test accuracy $a differs from the run's $b"
-    "$eval" --checkpoint "$work/cv/fold-0/best.safetensors" --text "$work/sents.txt" | grep -q "accuracy" \
+    matches "accuracy" "$("$eval" --checkpoint "$work/cv/fold-0/best.safetensors" --text "$work/sents.txt")" \
       || fail "srueval --text failed"
     printf 'w1 w2 yes\nw3 no\nw4 w4 w4 w4 yes\n\n' > "$work/unlabeled.txt"  # the empty line gets a class too
     predicted=$("$eval" --checkpoint "$work/cv/fold-0/best.safetensors" --predict "$work/unlabeled.txt" | tr '\n' ' ')
-    echo "$predicted" | grep -Eq "^1 0 1 [01] $" || fail "srueval --predict gave '$predicted', expected 1 0 1 and a 4th class"
+    matches "^1 0 1 [01] $" "$predicted" || fail "srueval --predict gave '$predicted', expected 1 0 1 and a 4th class"
     # Resuming a finished cross-validation reruns nothing; a missing fold is trained again.
     "$train" --resume "$work/cv" > "$work/again.log" 2>&1 || fail "resume of a finished run failed"
     [ "$(grep -c 'already finished' "$work/again.log")" = 3 ] || fail "finished folds were rerun"
@@ -189,7 +192,7 @@ PY
     expect_error "mirror directory '$work/none' does not exist" \
       bash "$src/scripts/get_data.sh" classify --mirror "$work/none" --dest "$work/dest"
     expect_error "unknown data set 'imagenet'" bash "$src/scripts/get_data.sh" imagenet
-    bash "$src/scripts/get_data.sh" --help | grep -q "get_data.sh classify" || fail "--help"
+    matches "get_data.sh classify" "$(bash "$src/scripts/get_data.sh" --help)" || fail "--help"
     ;;
   *) fail "unknown case $case" ;;
 esac
