@@ -12,6 +12,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "bench/bench.h"
+#include "core/cuda/device_info.h"
 #include "core/parallel.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
@@ -72,28 +73,35 @@ struct LayerBenchOptions {
   std::vector<int64_t> lengths = {32, 128};
   std::vector<int64_t> hidden = {256, 512};
   int64_t batch = 32;
-  std::vector<std::string> impls = {"gemm", "recurrence", "sru_fused", "sru_composed", "lstm"};
+  std::vector<std::string> impls = {"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm"};
   sru::bench::TimingOptions timing{2, 7};
+  sru::Device device;
 };
 
 // Forward + backward of one layer (n_in = d) per implementation; every row also reports its time
-// relative to the GEMMs alone and to the LSTM at the same size.
+// relative to the GEMMs alone and to the LSTM at the same size. `recurrence` and `copy` rows also
+// report bandwidth: bytes read + written over time (the recurrence's minimum traffic, below).
 void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
   namespace nn = sru::nn;
+  const sru::Device dev = o.device;
   auto wants = [&](const std::string& impl) { return std::find(o.impls.begin(), o.impls.end(), impl) != o.impls.end(); };
   for (int64_t L : o.lengths)
     for (int64_t d : o.hidden) {
       const int64_t B = o.batch, M = L * B;
       sru::Generator gen(1);
-      Tensor x = Tensor::uniform({L, B, d}, -1, 1, sru::DType::F32, gen);
-      std::vector<std::pair<std::string, double>> times;
-      auto record = [&](const std::string& impl, const std::function<void()>& fn) {
+      Tensor x = Tensor::uniform({L, B, d}, -1, 1, sru::DType::F32, gen).to(dev);
+      struct Measured {
+        std::string impl;
+        double ms, bytes;  // bytes moved, 0 when not a bandwidth row
+      };
+      std::vector<Measured> times;
+      auto record = [&](const std::string& impl, const std::function<void()>& fn, double bytes = 0) {
         if (!wants(impl)) return;
-        times.emplace_back(impl, sru::bench::time_cpu(fn, o.timing).median_ms);
+        times.push_back({impl, sru::bench::time_on(dev, fn, o.timing).median_ms, bytes});
       };
       // The SRU layer's three GEMMs: U = x W, dW = x^T dU, dx = dU W^T.
-      Tensor w = Tensor::uniform({d, 3 * d}, -0.1, 0.1, sru::DType::F32, gen);
-      Tensor gU = Tensor::uniform({M, 3 * d}, -1, 1, sru::DType::F32, gen);
+      Tensor w = Tensor::uniform({d, 3 * d}, -0.1, 0.1, sru::DType::F32, gen).to(dev);
+      Tensor gU = Tensor::uniform({M, 3 * d}, -1, 1, sru::DType::F32, gen).to(dev);
       record("gemm", [&] {
         sru::autograd::NoGradGuard no_grad;
         sru::matmul(x, w);
@@ -103,19 +111,27 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
       // The fused elementwise recurrence alone (forward + backward), on a precomputed U.
       sru::SruRecurrenceOptions ro;
       ro.hidden_size = d;
-      Tensor U = Tensor::uniform({L, B, 3 * d}, -1, 1, sru::DType::F32, gen).set_requires_grad(true);
-      Tensor vc = Tensor::uniform({2 * d}, -1, 1, sru::DType::F32, gen).set_requires_grad(true);
-      Tensor bias = Tensor::zeros({2 * d}).set_requires_grad(true);
-      Tensor grad_h = Tensor::ones({L, B, d});
+      Tensor U = Tensor::uniform({L, B, 3 * d}, -1, 1, sru::DType::F32, gen).to(dev).set_requires_grad(true);
+      Tensor vc = Tensor::uniform({2 * d}, -1, 1, sru::DType::F32, gen).to(dev).set_requires_grad(true);
+      Tensor bias = Tensor::zeros({2 * d}, sru::DType::F32, dev).set_requires_grad(true);
+      Tensor grad_h = Tensor::ones({L, B, d}, sru::DType::F32, dev);
+      // Minimum traffic per (t, b, unit), in floats: forward reads U (3) and x, writes h and c;
+      // backward reads U (3), x, c and grad h, writes grad U (3) and grad x. 16 floats in all.
+      const double recurrence_bytes = 16.0 * sizeof(float) * L * B * d;
       record("recurrence", [&] {
         auto [h, c] = sru::sru_recurrence(U, x, vc, bias, Tensor(), Tensor(), Tensor(), ro);
         sru::autograd::backward(h, grad_h);
-      });
+      }, recurrence_bytes);
+      // A plain copy moving as many bytes (half read, half written): the bandwidth ceiling.
+      Tensor copy_src = Tensor::zeros({static_cast<int64_t>(recurrence_bytes / 8)}, sru::DType::F32, dev);
+      Tensor copy_dst = Tensor::empty(copy_src.shape(), sru::DType::F32, dev);
+      record("copy", [&] { copy_dst.copy_(copy_src); }, recurrence_bytes);
       nn::SRUOptions so;
       so.input_size = d;
       so.hidden_size = d;
       so.num_layers = 1;
       nn::SRU layer(so, gen);
+      layer.to(dev);
       Tensor xin = x.clone().set_requires_grad(true);
       auto run_sru = [&](nn::SRUImplementation impl) {
         layer.set_implementation(impl);
@@ -130,20 +146,22 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
       lo.input_size = d;
       lo.hidden_size = d;
       nn::LSTM lstm(lo, gen);
+      lstm.to(dev);
       record("lstm", [&] {
         lstm.zero_grad();
         sru::autograd::backward(lstm.forward(xin).output, grad_h);
       });
       auto time_of = [&](const std::string& impl) {
-        for (auto& [name, ms] : times)
-          if (name == impl) return ms;
+        for (const Measured& m : times)
+          if (m.impl == impl) return m.ms;
         return 0.0;
       };
-      for (auto& [impl, ms] : times) {
-        Row row{impl, "cpu", {}};
-        row.set("L", L).set("B", B).set("d", d).set("ms", ms);
-        if (time_of("gemm") > 0) row.set("x_gemm", ms / time_of("gemm"));
-        if (time_of("lstm") > 0) row.set("lstm_over_this", time_of("lstm") / ms);
+      for (const Measured& m : times) {
+        Row row{m.impl, dev.str(), {}};
+        row.set("L", L).set("B", B).set("d", d).set("ms", m.ms);
+        if (m.bytes > 0) row.set("gbps", m.bytes / (m.ms * 1e6));
+        if (time_of("gemm") > 0 && m.bytes == 0) row.set("x_gemm", m.ms / time_of("gemm"));
+        if (time_of("lstm") > 0 && m.bytes == 0) row.set("lstm_over_this", time_of("lstm") / m.ms);
         report.add(row);
       }
     }
@@ -239,7 +257,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   layer_cmd->add_option("--warmup", layer.timing.warmup, "Untimed warm-up runs")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  layer_cmd->add_option("--device", device, "Device to measure (cpu)")->capture_default_str();
+  layer_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
   layer_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
   EpochBenchOptions epoch;
@@ -260,8 +278,13 @@ int main(int argc, char** argv) {
   return sru::apps::run_main("srubench", [&] {
     sru::set_num_threads(threads);
     const std::string name = ceil_cmd->parsed() ? "ceilings" : epoch_cmd->parsed() ? "train-epoch" : "sru-vs-lstm";
-    SRU_CHECK(device == "cpu", "srubench ", name, ": --device ", device,
-              " is not available: this build measures the CPU only (the CUDA backend is not built yet)");
+    layer.device = sru::Device::parse(device);
+    SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed(), "srubench ", name, ": --device ", device,
+              " is not supported: only sru-vs-lstm measures CUDA devices");
+    if (layer.device.is_cuda())
+      SRU_CHECK(sru::cuda::device_count() > layer.device.index, "srubench ", name, ": --device ", device,
+                " is not available: ", sru::cuda::device_count() == 0 ? sru::cuda::unavailable_reason()
+                                                                    : "no such device");
     Report report(name);
     sru::bench::warm_up_cpu(warm_up_seconds);
     if (epoch_cmd->parsed()) {

@@ -43,7 +43,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     Tensor g = grads[i];
     if (!g.defined()) {
       SRU_CHECK(root.numel() == 1, "backward: a gradient must be given for the non-scalar tensor ", root.str());
-      g = Tensor::ones(root.shape(), root.dtype());
+      g = Tensor::ones(root.shape(), root.dtype(), root.device());
     }
     check_same_shape(root, g, "backward seed");
     check_same_dtype(root, g, "backward seed");

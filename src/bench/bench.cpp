@@ -11,16 +11,26 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/node.h"
+#include "core/cuda/runtime.h"
 #include "core/error.h"
 #include "ops/matmul.h"
 
 namespace sru::bench {
 
 Timing time_cpu(const std::function<void()>& fn, const TimingOptions& options) {
+  return time_on(Device::cpu(), fn, options);
+}
+
+Timing time_on(Device device, const std::function<void()>& fn, const TimingOptions& options) {
   SRU_CHECK(options.repeats >= 1, "benchmark repeats must be >= 1, got ", options.repeats);
   for (int i = 0; i < options.warmup; ++i) fn();
+  if (device.is_cuda()) cuda::synchronize(device.index);
   std::vector<double> ms;
   for (int i = 0; i < options.repeats; ++i) {
+    if (device.is_cuda()) {
+      ms.push_back(cuda::time_on_stream_ms(device.index, fn));
+      continue;
+    }
     const auto start = std::chrono::steady_clock::now();
     fn();
     const auto stop = std::chrono::steady_clock::now();

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 namespace sru::bench {
 
 struct TimingOptions {
@@ -21,6 +23,9 @@ struct Timing {
 
 // Runs fn warmup times untimed, then `repeats` times timed with a steady clock.
 Timing time_cpu(const std::function<void()>& fn, const TimingOptions& options);
+// As time_cpu on the CPU; on a CUDA device each repeat is timed with CUDA events around the work fn
+// queues (after the warm-up has finished on the device).
+Timing time_on(Device device, const std::function<void()>& fn, const TimingOptions& options);
 
 // Keeps all CPU threads busy with GEMMs for `seconds` before the first measurement. On the shared
 // VMs this project runs on, the first ~1.5 s of work run up to 3x slower (clock ramp-up / thread

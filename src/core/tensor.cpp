@@ -1,4 +1,5 @@
-// Tensor factories, views, conversions and in-place updates on the CPU.
+// Tensor factories, views, conversions and in-place updates. CPU tensors are handled here; CUDA
+// tensors go through the CUDA backend's runtime (core/cuda/runtime.h).
 #include "core/tensor.h"
 
 #include <cmath>
@@ -6,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "core/cuda/runtime.h"
 #include "core/parallel.h"
 #include "core/philox.h"
 
@@ -39,7 +41,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
-  std::memset(t.data_ptr(), 0, t.nbytes());
+  t.zero_();
   return t;
 }
 
@@ -118,6 +120,7 @@ void* Tensor::data_ptr() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
+  if (device().is_cuda()) return to(Device::cpu()).to_vector<T>();
   std::vector<T> out(numel());
   SRU_DISPATCH_ALL(dtype(), "to_vector", [&]<typename S>() {
     const S* s = data<S>();
@@ -134,13 +137,35 @@ T Tensor::item() const {
 
 Tensor Tensor::clone() const {
   Tensor t = empty(shape(), dtype(), device());
-  std::memcpy(t.data_ptr(), data_ptr(), nbytes());
+  t.copy_(*this);
+  return t;
+}
+
+Tensor& Tensor::to_(Device target) {
+  if (target == device()) return *this;
+  TensorImpl& t = checked();
+  SRU_CHECK(t.offset == 0 && nbytes() == t.storage->nbytes(), "to_(", target.str(), "): ", str(),
+            " is a view of a larger tensor; move the whole tensor");
+  const Tensor moved = to(target);
+  t.storage = moved.impl_->storage;
+  t.grad = nullptr;
+  return *this;
+}
+
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor t = empty(shape(), dtype(), target);
+  t.copy_(*this);
   return t;
 }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor t = empty(shape(), target, device());
+  if (device().is_cuda()) {
+    cuda::convert(*this, t);
+    return t;
+  }
   SRU_DISPATCH_ALL(dtype(), "to", [&]<typename S>() { convert_into(t, data<S>(), numel()); });
   return t;
 }
@@ -190,11 +215,19 @@ Tensor Tensor::narrow0(int64_t start, int64_t length) const {
 }
 
 Tensor& Tensor::zero_() {
+  if (device().is_cuda()) {
+    cuda::zero(*this);
+    return *this;
+  }
   std::memset(data_ptr(), 0, nbytes());
   return *this;
 }
 
 Tensor& Tensor::fill_(double value) {
+  if (device().is_cuda()) {
+    cuda::fill(*this, value);
+    return *this;
+  }
   SRU_DISPATCH_ALL(dtype(), "fill_", [&]<typename T>() {
     T* d = data<T>();
     const T v = static_cast<T>(value);
@@ -208,6 +241,10 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   SRU_CHECK(src.numel() == numel() && src.dtype() == dtype(), "copy_: source ", src.str(),
             " does not match destination ", str());
+  if (device().is_cuda() || src.device().is_cuda()) {
+    cuda::copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
+    return *this;
+  }
   std::memmove(data_ptr(), src.data_ptr(), nbytes());
   return *this;
 }
@@ -215,6 +252,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   SRU_CHECK(other.numel() == numel() && other.dtype() == dtype(), "add_: ", other.str(),
             " does not match ", str());
+  check_same_device(*this, other, "add_");
+  if (device().is_cuda()) {
+    cuda::add_scaled(*this, other, alpha);
+    return *this;
+  }
   SRU_DISPATCH_FLOATING(dtype(), "add_", [&]<typename T>() {
     T* d = data<T>();
     const T* o = other.data<T>();
@@ -227,6 +269,10 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 }
 
 Tensor& Tensor::mul_(double factor) {
+  if (device().is_cuda()) {
+    cuda::scale(*this, factor);
+    return *this;
+  }
   SRU_DISPATCH_FLOATING(dtype(), "mul_", [&]<typename T>() {
     T* d = data<T>();
     const T f = static_cast<T>(factor);
@@ -269,6 +315,11 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* op) {
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   SRU_CHECK(a.dtype() == b.dtype(), op, ": dtypes ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
             " differ");
+}
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  SRU_CHECK(a.device() == b.device(), op, ": tensors on ", a.device().str(), " and ", b.device().str(),
+            "; move them to one device first (Tensor::to)");
 }
 
 void check_floating(const Tensor& t, const char* op) {

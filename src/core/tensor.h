@@ -83,6 +83,10 @@ class Tensor {
   // ---- copies and zero-copy views (no autograd history) ----
   Tensor clone() const;                      // deep copy, no grad history
   Tensor to(DType dtype) const;              // converted copy (or *this when already dtype)
+  Tensor to(Device device) const;            // copy on `device` (or *this when already there)
+  // Moves this tensor's data to `device` in place: every handle of it (a module's parameter member,
+  // its entry in the module's list) follows. Its gradient is dropped. For whole tensors, not views.
+  Tensor& to_(Device device);
   Tensor detach() const;                     // same data, no history, requires_grad false
   Tensor view(const Shape& shape) const;     // same data, new shape (one dim may be -1)
   Tensor narrow0(int64_t start, int64_t length) const;  // rows [start, start+length) of dim 0
@@ -119,6 +123,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // Throws naming `op` unless the tensors have equal shapes / dtypes / devices.
 void check_same_shape(const Tensor& a, const Tensor& b, const char* op);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+void check_same_device(const Tensor& a, const Tensor& b, const char* op);
 void check_floating(const Tensor& t, const char* op);
 
 }  // namespace sru

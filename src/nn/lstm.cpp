@@ -54,7 +54,7 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
     for (int64_t dir = 0; dir < D; ++dir) {
       const Direction& p = layers_[l][dir];
       auto initial = [&](const Tensor& s) {
-        return s.defined() ? slice(time_step(s, l), 1, dir * H, dir * H + H) : Tensor::zeros({B, H}, x.dtype());
+        return s.defined() ? slice(time_step(s, l), 1, dir * H, dir * H + H) : Tensor::zeros({B, H}, x.dtype(), x.device());
       };
       Tensor h = initial(h0), c = initial(c0);
       const Tensor gates_x = matmul(input, p.weight_ih, false, true) + (p.bias_ih + p.bias_hh);  // (L, B, 4H)

@@ -61,6 +61,10 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+void Module::to(Device device) {
+  for (auto& [name, t] : state()) t.to_(device);
+}
+
 void Module::zero_grad() {
   for (Tensor& t : trainable_parameters()) t.set_grad(Tensor());
 }

@@ -34,6 +34,8 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();
+  // Moves every parameter and buffer (children included) to `device`, in place.
+  void to(Device device);
 
  protected:
   // Registers t under `name` and returns it. Trainable parameters are marked requires_grad.

@@ -17,7 +17,7 @@ std::vector<Tensor> padding_masks(const Tensor& mask_pad, int64_t width, DType d
     Tensor m = Tensor::zeros({B, width}, dtype);
     for (int64_t b = 0; b < B; ++b)
       if (flags[t * B + b] != 0) m.narrow0(b, 1).fill_(1.0);
-    masks.push_back(m);
+    masks.push_back(m.to(mask_pad.device()));  // made on the CPU: one copy instead of B fills
   }
   return masks;
 }

@@ -88,9 +88,9 @@ std::pair<Tensor, Tensor> SRULayer::forward(const Tensor& x, const Tensor& c0, c
   Tensor input = x;
   if (layer_norm && !options.normalize_after) input = layer_norm->forward(input);
   if (is_training() && options.rnn_dropout > 0)
-    input = input * dropout_mask({B, input_size}, options.rnn_dropout, x.dtype(), *gen_);
+    input = input * dropout_mask({B, input_size}, options.rnn_dropout, x.dtype(), *gen_, x.device());
   Tensor mask_c;
-  if (is_training() && dropout > 0) mask_c = dropout_mask({B, output_size}, dropout, x.dtype(), *gen_);
+  if (is_training() && dropout > 0) mask_c = dropout_mask({B, output_size}, dropout, x.dtype(), *gen_, x.device());
 
   const Tensor U = weight_proj.defined() ? matmul(matmul(input, weight_proj), weight) : matmul(input, weight);
   SruRecurrenceOptions ro;

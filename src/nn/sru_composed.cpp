@@ -40,7 +40,7 @@ std::pair<Tensor, Tensor> sru_recurrence_composed(const Tensor& U, const Tensor&
     if (k == 4) skip = direction(blocks[3], dir, d);
     else if (skip_from_x) skip = direction(x, dir, d) * o.scale_x;
     const Tensor m = mask_c.defined() ? direction(mask_c, dir, d) : Tensor();
-    Tensor c = c0.defined() ? direction(c0, dir, d) : Tensor::zeros({B, d}, U.dtype());
+    Tensor c = c0.defined() ? direction(c0, dir, d) : Tensor::zeros({B, d}, U.dtype(), U.device());
     const std::vector<Tensor> u0_t = unbind(u0), u1_t = unbind(u1), u2_t = unbind(u2);
     const std::vector<Tensor> skip_t = skip.defined() ? unbind(skip) : std::vector<Tensor>();
     std::vector<Tensor> h_steps(L);

@@ -13,10 +13,15 @@ namespace sru {
 // Returns x itself when !training or p == 0.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 // A mask of `shape` with entries 0 or 1/(1-p).
-Tensor dropout_mask(const Shape& shape, double p, DType dtype = DType::F32, Generator& gen = default_generator());
+Tensor dropout_mask(const Shape& shape, double p, DType dtype = DType::F32, Generator& gen = default_generator(),
+                    Device device = Device::cpu());
 
 namespace cpu {
 void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/dropout.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask);
+}  // namespace cuda
 
 }  // namespace sru

@@ -1,5 +1,6 @@
 // Autograd wrappers of the pointwise ops: shape checks, output allocation, backward formulas.
 #include "ops/elementwise.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -9,6 +10,7 @@ namespace {
 
 Shape broadcast_shape(const Tensor& a, const Tensor& b, const char* op) {
   check_same_dtype(a, b, op);
+  check_same_device(a, b, op);
   check_floating(a, op);
   if (a.shape() == b.shape()) return a.shape();
   if (a.numel() >= b.numel() && is_shape_suffix(b.shape(), a.shape())) return a.shape();
@@ -19,18 +21,18 @@ Shape broadcast_shape(const Tensor& a, const Tensor& b, const char* op) {
 
 Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(broadcast_shape(a, b, name), a.dtype(), a.device());
-  cpu::binary(op, a, b, out);
+  SRU_KERNEL(out.device(), binary, op, a, b, out);
   return out;
 }
 
 Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, double alpha) {
   check_floating(x, name);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  cpu::unary(op, x, alpha, y);
+  SRU_KERNEL(x.device(), unary, op, x, alpha, y);
   if (autograd::needs_grad({x})) {
     autograd::record(name, {x}, {y}, [op, alpha, x = x.detach(), y = y.detach()](const std::vector<Tensor>& g) {
       Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
-      cpu::unary_backward(op, g[0], x, y, alpha, gx);
+      SRU_KERNEL(x.device(), unary_backward, op, g[0], x, y, alpha, gx);
       return std::vector<Tensor>{gx};
     });
   }
@@ -44,7 +46,7 @@ Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
   SRU_CHECK(is_shape_suffix(shape, g.shape()), "sum_to_shape: ", shape_str(shape), " is not a suffix of ",
             shape_str(g.shape()));
   Tensor out = Tensor::empty(shape, g.dtype(), g.device());
-  cpu::sum_rows(g, out);
+  SRU_KERNEL(g.device(), sum_rows, g, out);
   return out;
 }
 

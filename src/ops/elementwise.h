@@ -57,5 +57,13 @@ void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tenso
 // out (n) = sum over rows of g viewed as (rows, n).
 void sum_rows(const Tensor& g, const Tensor& out);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/elementwise.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+void unary(UnaryOp op, const Tensor& x, double alpha, const Tensor& out);
+void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double alpha,
+                    const Tensor& grad_x);
+void sum_rows(const Tensor& g, const Tensor& out);
+}  // namespace cuda
 
 }  // namespace sru

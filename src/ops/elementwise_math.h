@@ -61,4 +61,22 @@ SRU_HD T unary_derivative(T x, T y, T alpha) {
   if constexpr (OP == UnaryOp::RDivScalar) return -y / x;
 }
 
+// Calls fn.template operator()<OP>() with the compile-time UnaryOp matching `op`.
+template <typename F>
+void with_unary_op(UnaryOp op, const F& fn) {
+  switch (op) {
+    case UnaryOp::Exp: return fn.template operator()<UnaryOp::Exp>();
+    case UnaryOp::Log: return fn.template operator()<UnaryOp::Log>();
+    case UnaryOp::Tanh: return fn.template operator()<UnaryOp::Tanh>();
+    case UnaryOp::Sigmoid: return fn.template operator()<UnaryOp::Sigmoid>();
+    case UnaryOp::Relu: return fn.template operator()<UnaryOp::Relu>();
+    case UnaryOp::Neg: return fn.template operator()<UnaryOp::Neg>();
+    case UnaryOp::AddScalar: return fn.template operator()<UnaryOp::AddScalar>();
+    case UnaryOp::MulScalar: return fn.template operator()<UnaryOp::MulScalar>();
+    case UnaryOp::PowScalar: return fn.template operator()<UnaryOp::PowScalar>();
+    case UnaryOp::RSubScalar: return fn.template operator()<UnaryOp::RSubScalar>();
+    case UnaryOp::RDivScalar: return fn.template operator()<UnaryOp::RDivScalar>();
+  }
+}
+
 }  // namespace sru

@@ -1,5 +1,6 @@
 // Autograd wrapper of the embedding lookup.
 #include "ops/embedding.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -10,17 +11,18 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   SRU_CHECK(weight.dim() == 2, "embedding: weight must be (V, D), got ", shape_str(weight.shape()));
   SRU_CHECK(indices.dtype() == DType::I64 || indices.dtype() == DType::I32, "embedding: indices must be i64 or i32, got ",
             dtype_name(indices.dtype()));
+  check_same_device(weight, indices, "embedding");
   SRU_CHECK(padding_idx < weight.size(0), "embedding: padding_idx ", padding_idx, " >= vocabulary size ", weight.size(0));
   Shape out_shape = indices.shape();
   out_shape.push_back(weight.size(1));
   Tensor out = Tensor::empty(out_shape, weight.dtype(), weight.device());
-  cpu::embedding_forward(weight, indices, out);
+  SRU_KERNEL(weight.device(), embedding_forward, weight, indices, out);
   if (autograd::needs_grad({weight})) {
     autograd::record("EmbeddingBackward", {weight, indices}, {out},
-                     [padding_idx, wshape = weight.shape(), dtype = weight.dtype(), indices = indices.detach()](
+                     [padding_idx, wshape = weight.shape(), dtype = weight.dtype(), device = weight.device(), indices = indices.detach()](
                          const std::vector<Tensor>& g) {
-                       Tensor gw = Tensor::zeros(wshape, dtype);
-                       cpu::embedding_backward(g[0], indices, padding_idx, gw);
+                       Tensor gw = Tensor::zeros(wshape, dtype, device);
+                       SRU_KERNEL(gw.device(), embedding_backward, g[0], indices, padding_idx, gw);
                        return std::vector<Tensor>{gw, Tensor()};
                      });
   }

@@ -15,5 +15,10 @@ void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor
 // grad_weight += rows of grad scattered by indices (grad_weight must be zeroed by the caller).
 void embedding_backward(const Tensor& grad, const Tensor& indices, int64_t padding_idx, const Tensor& grad_weight);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/embedding.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor& out);
+void embedding_backward(const Tensor& grad, const Tensor& indices, int64_t padding_idx, const Tensor& grad_weight);
+}  // namespace cuda
 
 }  // namespace sru

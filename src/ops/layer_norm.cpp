@@ -1,5 +1,6 @@
 // Autograd wrapper of layer_norm.
 #include "ops/layer_norm.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -18,7 +19,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   Tensor mean = Tensor::empty({N}, x.dtype(), x.device());
   Tensor rstd = Tensor::empty({N}, x.dtype(), x.device());
-  cpu::layer_norm_forward(x, weight, bias, eps, y, mean, rstd);
+  SRU_KERNEL(x.device(), layer_norm_forward, x, weight, bias, eps, y, mean, rstd);
   if (autograd::needs_grad({x, weight, bias})) {
     const bool need_w = weight.defined() && weight.requires_grad();
     const bool need_b = bias.defined() && bias.requires_grad();
@@ -26,9 +27,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                      [=, x = x.detach(), weight = weight.defined() ? weight.detach() : Tensor()](
                          const std::vector<Tensor>& g) {
                        Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-                       Tensor dw = need_w ? Tensor::empty({D}, x.dtype()) : Tensor();
-                       Tensor db = need_b ? Tensor::empty({D}, x.dtype()) : Tensor();
-                       cpu::layer_norm_backward(g[0], x, weight, mean, rstd, dx, dw, db);
+                       Tensor dw = need_w ? Tensor::empty({D}, x.dtype(), x.device()) : Tensor();
+                       Tensor db = need_b ? Tensor::empty({D}, x.dtype(), x.device()) : Tensor();
+                       SRU_KERNEL(x.device(), layer_norm_backward, g[0], x, weight, mean, rstd, dx, dw, db);
                        return std::vector<Tensor>{dx, dw, db};
                      });
   }

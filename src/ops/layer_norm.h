@@ -19,5 +19,12 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                          const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/layer_norm.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                        const Tensor& mean, const Tensor& rstd);
+void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
+}  // namespace cuda
 
 }  // namespace sru

@@ -1,5 +1,6 @@
 // Autograd wrappers of matmul and bmm (see matmul.h for the backward formulas).
 #include "ops/matmul.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -18,7 +19,7 @@ Mat as_matrix(const Tensor& t) { return {t.numel() / std::max<int64_t>(t.size(-1
 Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   const Mat ma = as_matrix(a), mb = as_matrix(b);
   Tensor c = Tensor::empty({ta ? ma.cols : ma.rows, tb ? mb.rows : mb.cols}, a.dtype(), a.device());
-  cpu::gemm(a, ma.rows, ma.cols, ta, b, mb.rows, mb.cols, tb, c, 1, 1.0, 0.0);
+  SRU_KERNEL(c.device(), gemm, a, ma.rows, ma.cols, ta, b, mb.rows, mb.cols, tb, c, 1, 1.0, 0.0);
   return c;
 }
 
@@ -26,6 +27,7 @@ Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   check_same_dtype(a, b, "matmul");
+  check_same_device(a, b, "matmul");
   check_floating(a, "matmul");
   SRU_CHECK(b.dim() == 2, "matmul: b must be 2-d, got shape ", shape_str(b.shape()));
   SRU_CHECK(a.dim() >= 1 && (!ta || a.dim() == 2), "matmul: a must be ", ta ? "2-d when transposed" : "at least 1-d",
@@ -56,6 +58,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   check_same_dtype(a, b, "bmm");
+  check_same_device(a, b, "bmm");
   check_floating(a, "bmm");
   SRU_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0), "bmm: expected (Bt, ., .) tensors with equal Bt, got ",
             shape_str(a.shape()), " and ", shape_str(b.shape()));
@@ -67,7 +70,7 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   auto batched = [batch](const Tensor& x, bool tx, const Tensor& y, bool ty) {
     const int64_t rx = x.size(1), cx = x.size(2), ry = y.size(1), cy = y.size(2);
     Tensor z = Tensor::empty({batch, tx ? cx : rx, ty ? ry : cy}, x.dtype(), x.device());
-    cpu::gemm(x, rx, cx, tx, y, ry, cy, ty, z, batch, 1.0, 0.0);
+    SRU_KERNEL(z.device(), gemm, x, rx, cx, tx, y, ry, cy, ty, z, batch, 1.0, 0.0);
     return z;
   };
   Tensor c = batched(a, ta, b, tb);

@@ -22,5 +22,10 @@ namespace cpu {
 void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
           const Tensor& c, int64_t batch, double alpha, double beta);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/matmul.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
+          const Tensor& c, int64_t batch, double alpha, double beta);
+}  // namespace cuda
 
 }  // namespace sru

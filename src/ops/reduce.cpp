@@ -1,5 +1,6 @@
 // Autograd wrappers of sum and mean.
 #include "ops/reduce.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -14,12 +15,12 @@ Tensor reduce_middle_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inn
   SRU_CHECK(!is_mean || n > 0, name, ": mean over an empty dim of a tensor of shape ", shape_str(x.shape()));
   const double scale = is_mean ? 1.0 / static_cast<double>(n) : 1.0;
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
-  cpu::reduce_middle(x, outer, n, inner, scale, out);
+  SRU_KERNEL(x.device(), reduce_middle, x, outer, n, inner, scale, out);
   if (autograd::needs_grad({x})) {
     autograd::record(is_mean ? "MeanBackward" : "SumBackward", {x}, {out},
-                     [=, in_shape = x.shape(), dtype = x.dtype()](const std::vector<Tensor>& g) {
-                       Tensor gx = Tensor::empty(in_shape, dtype);
-                       cpu::broadcast_middle(g[0], outer, n, inner, scale, gx);
+                     [=, in_shape = x.shape(), dtype = x.dtype(), device = x.device()](const std::vector<Tensor>& g) {
+                       Tensor gx = Tensor::empty(in_shape, dtype, device);
+                       SRU_KERNEL(gx.device(), broadcast_middle, g[0], outer, n, inner, scale, gx);
                        return std::vector<Tensor>{gx};
                      });
   }

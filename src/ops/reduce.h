@@ -18,5 +18,10 @@ void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, dou
 // out (outer, n, inner) = scale * g (outer, inner) repeated along the middle axis.
 void broadcast_middle(const Tensor& g, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/reduce.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
+void broadcast_middle(const Tensor& g, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
+}  // namespace cuda
 
 }  // namespace sru

@@ -1,5 +1,6 @@
 // Autograd wrappers of masked_fill and where; both run the one select kernel.
 #include "ops/select.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -15,8 +16,8 @@ void check_condition(const Tensor& cond, const Tensor& x, const char* op) {
 // g where the condition picks the `taken` side, else 0.
 Tensor route_grad(const Tensor& cond, const Tensor& g, bool taken) {
   Tensor out = Tensor::empty(g.shape(), g.dtype(), g.device());
-  if (taken) cpu::select(cond, g, 0.0, Tensor(), 0.0, out);
-  else cpu::select(cond, Tensor(), 0.0, g, 0.0, out);
+  if (taken) SRU_KERNEL(out.device(), select, cond, g, 0.0, Tensor(), 0.0, out);
+  else SRU_KERNEL(out.device(), select, cond, Tensor(), 0.0, g, 0.0, out);
   return out;
 }
 
@@ -26,7 +27,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   check_floating(x, "masked_fill");
   check_condition(mask, x, "masked_fill");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  cpu::select(mask, Tensor(), value, x, 0.0, y);
+  SRU_KERNEL(y.device(), select, mask, Tensor(), value, x, 0.0, y);
   if (autograd::needs_grad({x})) {
     autograd::record("MaskedFillBackward", {x, mask}, {y}, [mask = mask.detach()](const std::vector<Tensor>& g) {
       return std::vector<Tensor>{route_grad(mask, g[0], false), Tensor()};
@@ -38,10 +39,11 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_floating(a, "where");
   check_same_dtype(a, b, "where");
+  check_same_device(a, b, "where");
   check_same_shape(a, b, "where");
   check_condition(cond, a, "where");
   Tensor y = Tensor::empty(a.shape(), a.dtype(), a.device());
-  cpu::select(cond, a, 0.0, b, 0.0, y);
+  SRU_KERNEL(y.device(), select, cond, a, 0.0, b, 0.0, y);
   if (autograd::needs_grad({a, b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
     autograd::record("WhereBackward", {cond, a, b}, {y}, [=, cond = cond.detach()](const std::vector<Tensor>& g) {

@@ -16,5 +16,9 @@ namespace cpu {
 // out[i] = cond[i % cond.numel()] != 0 ? (a defined ? a[i] : a_value) : (b defined ? b[i] : b_value)
 void select(const Tensor& cond, const Tensor& a, double a_value, const Tensor& b, double b_value, const Tensor& out);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/select.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void select(const Tensor& cond, const Tensor& a, double a_value, const Tensor& b, double b_value, const Tensor& out);
+}  // namespace cuda
 
 }  // namespace sru

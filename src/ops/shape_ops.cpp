@@ -1,5 +1,6 @@
 // Autograd wrappers of the layout ops.
 #include "ops/shape_ops.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -41,12 +42,12 @@ Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end) {
     y = x.narrow0(start, end - start);
   } else {
     y = Tensor::empty(out_shape, x.dtype(), x.device());
-    cpu::copy_middle(x, y, a.outer, a.n, end - start, a.inner, start, false);
+    SRU_KERNEL(y.device(), copy_middle, x, y, a.outer, a.n, end - start, a.inner, start, false);
   }
   if (autograd::needs_grad({x})) {
     autograd::record("SliceBackward", {x}, {y}, [a, start, in_shape = x.shape()](const std::vector<Tensor>& g) {
       Tensor gx = Tensor::zeros(in_shape, g[0].dtype(), g[0].device());
-      cpu::copy_middle(g[0], gx, a.outer, g[0].shape()[a.d], a.n, a.inner, start, true);
+      SRU_KERNEL(gx.device(), copy_middle, g[0], gx, a.outer, g[0].shape()[a.d], a.n, a.inner, start, true);
       return std::vector<Tensor>{gx};
     });
   }
@@ -74,7 +75,7 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
   Tensor y = Tensor::empty(out_shape, xs[0].dtype(), xs[0].device());
   int64_t at = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
-    cpu::copy_middle(xs[i], y, a.outer, sizes[i], total, a.inner, at, true);
+    SRU_KERNEL(y.device(), copy_middle, xs[i], y, a.outer, sizes[i], total, a.inner, at, true);
     at += sizes[i];
   }
   if (autograd::needs_grad(xs)) {
@@ -85,7 +86,7 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
         Shape piece = g[0].shape();
         piece[a.d] = s;
         Tensor gi = Tensor::empty(piece, g[0].dtype(), g[0].device());
-        cpu::copy_middle(g[0], gi, a.outer, total, s, a.inner, offset, false);
+        SRU_KERNEL(gi.device(), copy_middle, g[0], gi, a.outer, total, s, a.inner, offset, false);
         grads.push_back(gi);
         offset += s;
       }
@@ -121,11 +122,11 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   const int64_t A = shape_prod(x.shape(), 0, d0), n0 = x.size(d0), M = shape_prod(x.shape(), d0 + 1, d1),
                 n1 = x.size(d1), C = shape_prod(x.shape(), d1 + 1, r);
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
-  cpu::transpose_copy(x, y, A, n0, M, n1, C);
+  SRU_KERNEL(y.device(), transpose_copy, x, y, A, n0, M, n1, C);
   if (autograd::needs_grad({x})) {
     autograd::record("TransposeBackward", {x}, {y}, [=, in_shape = x.shape()](const std::vector<Tensor>& g) {
       Tensor gx = Tensor::empty(in_shape, g[0].dtype(), g[0].device());
-      cpu::transpose_copy(g[0], gx, A, n1, M, n0, C);
+      SRU_KERNEL(gx.device(), transpose_copy, g[0], gx, A, n1, M, n0, C);
       return std::vector<Tensor>{gx};
     });
   }

@@ -31,5 +31,11 @@ void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_
 // dst = src with dims d0 < d1 swapped, src viewed as (A, n0, M, n1, C).
 void transpose_copy(const Tensor& src, const Tensor& dst, int64_t A, int64_t n0, int64_t M, int64_t n1, int64_t C);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/shape_ops.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,
+                 int64_t at, bool into);
+void transpose_copy(const Tensor& src, const Tensor& dst, int64_t A, int64_t n0, int64_t M, int64_t n1, int64_t C);
+}  // namespace cuda
 
 }  // namespace sru

@@ -1,5 +1,6 @@
 // Autograd wrappers of softmax, log_softmax and cross_entropy.
 #include "ops/softmax.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -11,12 +12,12 @@ Tensor softmax_impl(const Tensor& x, bool log, const char* name) {
   check_floating(x, name);
   SRU_CHECK(x.dim() >= 1, name, ": needs a tensor of rank >= 1");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  cpu::softmax_forward(x, log, y);
+  SRU_KERNEL(x.device(), softmax_forward, x, log, y);
   if (autograd::needs_grad({x})) {
     autograd::record(log ? "LogSoftmaxBackward" : "SoftmaxBackward", {x}, {y},
                      [log, y = y.detach()](const std::vector<Tensor>& g) {
                        Tensor gx = Tensor::empty(y.shape(), y.dtype(), y.device());
-                       cpu::softmax_backward(g[0], y, log, gx);
+                       SRU_KERNEL(gx.device(), softmax_backward, g[0], y, log, gx);
                        return std::vector<Tensor>{gx};
                      });
   }
@@ -33,18 +34,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   SRU_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", shape_str(logits.shape()));
   SRU_CHECK(target.dtype() == DType::I64 || target.dtype() == DType::I32,
             "cross_entropy: targets must be i64 or i32, got ", dtype_name(target.dtype()));
+  check_same_device(logits, target, "cross_entropy");
   SRU_CHECK(target.numel() == logits.size(0), "cross_entropy: ", target.numel(), " targets for ", logits.size(0),
             " rows of logits");
   Tensor lse = Tensor::empty({logits.size(0)}, logits.dtype(), logits.device());
-  const auto [total, counted] = cpu::cross_entropy_forward(logits, target, ignore_index, lse);
+  const auto [total, counted] = SRU_KERNEL(logits.device(), cross_entropy_forward, logits, target, ignore_index, lse);
   // Mean over zero counted rows is 0 (nothing to learn from), not NaN.
   const double scale = reduction == Reduction::Sum ? 1.0 : (counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0);
-  Tensor loss = Tensor::scalar(total * scale, logits.dtype());
+  Tensor loss = Tensor::full({}, total * scale, logits.dtype(), logits.device());
   if (autograd::needs_grad({logits})) {
     autograd::record("CrossEntropyBackward", {logits, target}, {loss},
                      [=, logits = logits.detach(), target = target.detach()](const std::vector<Tensor>& g) {
                        Tensor gx = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-                       cpu::cross_entropy_backward(logits, target, lse, ignore_index, scale * g[0].item<double>(), gx);
+                       SRU_KERNEL(gx.device(), cross_entropy_backward, logits, target, lse, ignore_index, scale * g[0].item<double>(), gx);
                        return std::vector<Tensor>{gx, Tensor()};
                      });
   }

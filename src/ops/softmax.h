@@ -31,5 +31,14 @@ std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Ten
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
                             double scale, const Tensor& gx);
 }  // namespace cpu
+// The CUDA twins (ops/cuda/softmax.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void softmax_forward(const Tensor& x, bool log, const Tensor& y);
+void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& gx);
+std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                                                 const Tensor& lse);
+void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
+                            double scale, const Tensor& gx);
+}  // namespace cuda
 
 }  // namespace sru

@@ -34,7 +34,11 @@ SRU_HD float exp_nonpositive(float x) {
   p = p * r + 5.0000001201e-1f;
   const float e = p * r * r + r + 1.0f;
   const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+#if defined(__CUDA_ARCH__)
+  return e * __uint_as_float(scale_bits);
+#else
   return e * std::bit_cast<float>(scale_bits);
+#endif
 }
 
 // The SRU's gate sigmoid: exact (std::exp) in double, the vectorisable exp in float.

@@ -1,5 +1,6 @@
 // Autograd wrapper of the fused SRU recurrence: argument checks, outputs, saved state, backward.
 #include "ops/sru_recurrence.h"
+#include "ops/dispatch.h"
 
 #include "autograd/node.h"
 
@@ -20,6 +21,7 @@ void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const 
     if (!t.defined()) return;
     SRU_CHECK(t.shape() == shape, "sru_recurrence: ", name, " must be ", shape_str(shape), ", got ", shape_str(t.shape()));
     if (std::string(name) != "mask_pad") check_same_dtype(U, t, "sru_recurrence");
+    check_same_device(U, t, "sru_recurrence");
   };
   expect(weight_c, {2 * out}, "weight_c");
   expect(bias, {2 * out}, "bias");
@@ -45,24 +47,24 @@ std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const
   Tensor h = Tensor::empty({L, B, out}, U.dtype(), U.device());
   Tensor c_all = Tensor::empty({L, B, out}, U.dtype(), U.device());
   Tensor c_last = Tensor::empty({B, out}, U.dtype(), U.device());
-  const cpu::SruTensors in{U, x_used, weight_c, bias, c0, mask_c, mask_pad};
-  cpu::sru_recurrence_forward(in, o, h, c_all, c_last);
+  const SruTensors in{U, x_used, weight_c, bias, c0, mask_c, mask_pad};
+  SRU_KERNEL(h.device(), sru_recurrence_forward, in, o, h, c_all, c_last);
 
   if (autograd::needs_grad({U, x_used, weight_c, bias, c0})) {
     auto saved = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
-    const cpu::SruTensors kept{saved(U), saved(x_used), saved(weight_c), saved(bias), saved(c0), saved(mask_c),
+    const SruTensors kept{saved(U), saved(x_used), saved(weight_c), saved(bias), saved(c0), saved(mask_c),
                                saved(mask_pad)};
     const bool need_x = x_used.defined() && x_used.requires_grad();
     const bool need_wc = weight_c.requires_grad(), need_b = bias.requires_grad();
     const bool need_c0 = c0.defined() && c0.requires_grad();
     autograd::record("SruRecurrenceBackward", {U, x_used, weight_c, bias, c0}, {h, c_last},
                      [=](const std::vector<Tensor>& g) {
-                       Tensor gU = Tensor::empty(kept.U.shape(), kept.U.dtype());
-                       Tensor gx = need_x ? Tensor::empty(kept.x.shape(), kept.x.dtype()) : Tensor();
-                       Tensor gw = Tensor::empty(kept.weight_c.shape(), kept.weight_c.dtype());
-                       Tensor gb = Tensor::empty(kept.bias.shape(), kept.bias.dtype());
-                       Tensor gc0 = need_c0 ? Tensor::empty(kept.c0.shape(), kept.c0.dtype()) : Tensor();
-                       cpu::sru_recurrence_backward(kept, o, c_all, g[0], g[1], gU, gx, gw, gb, gc0);
+                       Tensor gU = Tensor::empty(kept.U.shape(), kept.U.dtype(), kept.U.device());
+                       Tensor gx = need_x ? Tensor::empty(kept.x.shape(), kept.x.dtype(), kept.x.device()) : Tensor();
+                       Tensor gw = Tensor::empty(kept.weight_c.shape(), kept.weight_c.dtype(), kept.weight_c.device());
+                       Tensor gb = Tensor::empty(kept.bias.shape(), kept.bias.dtype(), kept.bias.device());
+                       Tensor gc0 = need_c0 ? Tensor::empty(kept.c0.shape(), kept.c0.dtype(), kept.c0.device()) : Tensor();
+                       SRU_KERNEL(gU.device(), sru_recurrence_backward, kept, o, c_all, g[0], g[1], gU, gx, gw, gb, gc0);
                        return std::vector<Tensor>{gU, gx, need_wc ? gw : Tensor(), need_b ? gb : Tensor(), gc0};
                      });
   }

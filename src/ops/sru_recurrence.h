@@ -36,11 +36,11 @@ std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const
                                          const Tensor& c0, const Tensor& mask_c, const Tensor& mask_pad,
                                          const SruRecurrenceOptions& options);
 
-namespace cpu {
-
 struct SruTensors {
   Tensor U, x, weight_c, bias, c0, mask_c, mask_pad;
 };
+
+namespace cpu {
 
 // Writes h (L, B, out), c_all (L, B, out) and c_last (B, out).
 void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
@@ -58,5 +58,15 @@ const char* sru_kernel_isa();
 bool force_baseline_sru_kernels(bool on);
 
 }  // namespace cpu
+
+// The CUDA twins (ops/cuda/sru_recurrence.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
+                            const Tensor& c_last);
+void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& c_all,
+                             const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_U,
+                             const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
+                             const Tensor& grad_c0);
+}  // namespace cuda
 
 }  // namespace sru

@@ -139,7 +139,7 @@ TEST(LineReader, PlainGzipZipAndZip64GiveTheSameLines) {
     std::string line;
     int64_t n = 0;
     while (in.next(line)) {
-      if (n < 40000) ASSERT_EQ(line, "line " + std::to_string(n)) << path;
+      if (n < 40000) { ASSERT_EQ(line, "line " + std::to_string(n)) << path; }
       ++n;
     }
     EXPECT_EQ(n, 40001) << path;

@@ -2,24 +2,15 @@
 #include <cstring>
 
 #include "core/parallel.h"
+#include "ops/dispatch.h"
 #include "ops/embedding.h"
 
 namespace sru::cpu {
 
-namespace {
-
-template <typename F>
-void with_indices(const Tensor& indices, const F& fn) {
-  if (indices.dtype() == DType::I64) fn(indices.data<int64_t>());
-  else fn(indices.data<int32_t>());
-}
-
-}  // namespace
-
 void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor& out) {
   const int64_t V = weight.size(0), D = weight.size(1), n = indices.numel();
   SRU_DISPATCH_FLOATING(weight.dtype(), "embedding", [&]<typename T>() {
-    with_indices(indices, [&](const auto* idx) {
+    with_index_data(indices, [&](const auto* idx) {
       for (int64_t i = 0; i < n; ++i)
         SRU_CHECK(idx[i] >= 0 && idx[i] < V, "embedding: index ", static_cast<int64_t>(idx[i]), " at position ", i,
                   " is outside the vocabulary [0, ", V, ")");
@@ -36,7 +27,7 @@ void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor
 void embedding_backward(const Tensor& grad, const Tensor& indices, int64_t padding_idx, const Tensor& grad_weight) {
   const int64_t D = grad_weight.size(1), n = indices.numel();
   SRU_DISPATCH_FLOATING(grad_weight.dtype(), "embedding_backward", [&]<typename T>() {
-    with_indices(indices, [&](const auto* idx) {
+    with_index_data(indices, [&](const auto* idx) {
       const T* g = grad.data<T>();
       T* gw = grad_weight.data<T>();
       // Threads own disjoint column ranges: no races, and each element sums in position order.

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/parallel.h"
+#include "ops/dispatch.h"
 #include "ops/softmax.h"
 
 namespace sru::cpu {
@@ -29,13 +30,6 @@ void check_targets(const I* t, int64_t N, int64_t C, int64_t ignore_index) {
     SRU_CHECK(k == ignore_index || (k >= 0 && k < C), "cross_entropy: target ", k, " at row ", n,
               " is outside [0, ", C, ") and is not the ignore index ", ignore_index);
   }
-}
-
-// Calls fn(const I* targets) with the target tensor's integer type.
-template <typename F>
-void with_targets(const Tensor& target, const F& fn) {
-  if (target.dtype() == DType::I64) fn(target.data<int64_t>());
-  else fn(target.data<int32_t>());
 }
 
 }  // namespace
@@ -84,7 +78,7 @@ std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Ten
   double total = 0.0;
   int64_t counted = 0;
   SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&]<typename T>() {
-    with_targets(target, [&](const auto* t) {
+    with_index_data(target, [&](const auto* t) {
       check_targets(t, N, C, ignore_index);
       const T* px = logits.data<T>();
       T* pl = lse.data<T>();
@@ -111,7 +105,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
                             double scale, const Tensor& gx) {
   const int64_t N = logits.size(0), C = logits.size(1);
   SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
-    with_targets(target, [&](const auto* t) {
+    with_index_data(target, [&](const auto* t) {
       const T *px = logits.data<T>(), *pl = lse.data<T>();
       T* po = gx.data<T>();
       parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {

@@ -1,0 +1,28 @@
+// Per-device CUDA state: one stream on which every kernel, copy, cuBLAS and cuDNN call of that device
+// is queued (so work is ordered and freed memory can be reused at once), with the cuBLAS and cuDNN
+// handles bound to it. Created on first use, kept for the life of the process. Include from .cu only.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+namespace sru::cuda {
+
+struct DeviceContext {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+};
+
+// Makes `device` current for this thread and returns its context.
+DeviceContext& context(int device);
+
+// Grid size for a one-thread-per-element kernel over n elements (grid-stride loops cover the rest).
+inline unsigned grid_for(long long n, unsigned block = 256) {
+  const long long blocks = (n + block - 1) / block;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535LL * 16 ? 65535LL * 16 : blocks));
+}
+
+}  // namespace sru::cuda

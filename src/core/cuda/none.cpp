@@ -1,0 +1,34 @@
+// The CUDA entry points for builds without the CUDA backend: the device query says there is no
+// device, and the runtime functions throw (no tensor can be created on a CUDA device in such a build,
+// so they are reached only through a programming error).
+#include "core/cuda/device_info.h"
+#include "core/cuda/runtime.h"
+#include "core/error.h"
+
+namespace sru::cuda {
+
+namespace {
+[[noreturn]] void no_backend() {
+  SRU_FAIL("this build has no CUDA backend (configured with SRU_CUDA=OFF or without nvcc)");
+}
+}  // namespace
+
+bool built_with_cuda() { return false; }
+int device_count() { return 0; }
+std::string unavailable_reason() { return "this build has no CUDA backend (configured with SRU_CUDA=OFF or no nvcc)"; }
+std::string describe() { return "CUDA: not built\n"; }
+
+void* allocate(size_t, int, size_t*) { no_backend(); }
+void release(void*, size_t, int) { no_backend(); }
+AllocatorStats allocator_stats(int) { return {}; }
+void empty_cache() {}
+void copy_bytes(void*, Device, const void*, Device, size_t) { no_backend(); }
+void synchronize(int) {}
+double time_on_stream_ms(int, const std::function<void()>&) { no_backend(); }
+void fill(const Tensor&, double) { no_backend(); }
+void add_scaled(const Tensor&, const Tensor&, double) { no_backend(); }
+void scale(const Tensor&, double) { no_backend(); }
+void convert(const Tensor&, const Tensor&) { no_backend(); }
+void zero(const Tensor&) { no_backend(); }
+
+}  // namespace sru::cuda

@@ -1,0 +1,96 @@
+// CUDA kernels of the pointwise ops (math in ops/elementwise_math.h, shared with the CPU twins in
+// ops/cpu/elementwise.cpp). Shapes: out has n elements; a broadcast operand of m elements (m divides n)
+// is read at index i % m (trailing-dim broadcasting). One thread per element, grid-stride loops.
+// sum_rows: out (n) = sum over rows of g (rows, n); one thread per column adds the rows in order in
+// double, as the CPU twin does.
+#include "ops/cuda/kernel_util.cuh"
+#include "ops/elementwise.h"
+
+namespace sru::cuda {
+
+namespace {
+
+template <BinaryOp OP, typename T>
+__global__ void binary_kernel(const T* a, long long na, const T* b, long long nb, T* out, long long n) {
+  SRU_GRID_STRIDE(i, n) out[i] = binary_apply<OP>(a[na == n ? i : i % na], b[nb == n ? i : i % nb]);
+}
+
+template <UnaryOp OP, typename T>
+__global__ void unary_kernel(const T* x, T alpha, T* y, long long n) {
+  SRU_GRID_STRIDE(i, n) y[i] = unary_apply<OP>(x[i], alpha);
+}
+
+template <UnaryOp OP, typename T>
+__global__ void unary_backward_kernel(const T* g, const T* x, const T* y, T alpha, T* gx, long long n) {
+  SRU_GRID_STRIDE(i, n) gx[i] = g[i] * unary_derivative<OP>(x[i], y[i], alpha);
+}
+
+template <typename T>
+__global__ void sum_rows_kernel(const T* g, long long rows, long long n, T* out) {
+  SRU_GRID_STRIDE(j, n) {
+    double acc = 0.0;
+    for (long long r = 0; r < rows; ++r) acc += g[r * n + j];
+    out[j] = static_cast<T>(acc);
+  }
+}
+
+template <BinaryOp OP, typename T>
+void launch_binary(const T* a, long long na, const T* b, long long nb, T* out, long long n, cudaStream_t s) {
+  binary_kernel<OP><<<grid_for(n), kBlock, 0, s>>>(a, na, b, nb, out, n);
+  SRU_CUDA_LAUNCH_CHECK("binary_kernel");
+}
+
+}  // namespace
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  const long long n = out.numel();
+  if (n == 0) return;
+  const cudaStream_t s = stream_of(out);
+  SRU_DISPATCH_FLOATING(out.dtype(), "binary", [&]<typename T>() {
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    T* po = out.data<T>();
+    const long long na = a.numel(), nb = b.numel();
+    switch (op) {
+      case BinaryOp::Add: return launch_binary<BinaryOp::Add>(pa, na, pb, nb, po, n, s);
+      case BinaryOp::Sub: return launch_binary<BinaryOp::Sub>(pa, na, pb, nb, po, n, s);
+      case BinaryOp::Mul: return launch_binary<BinaryOp::Mul>(pa, na, pb, nb, po, n, s);
+      case BinaryOp::Div: return launch_binary<BinaryOp::Div>(pa, na, pb, nb, po, n, s);
+    }
+  });
+}
+
+void unary(UnaryOp op, const Tensor& x, double alpha, const Tensor& out) {
+  const long long n = x.numel();
+  if (n == 0) return;
+  SRU_DISPATCH_FLOATING(x.dtype(), "unary", [&]<typename T>() {
+    with_unary_op(op, [&]<UnaryOp OP>() {
+      unary_kernel<OP, T><<<grid_for(n), kBlock, 0, stream_of(x)>>>(x.data<T>(), T(alpha), out.data<T>(), n);
+      SRU_CUDA_LAUNCH_CHECK("unary_kernel");
+    });
+  });
+}
+
+void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double alpha,
+                    const Tensor& grad_x) {
+  const long long n = x.numel();
+  if (n == 0) return;
+  SRU_DISPATCH_FLOATING(x.dtype(), "unary_backward", [&]<typename T>() {
+    with_unary_op(op, [&]<UnaryOp OP>() {
+      unary_backward_kernel<OP, T><<<grid_for(n), kBlock, 0, stream_of(x)>>>(grad.data<T>(), x.data<T>(), y.data<T>(),
+                                                                             T(alpha), grad_x.data<T>(), n);
+      SRU_CUDA_LAUNCH_CHECK("unary_backward_kernel");
+    });
+  });
+}
+
+void sum_rows(const Tensor& g, const Tensor& out) {
+  const long long n = out.numel();
+  if (n == 0) return;
+  const long long rows = g.numel() / n;
+  SRU_DISPATCH_FLOATING(g.dtype(), "sum_rows", [&]<typename T>() {
+    sum_rows_kernel<<<grid_for(n), kBlock, 0, stream_of(g)>>>(g.data<T>(), rows, n, out.data<T>());
+    SRU_CUDA_LAUNCH_CHECK("sum_rows_kernel");
+  });
+}
+
+}  // namespace sru::cuda

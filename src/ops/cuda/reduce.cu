@@ -1,0 +1,65 @@
+// CUDA kernels of sum/mean (CPU twins: ops/cpu/reduce.cpp). x is viewed as (outer, n, inner).
+// reduce_middle: out (outer, inner) = scale * sum over k of x[o, k, i], in double; with inner == 1 one
+// block per output row sums it with a fixed tree, otherwise one thread per output adds k in order.
+// broadcast_middle: out (outer, n, inner) = scale * g (outer, inner), one thread per element.
+#include "ops/cuda/kernel_util.cuh"
+#include "ops/reduce.h"
+
+namespace sru::cuda {
+
+namespace {
+
+template <typename T>
+__global__ void reduce_rows_kernel(const T* x, long long n, double scale, T* out) {
+  __shared__ double shared[kBlock];
+  const T* row = x + blockIdx.x * n;
+  double acc = 0.0;
+  for (long long k = threadIdx.x; k < n; k += kBlock) acc += row[k];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<T>(acc * scale);
+}
+
+template <typename T>
+__global__ void reduce_middle_kernel(const T* x, long long outer, long long n, long long inner, double scale, T* out) {
+  SRU_GRID_STRIDE(idx, outer * inner) {
+    const long long o = idx / inner, i = idx % inner;
+    const T* block = x + o * n * inner + i;
+    double acc = 0.0;
+    for (long long k = 0; k < n; ++k) acc += block[k * inner];
+    out[idx] = static_cast<T>(acc * scale);
+  }
+}
+
+template <typename T>
+__global__ void broadcast_middle_kernel(const T* g, long long outer, long long n, long long inner, T scale, T* out) {
+  SRU_GRID_STRIDE(idx, outer * n * inner) {
+    const long long i = idx % inner, o = idx / (n * inner);
+    out[idx] = scale * g[o * inner + i];
+  }
+}
+
+}  // namespace
+
+void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out) {
+  if (outer * inner == 0) return;
+  const cudaStream_t s = stream_of(x);
+  SRU_DISPATCH_FLOATING(x.dtype(), "reduce", [&]<typename T>() {
+    if (inner == 1 && outer <= 2147483647LL)
+      reduce_rows_kernel<<<static_cast<unsigned>(outer), kBlock, 0, s>>>(x.data<T>(), n, scale, out.data<T>());
+    else
+      reduce_middle_kernel<<<grid_for(outer * inner), kBlock, 0, s>>>(x.data<T>(), outer, n, inner, scale, out.data<T>());
+    SRU_CUDA_LAUNCH_CHECK("reduce_middle");
+  });
+}
+
+void broadcast_middle(const Tensor& g, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out) {
+  const long long total = outer * n * inner;
+  if (total == 0) return;
+  SRU_DISPATCH_FLOATING(g.dtype(), "broadcast", [&]<typename T>() {
+    broadcast_middle_kernel<<<grid_for(total), kBlock, 0, stream_of(g)>>>(g.data<T>(), outer, n, inner,
+                                                                          static_cast<T>(scale), out.data<T>());
+    SRU_CUDA_LAUNCH_CHECK("broadcast_middle_kernel");
+  });
+}
+
+}  // namespace sru::cuda

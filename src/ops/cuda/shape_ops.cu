@@ -1,0 +1,50 @@
+// CUDA kernels of the layout ops (see ops/shape_ops.h; CPU twins in ops/cpu/shape_ops.cpp).
+// copy_middle: src (outer, n_src, inner) <-> rows [at, at + rows) of dst (outer, n_dst, inner), one 2-D
+// strided copy (cudaMemcpy2DAsync: `outer` blocks of rows*inner elements). transpose_copy:
+// dst[a, j, m, i, c] = src[a, i, m, j, c], one thread per element, moved as 4- or 8-byte words.
+#include "ops/cuda/kernel_util.cuh"
+#include "ops/shape_ops.h"
+
+namespace sru::cuda {
+
+namespace {
+template <typename W>
+__global__ void transpose_kernel(const W* src, W* dst, long long A, long long n0, long long M, long long n1, long long C) {
+  const long long n = A * n0 * M * n1 * C;
+  SRU_GRID_STRIDE(to, n) {  // to = (((a * n1 + j) * M + m) * n0 + i) * C + c
+    long long r = to;
+    const long long c = r % C; r /= C;
+    const long long i = r % n0; r /= n0;
+    const long long m = r % M; r /= M;
+    const long long j = r % n1;
+    const long long a = r / n1;
+    dst[to] = src[(((a * n0 + i) * M + m) * n1 + j) * C + c];
+  }
+}
+}  // namespace
+
+void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,
+                 int64_t at, bool into) {
+  const size_t elem = dtype_size(src.dtype());
+  const int64_t rows = into ? n_src : n_dst;
+  if (outer == 0 || rows * inner == 0) return;
+  const char* from = static_cast<const char*>(src.data_ptr()) + static_cast<size_t>((into ? 0 : at) * inner) * elem;
+  char* to = static_cast<char*>(dst.data_ptr()) + static_cast<size_t>((into ? at : 0) * inner) * elem;
+  CUDA_CHECK(cudaMemcpy2DAsync(to, n_dst * inner * elem, from, n_src * inner * elem, rows * inner * elem, outer,
+                               cudaMemcpyDeviceToDevice, stream_of(dst)));
+}
+
+void transpose_copy(const Tensor& src, const Tensor& dst, int64_t A, int64_t n0, int64_t M, int64_t n1, int64_t C) {
+  const long long n = A * n0 * M * n1 * C;
+  if (n == 0) return;
+  const cudaStream_t s = stream_of(dst);
+  if (dtype_size(src.dtype()) == 8)
+    transpose_kernel<<<grid_for(n), kBlock, 0, s>>>(static_cast<const uint64_t*>(src.data_ptr()),
+                                                    static_cast<uint64_t*>(dst.data_ptr()), A, n0, M, n1, C);
+  else
+    transpose_kernel<<<grid_for(n), kBlock, 0, s>>>(static_cast<const uint32_t*>(src.data_ptr()),
+                                                    static_cast<uint32_t*>(dst.data_ptr()), A, n0, M, n1, C);
+  SRU_CUDA_LAUNCH_CHECK("transpose_kernel");
+}
+
+}  // namespace sru::cuda

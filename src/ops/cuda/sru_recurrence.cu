@@ -1,0 +1,198 @@
+// CUDA kernels of the fused SRU recurrence (paper Algorithm 1), forward and backward, both directions
+// in one launch. Math per element: ops/sru_math.h, the same SRU_HD code the CPU twins run
+// (ops/cpu/sru_recurrence_kernels.h); shapes and saved state: ops/sru_recurrence.h.
+//
+// One thread per (batch b, output column col = dir*d + j), B*out threads: it walks time in its
+// direction carrying c in a register. U is read at ((t*B + b)*out + col)*k + m, so neighbouring
+// threads read neighbouring columns. The backward thread accumulates d vf, d vr, d bf, d br of its
+// column in T (float32 for float) over time and writes them per batch row; a second kernel sums the
+// B rows per column in order (deterministic, same order as the CPU). Padded steps (mask_pad != 0)
+// keep c and output h = 0; the padding mask is first turned into one int per (t, b).
+#include "ops/cuda/kernel_util.cuh"
+#include "ops/sru_math.h"
+#include "ops/sru_recurrence.h"
+
+namespace sru::cuda {
+
+namespace {
+
+template <typename T>
+struct Args {
+  long long L, B, d, out;
+  const T *U, *x, *weight_c, *bias, *c0, *mask_c;
+  const int32_t* pad;  // (L, B) or null
+  T scale;
+  bool has_skip, use_tanh;
+};
+
+template <typename T, int K>
+__device__ SruStepInput<T> step_input(const Args<T>& a, long long pos, long long col, T vf, T vr, T bf, T br, T m) {
+  SruStepInput<T> in;
+  const T* u = a.U + pos * K;
+  in.u0 = u[0];
+  in.u1 = u[1];
+  in.u2 = u[2];
+  if constexpr (K == 4) in.x_skip = u[3];
+  else in.x_skip = a.has_skip ? a.scale * a.x[pos] : T(0);
+  in.vf = vf;
+  in.vr = vr;
+  in.bf = bf;
+  in.br = br;
+  in.mask = m;
+  return in;
+}
+
+template <typename T, int K>
+__global__ void forward_kernel(Args<T> a, T* h, T* c_all, T* c_last) {
+  SRU_GRID_STRIDE(idx, a.B * a.out) {
+    const long long b = idx / a.out, col = idx % a.out, dir = col / a.d;
+    const T vf = a.weight_c[col], vr = a.weight_c[a.out + col], bf = a.bias[col], br = a.bias[a.out + col];
+    const T m = a.mask_c ? a.mask_c[idx] : T(1);
+    T c = a.c0 ? a.c0[idx] : T(0);
+    for (long long step = 0; step < a.L; ++step) {
+      const long long t = dir == 0 ? step : a.L - 1 - step;
+      const long long pos = (t * a.B + b) * a.out + col;
+      if (a.pad && a.pad[t * a.B + b]) {
+        h[pos] = T(0);
+        c_all[pos] = c;
+        continue;
+      }
+      T hv;
+      c = sru_step_forward(step_input<T, K>(a, pos, col, vf, vr, bf, br, m), c, a.use_tanh, a.has_skip, hv);
+      h[pos] = hv;
+      c_all[pos] = c;
+    }
+    c_last[idx] = c;
+  }
+}
+
+template <typename T, int K>
+__global__ void backward_kernel(Args<T> a, const T* c_all, const T* gh, const T* gc_last, T* gU, T* gx, T* gc0,
+                                T* part_v, T* part_b /* (B, 2*out) each */) {
+  SRU_GRID_STRIDE(idx, a.B * a.out) {
+    const long long b = idx / a.out, col = idx % a.out, dir = col / a.d;
+    const T vf = a.weight_c[col], vr = a.weight_c[a.out + col], bf = a.bias[col], br = a.bias[a.out + col];
+    const T m = a.mask_c ? a.mask_c[idx] : T(1);
+    T gc = gc_last ? gc_last[idx] : T(0);
+    T acc_vf = T(0), acc_vr = T(0), acc_bf = T(0), acc_br = T(0);
+    for (long long step = a.L - 1; step >= 0; --step) {
+      const long long t = dir == 0 ? step : a.L - 1 - step;
+      const long long pos = (t * a.B + b) * a.out + col;
+      if (a.pad && a.pad[t * a.B + b]) {  // c passed through unchanged: gc flows on as it is
+        for (int k = 0; k < K; ++k) gU[pos * K + k] = T(0);
+        if (gx) gx[pos] = T(0);
+        continue;
+      }
+      const T c_prev = step == 0 ? (a.c0 ? a.c0[idx] : T(0))
+                                 : c_all[((dir == 0 ? t - 1 : t + 1) * a.B + b) * a.out + col];
+      const SruStepGrads<T> g = sru_step_backward(step_input<T, K>(a, pos, col, vf, vr, bf, br, m), c_prev, c_all[pos],
+                                                  gh[pos], gc, a.use_tanh, a.has_skip);
+      gU[pos * K] = g.u0;
+      gU[pos * K + 1] = g.u1;
+      gU[pos * K + 2] = g.u2;
+      if constexpr (K == 4) gU[pos * K + 3] = g.x_skip;
+      if (K == 3 && a.has_skip && gx) gx[pos] = g.x_skip * a.scale;
+      acc_vf += g.vf;
+      acc_vr += g.vr;
+      acc_bf += g.u1;
+      acc_br += g.u2;
+      gc = g.c_prev;
+    }
+    if (gc0) gc0[idx] = gc;
+    T* pv = part_v + b * 2 * a.out;
+    T* pb = part_b + b * 2 * a.out;
+    pv[col] = acc_vf;
+    pv[a.out + col] = acc_vr;
+    pb[col] = acc_bf;
+    pb[a.out + col] = acc_br;
+  }
+}
+
+// grad_weight_c[i] = sum over b of part_v[b, i] (and grad_bias from part_b), b in order.
+template <typename T>
+__global__ void reduce_batch_kernel(const T* part_v, const T* part_b, long long B, long long width, T* gw, T* gb) {
+  SRU_GRID_STRIDE(i, width) {
+    T sv = T(0), sb = T(0);
+    for (long long b = 0; b < B; ++b) {
+      sv += part_v[b * width + i];
+      sb += part_b[b * width + i];
+    }
+    gw[i] = sv;
+    gb[i] = sb;
+  }
+}
+
+template <typename M>
+__global__ void nonzero_kernel(const M* src, int32_t* dst, long long n) {
+  SRU_GRID_STRIDE(i, n) dst[i] = src[i] != M(0);
+}
+
+// The padding mask as one int32 per (t, b) on the device (undefined when there is no mask).
+Tensor padding_of(const Tensor& mask_pad) {
+  if (!mask_pad.defined()) return Tensor();
+  Tensor pad = Tensor::empty(mask_pad.shape(), DType::I32, mask_pad.device());
+  const long long n = pad.numel();
+  if (n == 0) return pad;
+  SRU_DISPATCH_ALL(mask_pad.dtype(), "mask_pad", [&]<typename M>() {
+    nonzero_kernel<<<grid_for(n), kBlock, 0, stream_of(pad)>>>(mask_pad.data<M>(), pad.data<int32_t>(), n);
+    SRU_CUDA_LAUNCH_CHECK("nonzero_kernel");
+  });
+  return pad;
+}
+
+template <typename T>
+Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& pad) {
+  auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+  const long long D = o.bidirectional ? 2 : 1;
+  return {in.U.size(0), in.U.size(1), o.hidden_size, D * o.hidden_size, ptr(in.U), ptr(in.x), ptr(in.weight_c),
+          ptr(in.bias), ptr(in.c0), ptr(in.mask_c), pad.defined() ? pad.data<int32_t>() : nullptr,
+          static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh};
+}
+
+}  // namespace
+
+void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
+                            const Tensor& c_last) {
+  const Tensor pad = padding_of(in.mask_pad);
+  SRU_DISPATCH_FLOATING(in.U.dtype(), "sru_recurrence", [&]<typename T>() {
+    const Args<T> a = args_of<T>(in, o, pad);
+    const long long threads = a.B * a.out;
+    if (threads == 0) return;
+    const cudaStream_t s = stream_of(in.U);
+    if (o.k == 4) forward_kernel<T, 4><<<grid_for(threads), kBlock, 0, s>>>(a, h.data<T>(), c_all.data<T>(), c_last.data<T>());
+    else forward_kernel<T, 3><<<grid_for(threads), kBlock, 0, s>>>(a, h.data<T>(), c_all.data<T>(), c_last.data<T>());
+    SRU_CUDA_LAUNCH_CHECK("sru forward_kernel");
+  });
+}
+
+void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& c_all,
+                             const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_U,
+                             const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
+                             const Tensor& grad_c0) {
+  const Tensor pad = padding_of(in.mask_pad);
+  SRU_DISPATCH_FLOATING(in.U.dtype(), "sru_recurrence_backward", [&]<typename T>() {
+    const Args<T> a = args_of<T>(in, o, pad);
+    auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+    const Shape part_shape{static_cast<int64_t>(a.B), static_cast<int64_t>(2 * a.out)};
+    Tensor part_v = Tensor::empty(part_shape, in.U.dtype(), in.U.device());
+    Tensor part_b = Tensor::empty(part_shape, in.U.dtype(), in.U.device());
+    const cudaStream_t s = stream_of(in.U);
+    const long long threads = a.B * a.out;
+    if (threads > 0) {
+      if (o.k == 4)
+        backward_kernel<T, 4><<<grid_for(threads), kBlock, 0, s>>>(a, c_all.data<T>(), grad_h.data<T>(), ptr(grad_c_last),
+                                                                   grad_U.data<T>(), ptr(grad_x), ptr(grad_c0),
+                                                                   part_v.data<T>(), part_b.data<T>());
+      else
+        backward_kernel<T, 3><<<grid_for(threads), kBlock, 0, s>>>(a, c_all.data<T>(), grad_h.data<T>(), ptr(grad_c_last),
+                                                                   grad_U.data<T>(), ptr(grad_x), ptr(grad_c0),
+                                                                   part_v.data<T>(), part_b.data<T>());
+      SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
+    }
+    reduce_batch_kernel<<<grid_for(2 * a.out), kBlock, 0, s>>>(part_v.data<T>(), part_b.data<T>(), a.B, 2 * a.out,
+                                                              grad_weight_c.data<T>(), grad_bias.data<T>());
+    SRU_CUDA_LAUNCH_CHECK("sru reduce_batch_kernel");
+  });
+}
+
+}  // namespace sru::cuda
