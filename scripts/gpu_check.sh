@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds srutrain with the CUDA backend on a machine with an NVIDIA GPU and runs the `cuda` tests
-# (CPU-vs-CUDA parity of every op and of the fused SRU kernels, device tensors, the allocator).
+# (CPU-vs-CUDA parity of every op, the fused SRU kernels, the cuDNN LSTM, the optimisers, device
+# tensors and the allocator; a tiny training run on the GPU against the CPU), then the GPU benchmarks.
 # For machines without a package registry, carry the build's Debian packages in .devdeps/ beside the
 # checkout (made on a machine with one by a packer such as ../shared/tools/device-deps.sh); this script
 # sources .devdeps/env.sh when it exists. Output: the device line, the test log (also in $LOG_DIR,
@@ -35,3 +36,12 @@ if [ $status -ne 0 ]; then
   exit $status
 fi
 echo "gpu_check: OK: all cuda tests passed"
+# Benchmarks (tables printed; JSON rows in $log_dir): one layer, SRU vs cuDNN LSTM with the recurrence's
+# and a copy's bandwidth; then training steps of the enwik8-small SRU and LSTM configs on the GPU.
+"$build_dir"/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths 32 128 256 --hidden 256 512 1024 \
+  --batch 32 --repeats 20 --json "$log_dir/sru_vs_lstm_cuda.json" | tee "$log_dir/sru_vs_lstm_cuda.txt"
+if [ -f data/enwik8-sample/enwik8.head1M ]; then
+  "$build_dir"/srubench --warm-up-seconds 0 train-epoch --config configs/enwik8-small.yaml \
+    --config configs/enwik8-small-lstm.yaml --set train.device=cuda --set data.path=data/enwik8-sample/enwik8.head1M \
+    --steps 50 --repeats 3 --json "$log_dir/train_epoch_cuda.json" | tee "$log_dir/train_epoch_cuda.txt"
+fi

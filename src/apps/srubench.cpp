@@ -13,6 +13,7 @@
 #include "autograd/node.h"
 #include "bench/bench.h"
 #include "core/cuda/device_info.h"
+#include "core/cuda/runtime.h"
 #include "core/parallel.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
@@ -84,7 +85,10 @@ struct LayerBenchOptions {
 void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
   namespace nn = sru::nn;
   const sru::Device dev = o.device;
-  auto wants = [&](const std::string& impl) { return std::find(o.impls.begin(), o.impls.end(), impl) != o.impls.end(); };
+  auto wants = [&](const std::string& impl) {
+    auto listed = [&](const std::string& name) { return std::find(o.impls.begin(), o.impls.end(), name) != o.impls.end(); };
+    return listed(impl) || (impl == "lstm_cudnn" && listed("lstm")) || (impl == "lstm" && listed("lstm_cudnn"));
+  };
   for (int64_t L : o.lengths)
     for (int64_t d : o.hidden) {
       const int64_t B = o.batch, M = L * B;
@@ -147,7 +151,9 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
       lo.hidden_size = d;
       nn::LSTM lstm(lo, gen);
       lstm.to(dev);
-      record("lstm", [&] {
+      // On a GPU nn::LSTM runs through cuDNN: its row is called lstm_cudnn there.
+      const std::string lstm_name = dev.is_cuda() ? "lstm_cudnn" : "lstm";
+      record(lstm_name, [&] {
         lstm.zero_grad();
         sru::autograd::backward(lstm.forward(xin).output, grad_h);
       });
@@ -161,7 +167,7 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
         row.set("L", L).set("B", B).set("d", d).set("ms", m.ms);
         if (m.bytes > 0) row.set("gbps", m.bytes / (m.ms * 1e6));
         if (time_of("gemm") > 0 && m.bytes == 0) row.set("x_gemm", m.ms / time_of("gemm"));
-        if (time_of("lstm") > 0 && m.bytes == 0) row.set("lstm_over_this", time_of("lstm") / m.ms);
+        if (time_of(lstm_name) > 0 && m.bytes == 0) row.set("lstm_over_this", time_of(lstm_name) / m.ms);
         report.add(row);
       }
     }
@@ -188,6 +194,8 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     }
     sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
     auto task = sru::tasks::make_task(cfg, gen);
+    const sru::Device device = sru::train::resolve_train_device(cfg.train.device);
+    task->model().to(device);
     const auto optimizer_ptr = sru::train::make_optimizer(cfg.train, task->model());
     sru::optim::Optimizer& optimizer = *optimizer_ptr;
     const int64_t per_epoch = task->steps_per_epoch();
@@ -203,13 +211,14 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
         optimizer.step(cfg.train.lr);
         optimizer.zero_grad();
       }
+      if (device.is_cuda()) sru::cuda::synchronize(device.index);  // the host clock times finished work
     };
     run_steps(std::min(o.warmup_steps, per_epoch));
     tokens = 0;
     const auto t = sru::bench::time_cpu([&] { run_steps(steps); }, {0, o.repeats});
     const double seconds = t.median_ms / 1000.0 * static_cast<double>(per_epoch) / static_cast<double>(steps);
     if (first_seconds == 0) first_seconds = seconds;
-    Row row{std::filesystem::path(path).stem().string(), "cpu", {}};
+    Row row{std::filesystem::path(path).stem().string(), device.str(), {}};
     row.set("params", static_cast<double>(task->model().num_parameters()));
     row.set("steps", static_cast<double>(steps)).set("steps_per_epoch", static_cast<double>(per_epoch));
     row.set("s_per_epoch", seconds);
@@ -252,7 +261,7 @@ int main(int argc, char** argv) {
   layer_cmd->add_option("--hidden", layer.hidden, "Hidden sizes d (= input size)")->capture_default_str();
   layer_cmd->add_option("--batch", layer.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
   layer_cmd->add_option("--impls", layer.impls, "Implementations to run")->capture_default_str()
-      ->check(CLI::IsMember({"gemm", "recurrence", "sru_fused", "sru_composed", "lstm"}));
+      ->check(CLI::IsMember({"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm", "lstm_cudnn"}));
   layer_cmd->add_option("--repeats", layer.timing.repeats, "Timed repeats (the median is reported)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   layer_cmd->add_option("--warmup", layer.timing.warmup, "Untimed warm-up runs")->capture_default_str()

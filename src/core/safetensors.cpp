@@ -61,6 +61,9 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
+  // Device tensors are written from host copies.
+  std::vector<Tensor> host;
+  for (const auto& [name, t] : tensors) host.push_back(t.to(Device::cpu()));
   for (const auto& [name, t] : tensors) {
     SRU_CHECK(name != "__metadata__" && !name.empty(), "safetensors: invalid tensor name '", name, "'");
     SRU_CHECK(!header.contains(name), "safetensors: tensor name '", name, "' appears twice");
@@ -80,7 +83,7 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   try {
     write_all(fd, size_bytes, 8, tmp);
     write_all(fd, text.data(), text.size(), tmp);
-    for (const auto& [name, t] : tensors) write_all(fd, t.data_ptr(), t.nbytes(), tmp);
+    for (const Tensor& t : host) write_all(fd, t.data_ptr(), t.nbytes(), tmp);
     SRU_CHECK(::fsync(fd) == 0, "cannot flush '", tmp, "' to disk: ", std::strerror(errno));
   } catch (...) {
     ::close(fd);

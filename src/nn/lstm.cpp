@@ -1,4 +1,4 @@
-// CPU LSTM from ops (see lstm.h).
+// LSTM from ops on the CPU, through cuDNN on a GPU (see lstm.h).
 #include "nn/lstm.h"
 
 #include <cmath>
@@ -6,6 +6,7 @@
 #include "nn/sequence.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/lstm_cudnn.h"
 #include "ops/matmul.h"
 #include "ops/select.h"
 #include "ops/shape_ops.h"
@@ -45,6 +46,9 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
     if (s->defined())
       SRU_CHECK(s->shape() == (Shape{n_layers, B, out}), "LSTM: initial state must be (", n_layers, ", ", B, ", ", out,
                 "), got ", shape_str(s->shape()));
+#if defined(SRU_WITH_CUDA)
+  if (x.device().is_cuda()) return forward_cudnn(x, h0, c0, mask_pad);
+#endif
   const std::vector<Tensor> pad = padding_masks(mask_pad, H, x.dtype());
 
   Tensor input = x;
@@ -87,5 +91,43 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
   }
   return {input, concat(h_last, 0), concat(c_last, 0)};
 }
+
+#if defined(SRU_WITH_CUDA)
+// One cuDNN call per layer: initial states (B, D*H) per layer become cuDNN's (D, B, H) and back;
+// mask_pad becomes per-sequence lengths.
+RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad) const {
+  const int64_t H = options.hidden_size, D = options.bidirectional ? 2 : 1, out = D * H;
+  const int64_t n_layers = static_cast<int64_t>(layers_.size()), L = x.size(0), B = x.size(1);
+  std::vector<int32_t> lengths(B, static_cast<int32_t>(L));
+  if (mask_pad.defined()) {
+    const std::vector<double> pad = mask_pad.to_vector<double>();
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t len = 0;
+      while (len < L && pad[len * B + b] == 0) ++len;
+      for (int64_t t = len; t < L; ++t)
+        SRU_CHECK(pad[t * B + b] != 0, "LSTM on CUDA: sequence ", b, " has a padded step before an unpadded one at t = ",
+                  t, "; cuDNN needs the padding at the end of each sequence");
+      SRU_CHECK(len >= 1, "LSTM on CUDA: sequence ", b, " is padded at every step (cuDNN needs length >= 1)");
+      lengths[b] = static_cast<int32_t>(len);
+    }
+  }
+  auto to_cudnn = [&](const Tensor& s, int64_t l) {  // (layers, B, D*H) -> layer l as (D, B, H)
+    return s.defined() ? transpose(reshape(time_step(s, l), {B, D, H}), 0, 1) : Tensor();
+  };
+  auto from_cudnn = [&](const Tensor& s) { return reshape(transpose(s, 0, 1), {1, B, out}); };
+  Tensor input = x;
+  std::vector<Tensor> h_last, c_last;
+  for (int64_t l = 0; l < n_layers; ++l) {
+    std::vector<LstmDirectionWeights> dirs;
+    for (const Direction& p : layers_[l]) dirs.push_back({p.weight_ih, p.weight_hh, p.bias_ih, p.bias_hh});
+    const LstmLayerResult r = lstm_cudnn_layer(input, to_cudnn(h0, l), to_cudnn(c0, l), dirs, lengths);
+    input = r.output;
+    h_last.push_back(from_cudnn(r.h));
+    c_last.push_back(from_cudnn(r.c));
+    if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_);
+  }
+  return {input, concat(h_last, 0), concat(c_last, 0)};
+}
+#endif
 
 }  // namespace sru::nn

@@ -1,4 +1,5 @@
-// LSTM baseline on the CPU, built from autograd ops, with PyTorch's nn.LSTM parameter names, shapes,
+// LSTM baseline, built from autograd ops on the CPU and through cuDNN (ops/lstm_cudnn.h, one call per
+// layer) on a CUDA device, with PyTorch's nn.LSTM parameter names, shapes,
 // gate order (i, f, g, o — also cuDNN's) and initialisation U(-1/sqrt(H), 1/sqrt(H)):
 //   weight_ih_l{k}[_reverse] (4H, n_in)   weight_hh_l{k}[_reverse] (4H, H)
 //   bias_ih_l{k}[_reverse]   (4H)         bias_hh_l{k}[_reverse]   (4H)
@@ -6,7 +7,8 @@
 //   c = f c + i g;  h = o tanh(c).  The input projection for all steps is one GEMM.
 // Shapes: x (L, B, n_in); initial h0, c0 (layers, B, out) with out = D*H; mask_pad (L, B): a padded
 // step keeps (h, c) and outputs 0, as the SRU does. Returns the top layer's h (L, B, out) and the
-// last h and c of every layer (layers, B, out). Dropout (training only) between layers, as PyTorch.
+// last h and c of every layer (layers, B, out). Dropout (training only) between layers, as PyTorch, the
+// same masks on both devices. On CUDA, padding must sit at the end of each sequence (cuDNN's lengths).
 #pragma once
 
 #include <memory>
@@ -45,6 +47,7 @@ class LSTM : public Module {
   struct Direction {
     Tensor weight_ih, weight_hh, bias_ih, bias_hh;
   };
+  RecurrentOutput forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad) const;
   std::vector<std::vector<Direction>> layers_;  // [layer][direction]
   Generator* gen_;
 };

@@ -65,6 +65,11 @@ void Module::to(Device device) {
   for (auto& [name, t] : state()) t.to_(device);
 }
 
+Device Module::device() const {
+  const NamedTensors params = named_parameters();
+  return params.empty() ? Device::cpu() : params.front().second.device();
+}
+
 void Module::zero_grad() {
   for (Tensor& t : trainable_parameters()) t.set_grad(Tensor());
 }

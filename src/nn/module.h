@@ -36,6 +36,8 @@ class Module {
   void zero_grad();
   // Moves every parameter and buffer (children included) to `device`, in place.
   void to(Device device);
+  // Where the parameters live (the first parameter's device; the CPU for a module without any).
+  Device device() const;
 
  protected:
   // Registers t under `name` and returns it. Trainable parameters are marked requires_grad.

@@ -1,4 +1,5 @@
-// Optimiser updates (formulas in optimizer.h), elementwise over each parameter, split across threads.
+// Optimiser updates (formulas in optimizer.h; per-element code in optimizer_math.h), elementwise over
+// each parameter: split across threads on the CPU, one CUDA kernel per parameter on a GPU.
 #include "optim/optimizer.h"
 
 #include <algorithm>
@@ -23,8 +24,11 @@ std::vector<std::string> slots_for(const std::string& kind) {
 Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options)
     : params_(std::move(params)), options_(std::move(options)), slot_names_(slots_for(options_.kind)) {
   const std::string& k = options_.kind;
-  kind_ = k == "sgd" ? Kind::Sgd : k == "adam" ? Kind::Adam : k == "adamw" ? Kind::AdamW : k == "adamax" ? Kind::Adamax
-                                                                                                         : Kind::RAdam;
+  kind_ = k == "sgd"      ? OptimizerKind::Sgd
+          : k == "adam"   ? OptimizerKind::Adam
+          : k == "adamw"  ? OptimizerKind::AdamW
+          : k == "adamax" ? OptimizerKind::Adamax
+                          : OptimizerKind::RAdam;
   for (auto& [name, p] : params_) {
     check_floating(p, "optimizer");
     std::vector<Tensor> slots;
@@ -41,77 +45,45 @@ void Optimizer::step(double lr) {
   ++step_count_;
   const double t = static_cast<double>(step_count_);
   const OptimizerOptions& o = options_;
-  const double b1 = o.beta1, b2 = o.beta2, wd = o.weight_decay, eps = o.eps;
-  const double bias1 = 1.0 - std::pow(b1, t), bias2 = 1.0 - std::pow(b2, t);
-  const bool first = step_count_ == 1;
-  const Kind kind = kind_;
+  StepScalars sc{};
+  sc.lr = lr;
+  sc.momentum = o.momentum;
+  sc.b1 = o.beta1;
+  sc.b2 = o.beta2;
+  sc.wd = o.weight_decay;
+  sc.eps = o.eps;
+  sc.bias1 = 1.0 - std::pow(o.beta1, t);
+  sc.bias2 = 1.0 - std::pow(o.beta2, t);
+  sc.first = step_count_ == 1;
   // RAdam's rectification term for this step (shared by all parameters).
-  const double rho_inf = 2.0 / (1.0 - b2) - 1.0;
-  const double rho_t = rho_inf - 2.0 * t * std::pow(b2, t) / bias2;
-  const bool rectify = rho_t > 5.0;
-  const double rect = rectify ? std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0.0;
+  const double rho_inf = 2.0 / (1.0 - o.beta2) - 1.0;
+  const double rho_t = rho_inf - 2.0 * t * std::pow(o.beta2, t) / sc.bias2;
+  sc.rectify = rho_t > 5.0;
+  sc.rect = sc.rectify ? std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0.0;
 
-  // One loop per optimiser kind, so that each is branch-free and vectorises (same arithmetic in
-  // double as the formulas in optimizer.h, whatever the kind).
   for (size_t k = 0; k < params_.size(); ++k) {
-    Tensor p = params_[k].second;
-    const Tensor g_t = p.grad();
-    if (!g_t.defined()) continue;
+    const Tensor& p = params_[k].second;
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const Tensor& s0 = slots_[k][0];
+    const Tensor& s1 = slots_[k].size() > 1 ? slots_[k][1] : slots_[k][0];  // SGD: one slot, s1 unused
+#if defined(SRU_WITH_CUDA)
+    if (p.device().is_cuda()) {
+      cuda::optimizer_update(kind_, p, g, s0, s1, sc);
+      continue;
+    }
+#endif
+    // One loop per kind (a template parameter), so that each is branch-free and vectorises.
     SRU_DISPATCH_FLOATING(p.dtype(), "optimizer step", [&]<typename T>() {
       T* __restrict w = p.data<T>();
-      const T* __restrict grad = g_t.data<T>();
-      T* __restrict s0 = slots_[k][0].data<T>();
-      T* __restrict s1 = slots_[k].size() > 1 ? slots_[k][1].data<T>() : nullptr;
-      parallel_for(0, p.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-        switch (kind) {
-          case Kind::Sgd:
-            for (int64_t i = lo; i < hi; ++i) {
-              double x = w[i];
-              double g = grad[i] + wd * x;
-              if (o.momentum != 0.0) {
-                const double buf = first ? g : o.momentum * s0[i] + g;
-                s0[i] = static_cast<T>(buf);
-                g = buf;
-              }
-              w[i] = static_cast<T>(x - lr * g);
-            }
-            break;
-          case Kind::Adamax:
-            for (int64_t i = lo; i < hi; ++i) {
-              const double x = w[i], g = grad[i] + wd * x;
-              const double m = b1 * s0[i] + (1 - b1) * g;
-              const double u = std::max(b2 * s1[i], std::abs(g) + eps);
-              s0[i] = static_cast<T>(m);
-              s1[i] = static_cast<T>(u);
-              w[i] = static_cast<T>(x - lr / bias1 * m / u);
-            }
-            break;
-          case Kind::RAdam:
-            for (int64_t i = lo; i < hi; ++i) {
-              const double x = w[i], g = grad[i] + wd * x;
-              const double m = b1 * s0[i] + (1 - b1) * g;
-              const double v = b2 * s1[i] + (1 - b2) * g * g;
-              s0[i] = static_cast<T>(m);
-              s1[i] = static_cast<T>(v);
-              const double m_hat = m / bias1;
-              w[i] = static_cast<T>(x - (rectify ? lr * m_hat * rect * std::sqrt(bias2) / (std::sqrt(v) + eps) : lr * m_hat));
-            }
-            break;
-          case Kind::Adam:
-          case Kind::AdamW: {
-            const bool decoupled = kind == Kind::AdamW;
-            const double shrink = decoupled ? 1.0 - lr * wd : 1.0, l2 = decoupled ? 0.0 : wd;
-            for (int64_t i = lo; i < hi; ++i) {
-              const double x = w[i] * shrink, g = grad[i] + l2 * static_cast<double>(w[i]);
-              const double m = b1 * s0[i] + (1 - b1) * g;
-              const double v = b2 * s1[i] + (1 - b2) * g * g;
-              s0[i] = static_cast<T>(m);
-              s1[i] = static_cast<T>(v);
-              w[i] = static_cast<T>(x - lr * (m / bias1) / (std::sqrt(v / bias2) + eps));
-            }
-            break;
-          }
-        }
+      const T* __restrict grad = g.data<T>();
+      T* __restrict m0 = s0.data<T>();
+      T* __restrict m1 = s1.data<T>();
+      const StepScalars scalars = sc;
+      with_optimizer_kind(kind_, [&]<OptimizerKind K>() {
+        parallel_for(0, p.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) update_element<K, T>(w[i], grad[i], m0[i], m1[i], scalars);
+        });
       });
     });
   }
@@ -157,6 +129,12 @@ double clip_grad_norm(const nn::NamedTensors& params, double max_norm) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     const int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
+#if defined(SRU_WITH_CUDA)
+    if (g.device().is_cuda()) {
+      for (double v : cuda::block_sums_of_squares(g, kBlock)) total += v;
+      continue;
+    }
+#endif
     std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
     SRU_DISPATCH_FLOATING(g.dtype(), "clip_grad_norm", [&]<typename T>() {
       const T* d = g.data<T>();

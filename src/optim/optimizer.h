@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "optim/optimizer_math.h"
 
 namespace sru::optim {
 
@@ -41,10 +42,9 @@ class Optimizer {
   const nn::NamedTensors& parameters() const { return params_; }
 
  private:
-  enum class Kind { Sgd, Adam, AdamW, Adamax, RAdam };
   nn::NamedTensors params_;
   OptimizerOptions options_;
-  Kind kind_;
+  OptimizerKind kind_;
   std::vector<std::vector<Tensor>> slots_;  // per parameter: the slots of this optimiser
   std::vector<std::string> slot_names_;
   int64_t step_count_ = 0;
@@ -54,5 +54,13 @@ class Optimizer {
 // factor max_norm / (norm + 1e-6) when norm > max_norm). Returns the norm before clipping (computed in
 // double; NaN/inf when a gradient is not finite). max_norm <= 0 only measures.
 double clip_grad_norm(const nn::NamedTensors& params, double max_norm);
+
+namespace cuda {
+// One optimiser step of parameter p (on a CUDA device) with gradient g and slots s0, s1 (cuda/optimizer.cu).
+void optimizer_update(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0, const Tensor& s1,
+                      const StepScalars& scalars);
+// Sums of squares of g over consecutive blocks of block_size elements, in double, one per block.
+std::vector<double> block_sums_of_squares(const Tensor& g, int64_t block_size);
+}  // namespace cuda
 
 }  // namespace sru::optim

@@ -55,7 +55,10 @@ CharLM::CharLM(const config::ModelConfig& cfg, Generator& gen) : cfg_(cfg), gen_
 
 Tensor CharLM::forward(const Tensor& x, std::vector<Tensor>& state) const {
   const bool training = is_training();
-  Tensor e = dropout(embedding_->forward(x), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
+  // Batches are made on the CPU; a carried state may come from a checkpoint read on the CPU.
+  const Device device = this->device();
+  for (Tensor& s : state) s = s.to(device);
+  Tensor e = dropout(embedding_->forward(x.to(device)), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
   const Tensor h = dropout(rnn_.forward(e, state), cfg_.output_dropout, training, *gen_);
   return output_->forward(reshape(h, {-1, h.size(2)}));
 }
@@ -76,7 +79,7 @@ StreamLoss stream_loss(const CharLM& model, const std::string& bytes, int64_t st
     const int64_t n = std::min(chunk, len - 1 - start);
     const Tensor logits = model.forward(time_major(data, start, n), state);
     const Tensor target = time_major(data, start + 1, n).view({-1});
-    result.nats += cross_entropy(logits, target, -100, Reduction::Sum).item<double>();
+    result.nats += cross_entropy(logits, target.to(logits.device()), -100, Reduction::Sum).item<double>();
     result.predictions += target.numel();
   }
   return result;
@@ -140,7 +143,7 @@ StepResult CharLMTask::forward_step(int64_t index) {
   const Tensor logits = model_->forward(time_major(train_streams_, start, n), state);
   const Tensor target = time_major(train_streams_, start + 1, n).view({-1});
   state_ = detached(state);  // truncated back-propagation: the next step starts here, without history
-  return {cross_entropy(logits, target), target.numel()};
+  return {cross_entropy(logits, target.to(logits.device())), target.numel()};
 }
 
 Metrics CharLMTask::evaluate(const std::string& split, int64_t max_batches) {

@@ -113,13 +113,15 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
   const int64_t L = x.size(0), B = x.size(1);
   SRU_CHECK(static_cast<int64_t>(lengths.size()) == B, "classifier: ", lengths.size(), " lengths for a batch of ", B);
   const bool training = is_training();
-  Tensor e = dropout(embedding_->forward(x), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
+  const Device device = this->device();  // batches, masks and gather rows are made on the CPU
+  Tensor e = dropout(embedding_->forward(x.to(device)), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
   Tensor mask;
   if (std::any_of(lengths.begin(), lengths.end(), [L](int64_t n) { return n < L; })) {
     mask = Tensor::zeros({L, B});
     float* m = mask.data<float>();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = lengths[b]; t < L; ++t) m[t * B + b] = 1.0f;
+    mask = mask.to(device);
   }
   std::vector<Tensor> state;
   const Tensor h = rnn_.forward(e, state, mask);
@@ -132,7 +134,8 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
     rows.push_back(((lengths[b] - 1) * B + b) * D);
     if (D == 2) rows.push_back(b * D + 1);
   }
-  Tensor last = sru::embedding(reshape(h, {L * B * D, H}), Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+  Tensor last = sru::embedding(reshape(h, {L * B * D, H}),
+                               Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}).to(device));
   last = reshape(last, {B, D * H});
   return output_->forward(dropout(last, cfg_.output_dropout, training, *gen_));
 }
@@ -288,7 +291,8 @@ StepResult ClassifyTask::forward_step(int64_t index) {
   const Tensor logits = model_->forward(x, lengths);
   int64_t words = 0;
   for (int64_t n : lengths) words += n;
-  return {cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())})), words};
+  return {cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}).to(logits.device())),
+          words};
 }
 
 void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches,
@@ -299,7 +303,7 @@ void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches,
   for (const auto& batch : length_sorted_batches(split.ids, identity_order(split.ids.size()), cfg_.data.eval_batch_size)) {
     if (max_batches > 0 && n_batches++ >= max_batches) break;
     std::vector<int64_t> lengths;
-    fn(batch, model_->forward(pad_batch(split.ids, batch, lengths), lengths));
+    fn(batch, model_->forward(pad_batch(split.ids, batch, lengths), lengths).to(Device::cpu()));
   }
   model_->train(true);
 }

@@ -17,6 +17,7 @@
 #include "autograd/engine.h"
 #include "core/allocator.h"
 #include "core/cuda/device_info.h"
+#include "core/cuda/runtime.h"
 #include "core/parallel.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
@@ -39,13 +40,6 @@ std::string default_run_dir(const std::string& config_path) {
   return os.str();
 }
 
-// Resolves train.device; this build trains on the CPU only.
-std::string resolve_device(const std::string& requested) {
-  if (requested == "cpu") return "cpu";
-  if (requested == "auto") return "cpu";  // no CUDA training backend yet: auto means the CPU
-  SRU_FAIL("train.device: '", requested, "' is not available: CUDA training needs the CUDA backend, which this "
-           "build does not have yet (use cpu or auto)");
-}
 
 nlohmann::ordered_json to_json(const tasks::Metrics& m) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
@@ -88,6 +82,7 @@ class Trainer {
   RunOptions options_;
   config::Config cfg_;
   std::string config_yaml_, run_dir_, device_;
+  Device train_device_;
   Generator gen_;
   std::unique_ptr<tasks::Task> task_;
   std::unique_ptr<optim::Optimizer> optimizer_;
@@ -123,7 +118,9 @@ void Trainer::setup() {
               "' already holds a checkpoint: continue it with --resume ", run_dir_, ", or choose another --run-dir");
   }
   config_yaml_ = cfg_.to_yaml();
-  device_ = resolve_device(cfg_.train.device);
+  const Device device = resolve_train_device(cfg_.train.device);
+  train_device_ = device;
+  device_ = device.str();
   set_num_threads(static_cast<int>(cfg_.train.threads));
 
   std::optional<LoadedCheckpoint> ckpt;
@@ -137,6 +134,7 @@ void Trainer::setup() {
   metric_ = cfg_.eval.metric.empty() ? task_->default_metric() : cfg_.eval.metric;
   lower_better_ = task_->lower_is_better(metric_);
 
+  task_->model().to(device);  // before the optimiser, whose state follows the parameters' device
   optimizer_ = make_optimizer(cfg_.train, task_->model());
   schedule_ = {cfg_.train.schedule, cfg_.train.lr,         cfg_.train.warmup_steps, cfg_.train.decay_steps,
                cfg_.train.decay_rate, cfg_.train.min_lr, task_->model_size(),     total_steps_};
@@ -158,8 +156,9 @@ void Trainer::setup() {
 
 void Trainer::save(const std::string& name) {
   // Never replace a good checkpoint with broken weights.
-  for (const auto& [pname, t] : task_->model().state()) {
+  for (const auto& [pname, param] : task_->model().state()) {
     bool finite = true;
+    const Tensor t = param.to(Device::cpu());
     SRU_DISPATCH_FLOATING(t.dtype(), "checkpoint check", [&]<typename T>() {
       const T* d = t.data<T>();
       for (int64_t i = 0; i < t.numel() && finite; ++i) finite = std::isfinite(d[i]);
@@ -217,7 +216,9 @@ bool Trainer::train_one_step(int64_t index) {
   ++window_steps_;
   if (progress_.step % cfg_.log.every_steps == 0 || progress_.step == total_steps_) {
     const double window = std::chrono::duration<double>(Clock::now() - window_start_).count();
-    const AllocatorStats mem = CpuAllocator::instance().stats();
+    // Memory of the device the model trains on (tensors in use, and their peak).
+    const AllocatorStats mem = train_device_.is_cuda() ? cuda::allocator_stats(train_device_.index)
+                                                        : CpuAllocator::instance().stats();
     nlohmann::ordered_json rec;
     rec["step"] = progress_.step;
     rec["epoch"] = epochs_done();
@@ -498,6 +499,18 @@ int train(const RunOptions& options) {
   if (cfg.task == "classify" && cfg.data.test_path.empty() && cfg.data.fold < 0) return cross_validate(options, cfg);
   Trainer trainer(options);
   return trainer.run();
+}
+
+Device resolve_train_device(const std::string& requested) {
+  const int available = cuda::device_count();
+  if (requested == "auto") return available > 0 ? Device::cuda(0) : Device::cpu();
+  const Device device = Device::parse(requested);  // the config parser has checked the spelling
+  if (device.is_cuda())
+    SRU_CHECK(device.index < available, "train.device: '", requested, "' is not available: ",
+              available == 0 ? cuda::unavailable_reason() : "this machine has " + std::to_string(available) +
+                                                                 " CUDA device(s)",
+              " (use cpu or auto)");
+  return device;
 }
 
 }  // namespace sru::train

@@ -29,6 +29,10 @@ config::Config resolve_config(const RunOptions& options);
 // The optimiser of train.* over the model's trainable parameters (what srutrain and srubench use).
 std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& train, const nn::Module& model);
 
+// The device train.device names: cpu, cuda, cuda:N, or auto (the first CUDA device when one is
+// usable, else the CPU). Throws naming train.device and the reason when a CUDA device is unavailable.
+Device resolve_train_device(const std::string& requested);
+
 // Runs training to completion; throws sru::Error for bad input (before anything is overwritten).
 int train(const RunOptions& options);
 

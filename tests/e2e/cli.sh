@@ -42,6 +42,40 @@ case $case in
     expect_error "cannot fill 4 streams" tiny_run --set data.path="$src/tests/data/empty.txt" --run-dir "$work/r2"
     expect_error "cannot create run directory '/proc/srutrain-test/run'" tiny_run --run-dir /proc/srutrain-test/run
     ;;
+  cuda_unavailable)  # on machines without a usable GPU: train.device=cuda is refused, auto falls back to the CPU
+    if ! matches "no usable CUDA device|CUDA: not built" "$("$train" --device-info)"; then
+      echo "SKIPPED: a CUDA device is usable here"; exit 77
+    fi
+    expect_error "train.device: 'cuda' is not available" tiny_run --set train.device=cuda --run-dir "$work/r1"
+    [ ! -e "$work/r1/last.safetensors" ] || fail "a refused run wrote a checkpoint"
+    tiny_run --set train.device=auto --set train.max_steps=2 --run-dir "$work/r2" > "$work/auto.log" 2>&1 \
+      || fail "train.device=auto did not fall back to the CPU: $(tail -3 "$work/auto.log")"
+    grep -q '"device": "cpu"' "$work/r2/summary.json" || fail "summary.json does not say device cpu"
+    ;;
+  cuda_train)  # on a GPU: the tiny run trains on cuda:0 and follows the CPU run's losses
+    if matches "no usable CUDA device|CUDA: not built" "$("$train" --device-info)"; then
+      echo "SKIPPED: no usable CUDA device"; exit 77
+    fi
+    for model in sru lstm; do  # the LSTM runs through cuDNN on the GPU
+      tiny_run --set model.type=$model --run-dir "$work/cpu-$model" > "$work/cpu.log" 2>&1 \
+        || fail "CPU $model run failed: $(tail -3 "$work/cpu.log")"
+      tiny_run --set model.type=$model --set train.device=cuda --run-dir "$work/gpu-$model" > "$work/gpu.log" 2>&1 \
+        || fail "CUDA $model run failed: $(tail -5 "$work/gpu.log")"
+      grep -q '"device": "cuda:0"' "$work/gpu-$model/summary.json" || fail "summary.json does not say device cuda:0"
+      # Same initial weights, data and dropout masks: the losses agree up to float rounding.
+      python3 - "$work/cpu-$model/metrics.jsonl" "$work/gpu-$model/metrics.jsonl" <<'PY' || fail "CUDA $model losses differ from the CPU run's"
+import json, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if "loss" in r and "split" not in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+print("cpu", a, "\ncuda", b)
+sys.exit(0 if len(a) == len(b) > 0 and all(abs(x - y) <= 1e-3 * max(1.0, abs(x)) for x, y in zip(a, b)) else 1)
+PY
+      # The checkpoint is an ordinary file: srueval on the CPU evaluates what the GPU trained.
+      "$eval" --checkpoint "$work/gpu-$model/last.safetensors" --split valid > "$work/eval.txt" || fail "srueval failed"
+    done
+    echo "ok: CUDA training follows the CPU run (SRU and LSTM)"
+    ;;
   resume_errors)
     mkdir -p "$work/empty"
     expect_error "there is no checkpoint to resume from" "$train" --resume "$work/empty"

@@ -13,8 +13,11 @@
 #include "autograd/engine.h"
 #include "core/cuda/device_info.h"
 #include "core/cuda/runtime.h"
+#include "nn/lstm.h"
+#include "nn/sru.h"
 #include "ops/ops.h"
 #include "ops/sru_recurrence.h"
+#include "optim/optimizer.h"
 #include "testing.h"
 
 using namespace sru;
@@ -273,4 +276,111 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
                   },
                   {U, x, wc, bias, c0, mask_c.defined() ? mask_c : Tensor(), mask_pad}, tol);
             }
+}
+
+// Three optimiser steps with gradient clipping, for every optimiser, on the CPU and on cuda:0.
+TEST(CudaParity, OptimizerStepsAndGradientClipping) {
+  SKIP_WITHOUT_CUDA();
+  for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam"}) {
+    SCOPED_TRACE(kind);
+    optim::OptimizerOptions o;
+    o.kind = kind;
+    o.momentum = kind == "sgd" ? 0.9 : 0.0;
+    o.weight_decay = 0.01;
+    const Tensor init = rand_leaf({70000}, 31).detach();  // more than one clipping block (65536)
+    const Tensor init_b = rand_leaf({3, 5}, 32, DType::F64).detach();
+    nn::NamedTensors cpu_params{{"w", init.clone().set_requires_grad(true)}, {"b", init_b.clone().set_requires_grad(true)}};
+    nn::NamedTensors gpu_params{{"w", init.to(kCuda).set_requires_grad(true)}, {"b", init_b.to(kCuda).set_requires_grad(true)}};
+    optim::Optimizer cpu_opt(cpu_params, o), gpu_opt(gpu_params, o);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < cpu_params.size(); ++i) {
+        Generator gen(40 + 10 * step + i);
+        const Tensor g = Tensor::uniform(cpu_params[i].second.shape(), -1, 1, cpu_params[i].second.dtype(), gen);
+        cpu_params[i].second.set_grad(g);
+        gpu_params[i].second.set_grad(g.to(kCuda));
+      }
+      const double norm_cpu = optim::clip_grad_norm(cpu_params, 5.0), norm_gpu = optim::clip_grad_norm(gpu_params, 5.0);
+      EXPECT_NEAR(norm_gpu, norm_cpu, 1e-9 * norm_cpu);
+      cpu_opt.step(0.01);
+      gpu_opt.step(0.01);
+      for (size_t i = 0; i < cpu_params.size(); ++i)
+        EXPECT_TRUE(tensors_near(gpu_params[i].second, cpu_params[i].second, 1e-6, 1e-6)) << "step " << step << " " << i;
+    }
+    const nn::NamedTensors cpu_state = cpu_opt.state(), gpu_state = gpu_opt.state();
+    for (size_t i = 0; i < cpu_state.size(); ++i)
+      EXPECT_TRUE(tensors_near(gpu_state[i].second, cpu_state[i].second, 1e-6, 1e-6)) << cpu_state[i].first;
+  }
+}
+
+// Weights and gradients of two copies of a module (CPU and CUDA), compared by name.
+void expect_same_parameters_and_grads(const nn::Module& cpu, const nn::Module& gpu, double tol) {
+  const nn::NamedTensors a = cpu.named_parameters(), b = gpu.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].first);
+    EXPECT_TRUE(b[i].second.device().is_cuda());
+    EXPECT_TRUE(tensors_near(b[i].second, a[i].second, tol, tol));
+    ASSERT_EQ(a[i].second.grad().defined(), b[i].second.grad().defined());
+    if (a[i].second.grad().defined()) {
+      EXPECT_TRUE(tensors_near(b[i].second.grad(), a[i].second.grad(), tol, tol));
+    }
+  }
+}
+
+// The cuDNN LSTM against the CPU LSTM: 2 layers, both directions, dropout between layers (same
+// masks), initial states, padding at the end of sequences; outputs and all gradients.
+TEST(CudaParity, CudnnLstmMatchesCpuLstm) {
+  SKIP_WITHOUT_CUDA();
+  for (DType dt : {DType::F32, DType::F64})
+    for (bool bidir : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (bidir ? " bidirectional" : ""));
+      const double tol = dt == DType::F32 ? 1e-4 : 1e-10;
+      nn::LSTMOptions o;
+      o.input_size = 6;
+      o.hidden_size = 5;
+      o.num_layers = 2;
+      o.dropout = 0.3;
+      o.bidirectional = bidir;
+      o.dtype = dt;
+      Generator g_cpu(7), g_gpu(7);
+      nn::LSTM cpu(o, g_cpu), gpu(o, g_gpu);
+      gpu.to(kCuda);
+      const int64_t L = 7, B = 4, out = (bidir ? 2 : 1) * 5;
+      std::vector<double> pad(L * B, 0.0);
+      for (int64_t b = 0; b < B; ++b)  // lengths 7, 6, 5, 4
+        for (int64_t t = L - b; t < L; ++t) pad[t * B + b] = 1.0;
+      const Tensor mask_pad = Tensor::from_vector(pad, {L, B});
+      const Tensor x = rand_leaf({L, B, 6}, 50, dt), h0 = rand_leaf({2, B, out}, 51, dt), c0 = rand_leaf({2, B, out}, 52, dt);
+      expect_parity(
+          [&](const Inputs& v) {
+            const nn::LSTM& m = v[0].device().is_cuda() ? gpu : cpu;
+            const nn::RecurrentOutput r = m.forward(v[0], v[1], v[2], v[3]);
+            return std::vector<Tensor>{r.output, r.h, r.c};
+          },
+          {x, h0, c0, mask_pad}, tol);
+      expect_same_parameters_and_grads(cpu, gpu, tol);
+    }
+}
+
+// An SRU stack module moved to the GPU trains like its CPU copy (forward, backward, parameter grads).
+TEST(CudaParity, SruModuleOnDevice) {
+  SKIP_WITHOUT_CUDA();
+  nn::SRUOptions o;
+  o.input_size = 8;
+  o.hidden_size = 6;
+  o.num_layers = 2;
+  o.dropout = 0.2;
+  o.bidirectional = true;
+  o.projection_size = 4;
+  Generator g_cpu(9), g_gpu(9);
+  nn::SRU cpu(o, g_cpu), gpu(o, g_gpu);
+  gpu.to(kCuda);
+  expect_parity(
+      [&](const Inputs& v) {
+        const nn::SRU& m = v[0].device().is_cuda() ? gpu : cpu;
+        auto [h, c] = m.forward(v[0]);
+        return std::vector<Tensor>{h, c};
+      },
+      {rand_leaf({5, 3, 8}, 60)}, 1e-4);
+  expect_same_parameters_and_grads(cpu, gpu, 1e-4);
 }

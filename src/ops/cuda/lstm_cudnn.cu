@@ -1,0 +1,179 @@
+// cuDNN v8 RNN API calls behind lstm_cudnn_layer (ops/lstm_cudnn.h: math, shapes, weight layout).
+// Per call: an RNN descriptor (LSTM, double bias, one layer, uni- or bidirectional, padded I/O), data
+// descriptors for x and y in the time-major unpacked layout with per-sequence lengths, an (D, B, H)
+// state descriptor, the flat weight space filled from the named parameters, and workspace / reserve
+// space from the caching allocator. Backward: cudnnRNNBackwardData_v8, then
+// cudnnRNNBackwardWeights_v8 adding into a zeroed flat gradient, which is unpacked per parameter.
+#include "ops/cuda/kernel_util.cuh"
+#include "ops/lstm_cudnn.h"
+
+namespace sru::cuda {
+
+namespace {
+
+cudnnDataType_t cudnn_type(DType t) {
+  SRU_CHECK(t == DType::F32 || t == DType::F64, "cuDNN LSTM: expected f32 or f64 tensors, got ", dtype_name(t));
+  return t == DType::F32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+}
+
+// A tensor of at least `bytes` bytes of scratch device memory (F32 elements, never read as such).
+Tensor scratch_bytes(size_t bytes, Device device) {
+  return Tensor::empty({static_cast<int64_t>(std::max<size_t>(bytes, 4) + 3) / 4}, DType::F32, device);
+}
+
+// The descriptors of one call. Destroyed with the object.
+class RnnCall {
+ public:
+  RnnCall(const Tensor& x, int64_t hidden, int64_t directions, const std::vector<int32_t>& lengths,
+          cudnnForwardMode_t mode)
+      : handle_(context(x.device().index).cudnn), L_(static_cast<int>(x.size(0))), B_(static_cast<int>(x.size(1))),
+        n_in_(static_cast<int>(x.size(2))), H_(static_cast<int>(hidden)), D_(static_cast<int>(directions)),
+        type_(cudnn_type(x.dtype())), lengths_(lengths.begin(), lengths.end()) {
+    CUDNN_CHECK(cudnnCreateDropoutDescriptor(&dropout_));
+    // No dropout inside cuDNN (one layer per call; nn::LSTM applies its own between layers).
+    CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_, handle_, 0.0f, nullptr, 0, 0));
+    CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn_));
+    // Float: FMA kernels only, no TF32 tensor cores (full FP32 like the SRU's GEMMs); double: the default.
+    CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
+                                         D_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type_,
+                                         type_, type_ == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, n_in_,
+                                         H_, H_, 1, dropout_,
+                                         CUDNN_RNN_PADDED_IO_ENABLED));
+    CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&x_desc_));
+    CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&y_desc_));
+    void* fill = type_ == CUDNN_DATA_FLOAT ? static_cast<void*>(&fill_f_) : static_cast<void*>(&fill_d_);
+    CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_, type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, L_, B_, n_in_,
+                                          lengths_.data(), fill));
+    CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_, type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, L_, B_, D_ * H_,
+                                          lengths_.data(), fill));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&h_desc_));
+    const int dims[3] = {D_, B_, H_}, strides[3] = {B_ * H_, H_, 1};
+    CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_, type_, 3, dims, strides));
+    CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle_, rnn_, &weight_bytes_));
+    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle_, rnn_, mode, x_desc_, &work_bytes_, &reserve_bytes_));
+  }
+  ~RnnCall() {
+    cudnnDestroyTensorDescriptor(h_desc_);
+    cudnnDestroyRNNDataDescriptor(y_desc_);
+    cudnnDestroyRNNDataDescriptor(x_desc_);
+    cudnnDestroyRNNDescriptor(rnn_);
+    cudnnDestroyDropoutDescriptor(dropout_);
+  }
+  RnnCall(const RnnCall&) = delete;
+  RnnCall& operator=(const RnnCall&) = delete;
+
+  // Copies each named parameter into its place in the flat weight space (to_flat) or the flat
+  // gradient into each parameter (!to_flat). Matrices 0-3 are the i, f, g, o rows of weight_ih,
+  // 4-7 those of weight_hh; biases likewise from bias_ih and bias_hh.
+  void transfer(void* flat, const std::vector<LstmDirectionWeights>& params, bool to_flat, cudaStream_t stream) const {
+    cudnnTensorDescriptor_t m_desc, b_desc;
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&m_desc));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&b_desc));
+    const size_t elem = type_ == CUDNN_DATA_FLOAT ? 4 : 8;
+    for (int dir = 0; dir < D_; ++dir) {
+      const LstmDirectionWeights& p = params[dir];
+      for (int lin = 0; lin < 8; ++lin) {
+        void *m_addr = nullptr, *b_addr = nullptr;
+        CUDNN_CHECK(cudnnGetRNNWeightParams(handle_, rnn_, dir, weight_bytes_, flat, lin, m_desc, &m_addr, b_desc, &b_addr));
+        const int gate = lin % 4;
+        const int64_t cols = lin < 4 ? n_in_ : H_;
+        SRU_CHECK(elements_of(m_desc) == H_ * cols && elements_of(b_desc) == H_, "cuDNN LSTM: unexpected layout of ",
+                  "matrix ", lin, " in the weight space");
+        char* m_param = static_cast<char*>((lin < 4 ? p.weight_ih : p.weight_hh).data_ptr()) + gate * H_ * cols * elem;
+        char* b_param = static_cast<char*>((lin < 4 ? p.bias_ih : p.bias_hh).data_ptr()) + gate * H_ * elem;
+        if (to_flat) {
+          CUDA_CHECK(cudaMemcpyAsync(m_addr, m_param, H_ * cols * elem, cudaMemcpyDeviceToDevice, stream));
+          CUDA_CHECK(cudaMemcpyAsync(b_addr, b_param, H_ * elem, cudaMemcpyDeviceToDevice, stream));
+        } else {
+          CUDA_CHECK(cudaMemcpyAsync(m_param, m_addr, H_ * cols * elem, cudaMemcpyDeviceToDevice, stream));
+          CUDA_CHECK(cudaMemcpyAsync(b_param, b_addr, H_ * elem, cudaMemcpyDeviceToDevice, stream));
+        }
+      }
+    }
+    cudnnDestroyTensorDescriptor(b_desc);
+    cudnnDestroyTensorDescriptor(m_desc);
+  }
+
+  cudnnHandle_t handle_;
+  int L_, B_, n_in_, H_, D_;
+  cudnnDataType_t type_;
+  std::vector<int> lengths_;
+  cudnnDropoutDescriptor_t dropout_ = nullptr;
+  cudnnRNNDescriptor_t rnn_ = nullptr;
+  cudnnRNNDataDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
+  cudnnTensorDescriptor_t h_desc_ = nullptr;
+  size_t weight_bytes_ = 0, work_bytes_ = 0, reserve_bytes_ = 0;
+
+ private:
+  float fill_f_ = 0.0f;  // outputs past a sequence's length (kept alive with the descriptors)
+  double fill_d_ = 0.0;
+  static int64_t elements_of(cudnnTensorDescriptor_t desc) {
+    cudnnDataType_t type;
+    int n = 0, dims[8], strides[8];
+    CUDNN_CHECK(cudnnGetTensorNdDescriptor(desc, 8, &type, &n, dims, strides));
+    int64_t total = 1;
+    for (int i = 0; i < n; ++i) total *= dims[i];
+    return total;
+  }
+};
+
+const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+void* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+}  // namespace
+
+CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                  const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths,
+                                  bool training, const Tensor& y, const Tensor& hy, const Tensor& cy) {
+  const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
+  const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
+  const RnnCall call(x, H, D, lengths, mode);
+  const cudaStream_t stream = stream_of(x);
+  CudnnLstmSaved saved;
+  saved.weight_space = scratch_bytes(call.weight_bytes_, x.device());
+  call.transfer(saved.weight_space.data_ptr(), dirs, true, stream);
+  saved.reserve_space = scratch_bytes(call.reserve_bytes_, x.device());
+  saved.device_lengths =
+      Tensor::from_vector(std::vector<int32_t>(lengths.begin(), lengths.end()), {x.size(1)}, DType::I32).to(x.device());
+  const Tensor work = scratch_bytes(call.work_bytes_, x.device());
+  CUDNN_CHECK(cudnnRNNForward(call.handle_, call.rnn_, mode, saved.device_lengths.data<int32_t>(), call.x_desc_,
+                              x.data_ptr(), call.y_desc_, y.data_ptr(), call.h_desc_, ptr_or_null(h0), hy.data_ptr(),
+                              call.h_desc_, ptr_or_null(c0), cy.data_ptr(), call.weight_bytes_,
+                              saved.weight_space.data_ptr(), call.work_bytes_, work.data_ptr(),
+                              training ? call.reserve_bytes_ : 0, training ? saved.reserve_space.data_ptr() : nullptr));
+  return saved;
+}
+
+std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                                      const std::vector<LstmDirectionWeights>& dirs,
+                                                      const std::vector<int32_t>& lengths, const CudnnLstmSaved& saved,
+                                                      const Tensor& y, const Tensor& dy, const Tensor& dhy,
+                                                      const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
+                                                      const Tensor& dc0) {
+  const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
+  const RnnCall call(x, H, D, lengths, CUDNN_FWD_MODE_TRAINING);
+  const cudaStream_t stream = stream_of(x);
+  const Tensor work = scratch_bytes(call.work_bytes_, x.device());
+  CUDNN_CHECK(cudnnRNNBackwardData_v8(call.handle_, call.rnn_, saved.device_lengths.data<int32_t>(), call.y_desc_,
+                                      y.data_ptr(), dy.data_ptr(), call.x_desc_, dx.data_ptr(), call.h_desc_,
+                                      ptr_or_null(h0), ptr_or_null(dhy), mut_ptr_or_null(dh0), call.h_desc_,
+                                      ptr_or_null(c0), ptr_or_null(dcy), mut_ptr_or_null(dc0), call.weight_bytes_,
+                                      saved.weight_space.data_ptr(), call.work_bytes_, work.data_ptr(),
+                                      call.reserve_bytes_, saved.reserve_space.data_ptr()));
+  Tensor dweight = scratch_bytes(call.weight_bytes_, x.device());
+  CUDA_CHECK(cudaMemsetAsync(dweight.data_ptr(), 0, call.weight_bytes_, stream));
+  CUDNN_CHECK(cudnnRNNBackwardWeights_v8(call.handle_, call.rnn_, CUDNN_WGRAD_MODE_ADD,
+                                         saved.device_lengths.data<int32_t>(), call.x_desc_, x.data_ptr(), call.h_desc_,
+                                         ptr_or_null(h0), call.y_desc_, y.data_ptr(), call.weight_bytes_,
+                                         dweight.data_ptr(), call.work_bytes_, work.data_ptr(), call.reserve_bytes_,
+                                         saved.reserve_space.data_ptr()));
+  std::vector<LstmDirectionWeights> grads;
+  for (const LstmDirectionWeights& p : dirs) {
+    auto like = [](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
+    grads.push_back({like(p.weight_ih), like(p.weight_hh), like(p.bias_ih), like(p.bias_hh)});
+  }
+  call.transfer(dweight.data_ptr(), grads, false, stream);
+  return grads;
+}
+
+}  // namespace sru::cuda

@@ -1,0 +1,56 @@
+// One LSTM layer through cuDNN's v8 RNN API, forward and backward, uni- or bidirectional: the GPU
+// path of nn::LSTM (whose CPU path, composed from ops, is this op's CPU twin and parity reference).
+// Gate order i, f, g, o in PyTorch's layout (weight_ih (4H, n_in), weight_hh (4H, H), two biases).
+// Per step: [i f g o] = x_t W_ih^T + b_ih + h W_hh^T + b_hh; c = f c + i g; h = o tanh(c).
+//
+// Shapes: x (L, B, n_in); h0, c0 (D, B, H) or undefined (zeros); one LstmDirectionWeights per
+// direction (D = 1 or 2). lengths: B sequence lengths in [1, L]; steps past a sequence's length
+// output 0 and leave its state alone (= the CPU LSTM's mask_pad with padding at the end).
+// Returns output (L, B, D*H) and the last h and c (D, B, H). Built only with the CUDA backend.
+//
+// cuDNN keeps the weights in one flat buffer: each call packs the named parameters into it (8 device
+// copies per direction; bytes small next to the layer's GEMMs) and backward unpacks the flat weight
+// gradient into per-parameter gradients. Math: FP32 with FMA only (no TF32), like the SRU's GEMMs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sru {
+
+struct LstmDirectionWeights {
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
+};
+
+struct LstmLayerResult {
+  Tensor output, h, c;
+};
+
+LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                 const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths);
+
+namespace cuda {
+
+// What the forward pass leaves for backward: the packed weights and cuDNN's reserve space.
+struct CudnnLstmSaved {
+  Tensor weight_space, reserve_space, device_lengths;
+};
+
+// y (L, B, D*H), hy and cy (D, B, H) must be allocated by the caller. training: keep a reserve space.
+CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                  const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths,
+                                  bool training, const Tensor& y, const Tensor& hy, const Tensor& cy);
+
+// Writes dx, and dh0 / dc0 when defined; returns the weight gradients per direction (overwritten).
+std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                                      const std::vector<LstmDirectionWeights>& dirs,
+                                                      const std::vector<int32_t>& lengths, const CudnnLstmSaved& saved,
+                                                      const Tensor& y, const Tensor& dy, const Tensor& dhy,
+                                                      const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
+                                                      const Tensor& dc0);
+
+}  // namespace cuda
+
+}  // namespace sru

@@ -1,0 +1,75 @@
+// The per-element update of each optimiser (formulas in optim/optimizer.h), written once as SRU_HD
+// functions: the CPU loops (optimizer.cpp) and the CUDA kernel (cuda/optimizer.cu) run this code.
+// All arithmetic is in double, whatever the parameter's dtype.
+#pragma once
+
+#include <cmath>
+
+#include "core/hd.h"
+
+namespace sru::optim {
+
+enum class OptimizerKind { Sgd, Adam, AdamW, Adamax, RAdam };
+
+// The scalars of one step, shared by every element of every parameter.
+struct StepScalars {
+  double lr, momentum, b1, b2, wd, eps;
+  double bias1, bias2;  // 1 - b1^t, 1 - b2^t
+  bool first;           // step 1: SGD's momentum buffer starts as the gradient
+  bool rectify;         // RAdam: rho_t > 5
+  double rect;          // RAdam's rectification factor when rectify
+};
+
+// Updates one element: weight w, gradient grad, slots s0 and s1 (s1 unused by SGD).
+template <OptimizerKind K, typename T>
+SRU_HD void update_element(T& w, T grad, T& s0, T& s1, const StepScalars& o) {
+  if constexpr (K == OptimizerKind::Sgd) {
+    const double x = w;
+    double g = grad + o.wd * x;
+    if (o.momentum != 0.0) {
+      const double buf = o.first ? g : o.momentum * s0 + g;
+      s0 = static_cast<T>(buf);
+      g = buf;
+    }
+    w = static_cast<T>(x - o.lr * g);
+  } else if constexpr (K == OptimizerKind::Adamax) {
+    const double x = w, g = grad + o.wd * x;
+    const double m = o.b1 * s0 + (1 - o.b1) * g;
+    const double a = o.b2 * s1, b = std::abs(g) + o.eps;
+    const double u = a < b ? b : a;  // std::max(a, b), also for NaN
+    s0 = static_cast<T>(m);
+    s1 = static_cast<T>(u);
+    w = static_cast<T>(x - o.lr / o.bias1 * m / u);
+  } else if constexpr (K == OptimizerKind::RAdam) {
+    const double x = w, g = grad + o.wd * x;
+    const double m = o.b1 * s0 + (1 - o.b1) * g;
+    const double v = o.b2 * s1 + (1 - o.b2) * g * g;
+    s0 = static_cast<T>(m);
+    s1 = static_cast<T>(v);
+    const double m_hat = m / o.bias1;
+    w = static_cast<T>(x - (o.rectify ? o.lr * m_hat * o.rect * std::sqrt(o.bias2) / (std::sqrt(v) + o.eps) : o.lr * m_hat));
+  } else {  // Adam, AdamW (decoupled weight decay)
+    const bool decoupled = K == OptimizerKind::AdamW;
+    const double shrink = decoupled ? 1.0 - o.lr * o.wd : 1.0, l2 = decoupled ? 0.0 : o.wd;
+    const double x = w * shrink, g = grad + l2 * static_cast<double>(w);
+    const double m = o.b1 * s0 + (1 - o.b1) * g;
+    const double v = o.b2 * s1 + (1 - o.b2) * g * g;
+    s0 = static_cast<T>(m);
+    s1 = static_cast<T>(v);
+    w = static_cast<T>(x - o.lr * (m / o.bias1) / (std::sqrt(v / o.bias2) + o.eps));
+  }
+}
+
+// Calls fn.template operator()<K>() with the compile-time kind matching `kind`.
+template <typename F>
+void with_optimizer_kind(OptimizerKind kind, const F& fn) {
+  switch (kind) {
+    case OptimizerKind::Sgd: return fn.template operator()<OptimizerKind::Sgd>();
+    case OptimizerKind::Adam: return fn.template operator()<OptimizerKind::Adam>();
+    case OptimizerKind::AdamW: return fn.template operator()<OptimizerKind::AdamW>();
+    case OptimizerKind::Adamax: return fn.template operator()<OptimizerKind::Adamax>();
+    case OptimizerKind::RAdam: return fn.template operator()<OptimizerKind::RAdam>();
+  }
+}
+
+}  // namespace sru::optim
