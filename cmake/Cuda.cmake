@@ -33,8 +33,12 @@ if(SRU_HAVE_CUDA)
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
-  find_library(CUDNN_LIBRARY NAMES cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib64 lib REQUIRED)
-  find_path(CUDNN_INCLUDE_DIR NAMES cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
+  # cuDNN: beside the toolkit, or where CUDNN_ROOT (CMake or environment variable) points, e.g. a pip
+  # wheel's nvidia/cudnn folder, which ships only the versioned libcudnn.so.9.
+  find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+               HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib64 lib REQUIRED)
+  find_path(CUDNN_INCLUDE_DIR NAMES cudnn.h
+            HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include REQUIRED)
   add_library(sru_cudnn INTERFACE)
   target_link_libraries(sru_cudnn INTERFACE ${CUDNN_LIBRARY})
   target_include_directories(sru_cudnn SYSTEM INTERFACE ${CUDNN_INCLUDE_DIR})

@@ -15,6 +15,13 @@ fi
 export PATH=/usr/local/cuda/bin:$PATH
 command -v nvcc > /dev/null || { echo "gpu_check: nvcc not found (install the CUDA Toolkit or put it in PATH)"; exit 1; }
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# cuDNN: the toolkit's, else the one a Python wheel (nvidia-cudnn-cu13, as PyTorch images have) ships.
+if [ -z "${CUDNN_ROOT:-}" ] && [ ! -f /usr/local/cuda/include/cudnn.h ] && command -v python3 > /dev/null; then
+  CUDNN_ROOT=$(python3 -c 'import nvidia.cudnn, os; print(os.path.dirname(nvidia.cudnn.__file__))' 2> /dev/null \
+    || python3 -c 'import nvidia.cudnn; print(list(nvidia.cudnn.__path__)[0])' 2> /dev/null || true)
+  [ -n "$CUDNN_ROOT" ] && export CUDNN_ROOT && echo "gpu_check: cuDNN from $CUDNN_ROOT"
+fi
+[ -n "${CUDNN_ROOT:-}" ] && export LD_LIBRARY_PATH=$CUDNN_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 build_dir=${BUILD_DIR:-build-gpu}
 log_dir=${LOG_DIR:-$build_dir/logs}
 generator=()

@@ -135,6 +135,9 @@ TEST(CudaParity, Elementwise) {
     expect_parity(one([](const Inputs& x) { return x[0] - x[2]; }), {a, b, row}, tol);
     expect_parity(one([](const Inputs& x) { return x[2] * x[0]; }), {a, b, row}, tol);
     expect_parity(one([](const Inputs& x) { return x[0] / x[1]; }), {a, b}, tol);
+    // A bias-like operand over many rows: its gradient is a column sum over 3000 rows (several chunks).
+    expect_parity(one([](const Inputs& x) { return x[0] + x[1]; }), {rand_leaf({3000, 7}, 21, dt), rand_leaf({7}, 22, dt)},
+                  tol);
     expect_parity(one([](const Inputs& x) {
                     return exp(x[0]) + log(x[1]) + tanh(x[0]) + sigmoid(x[0] * 3.0) + relu(x[0]) - x[0] +
                            pow_scalar(x[1], 1.5) + (2.0 - x[0]) + 3.0 / x[1] + (x[0] + 0.5);
@@ -196,6 +199,13 @@ TEST(CudaParity, Embedding) {
   const Tensor idx = Tensor::from_vector(std::vector<int64_t>{3, 0, 49, 3, 3, 7, 0, 12}, {2, 4});
   expect_parity(one([](const Inputs& v) { return embedding(v[0], v[1]); }), {w, idx}, 1e-5);
   expect_parity(one([](const Inputs& v) { return embedding(v[0], v[1], 0); }), {w, idx.to(DType::I32)}, 1e-5);
+  // Many positions over few rows (long runs after sorting), with a padding row.
+  std::vector<int64_t> many(5000);
+  Generator gen(14);
+  const std::vector<double> u = Tensor::uniform({5000}, 0, 50, DType::F64, gen).to_vector<double>();
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(u[i]);
+  expect_parity(one([](const Inputs& v) { return embedding(v[0], v[1], 7); }),
+                {w, Tensor::from_vector(many, {100, 50})}, 1e-5);
   const Tensor bad = Tensor::from_vector(std::vector<int64_t>{1, 2, 50}, {3});
   const std::string message = error_of([&] { embedding(w.detach().to(kCuda), bad.to(kCuda)); });
   EXPECT_NE(message.find("index 50 at position 2 is outside the vocabulary [0, 50)"), std::string::npos) << message;

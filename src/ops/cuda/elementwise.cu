@@ -1,8 +1,7 @@
 // CUDA kernels of the pointwise ops (math in ops/elementwise_math.h, shared with the CPU twins in
 // ops/cpu/elementwise.cpp). Shapes: out has n elements; a broadcast operand of m elements (m divides n)
 // is read at index i % m (trailing-dim broadcasting). One thread per element, grid-stride loops.
-// sum_rows: out (n) = sum over rows of g (rows, n); one thread per column adds the rows in order in
-// double, as the CPU twin does.
+// sum_rows: out (n) = sum over rows of g (rows, n), in double, by column_sums (ops/cuda/kernel_util.cuh).
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/elementwise.h"
 
@@ -26,13 +25,11 @@ __global__ void unary_backward_kernel(const T* g, const T* x, const T* y, T alph
 }
 
 template <typename T>
-__global__ void sum_rows_kernel(const T* g, long long rows, long long n, T* out) {
-  SRU_GRID_STRIDE(j, n) {
-    double acc = 0.0;
-    for (long long r = 0; r < rows; ++r) acc += g[r * n + j];
-    out[j] = static_cast<T>(acc);
-  }
-}
+struct RowElement {  // g viewed as (rows, n): element (r, j)
+  const T* g;
+  long long n;
+  __device__ double operator()(long long r, long long j) const { return g[r * n + j]; }
+};
 
 template <BinaryOp OP, typename T>
 void launch_binary(const T* a, long long na, const T* b, long long nb, T* out, long long n, cudaStream_t s) {
@@ -88,8 +85,7 @@ void sum_rows(const Tensor& g, const Tensor& out) {
   if (n == 0) return;
   const long long rows = g.numel() / n;
   SRU_DISPATCH_FLOATING(g.dtype(), "sum_rows", [&]<typename T>() {
-    sum_rows_kernel<<<grid_for(n), kBlock, 0, stream_of(g)>>>(g.data<T>(), rows, n, out.data<T>());
-    SRU_CUDA_LAUNCH_CHECK("sum_rows_kernel");
+    column_sums(RowElement<T>{g.data<T>(), n}, rows, n, 1.0, out.data<T>(), g.device());
   });
 }
 

@@ -1,10 +1,14 @@
 // CUDA kernels of the embedding lookup (math in ops/embedding.h; CPU twins in ops/cpu/embedding.cpp).
 // forward: out[i, :] = weight[idx[i], :], one thread per output element; an index outside [0, V) is
 // reported (first position) after the kernel, as the CPU reports it.
-// backward: grad_weight[idx[i], j] += grad[i, j] for i != padding rows. One thread per column j adds
-// the positions in order: no atomics, so the result is deterministic and equal to the CPU's order.
-#include "ops/dispatch.h"
+// backward: grad_weight[idx[i], j] += grad[i, j] for rows other than padding_idx, without atomics: the
+// (index, position) pairs are sorted by index with a stable radix sort (cub), so each index's positions
+// form one run in position order; the thread of (run start, column j) adds the run's gradient rows in
+// that order, as the CPU does (deterministic, and the same sums). Parallel over runs x columns.
+#include <cub/device/device_radix_sort.cuh>
+
 #include "ops/cuda/kernel_util.cuh"
+#include "ops/dispatch.h"
 #include "ops/embedding.h"
 
 namespace sru::cuda {
@@ -26,14 +30,25 @@ __global__ void embedding_forward_kernel(const T* w, long long V, long long D, c
   }
 }
 
-template <typename T, typename I>
-__global__ void embedding_backward_kernel(const T* g, const I* idx, long long n, long long D, long long padding_idx,
-                                          T* gw) {
-  SRU_GRID_STRIDE(j, D) {
-    for (long long i = 0; i < n; ++i) {
-      const long long row = static_cast<long long>(idx[i]);
-      if (row != padding_idx) gw[row * D + j] += g[i * D + j];
-    }
+template <typename I>
+__global__ void sort_input_kernel(const I* idx, long long n, int32_t* keys, int32_t* positions) {
+  SRU_GRID_STRIDE(i, n) {
+    keys[i] = static_cast<int32_t>(idx[i]);
+    positions[i] = static_cast<int32_t>(i);
+  }
+}
+
+// One thread per (sorted slot i, column j); the threads at the start of a run of equal keys do the work.
+template <typename T>
+__global__ void embedding_backward_kernel(const T* g, const int32_t* keys, const int32_t* positions, long long n,
+                                          long long D, long long padding_idx, T* gw) {
+  SRU_GRID_STRIDE(e, n * D) {
+    const long long i = e / D, j = e % D;
+    const int32_t key = keys[i];
+    if ((i > 0 && keys[i - 1] == key) || key == padding_idx) continue;
+    T sum = T(0);
+    for (long long k = i; k < n && keys[k] == key; ++k) sum += g[static_cast<long long>(positions[k]) * D + j];
+    gw[static_cast<long long>(key) * D + j] += sum;
   }
 }
 
@@ -57,14 +72,33 @@ void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor
 }
 
 void embedding_backward(const Tensor& grad, const Tensor& indices, int64_t padding_idx, const Tensor& grad_weight) {
-  const int64_t D = grad_weight.size(1), n = indices.numel();
+  const int64_t V = grad_weight.size(0), D = grad_weight.size(1), n = indices.numel();
   if (n * D == 0) return;
+  SRU_CHECK(n < (int64_t{1} << 31) && V < (int64_t{1} << 31), "embedding_backward: more than 2^31 positions or rows");
+  const cudaStream_t s = stream_of(grad_weight);
+  const Device device = grad_weight.device();
+  Tensor keys_in = Tensor::empty({n}, DType::I32, device), keys = Tensor::empty({n}, DType::I32, device);
+  Tensor positions_in = Tensor::empty({n}, DType::I32, device), positions = Tensor::empty({n}, DType::I32, device);
+  with_index_data(indices, [&](const auto* idx) {
+    sort_input_kernel<<<grid_for(n), kBlock, 0, s>>>(idx, n, keys_in.data<int32_t>(), positions_in.data<int32_t>());
+    SRU_CUDA_LAUNCH_CHECK("sort_input_kernel");
+  });
+  // Sort only the key bits the vocabulary needs (indices were range-checked in the forward pass).
+  int end_bit = 1;
+  while (end_bit < 31 && (int64_t{1} << end_bit) < V) ++end_bit;
+  size_t temp_bytes = 0;
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.data<int32_t>(), keys.data<int32_t>(),
+                                             positions_in.data<int32_t>(), positions.data<int32_t>(), static_cast<int>(n),
+                                             0, end_bit, s));
+  Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4 + 1)}, DType::F32, device);
+  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, keys_in.data<int32_t>(), keys.data<int32_t>(),
+                                             positions_in.data<int32_t>(), positions.data<int32_t>(), static_cast<int>(n),
+                                             0, end_bit, s));
   SRU_DISPATCH_FLOATING(grad_weight.dtype(), "embedding_backward", [&]<typename T>() {
-    with_index_data(indices, [&](const auto* idx) {
-      embedding_backward_kernel<<<grid_for(D, 64), 64, 0, stream_of(grad_weight)>>>(grad.data<T>(), idx, n, D,
-                                                                                     padding_idx, grad_weight.data<T>());
-      SRU_CUDA_LAUNCH_CHECK("embedding_backward_kernel");
-    });
+    embedding_backward_kernel<<<grid_for(n * D), kBlock, 0, s>>>(grad.data<T>(), keys.data<int32_t>(),
+                                                                positions.data<int32_t>(), n, D, padding_idx,
+                                                                grad_weight.data<T>());
+    SRU_CUDA_LAUNCH_CHECK("embedding_backward_kernel");
   });
 }
 

@@ -44,6 +44,49 @@ __device__ T block_max(T v, T* shared) {
   return total;
 }
 
+// Column sums out[j] = scale * sum over r of f(r, j), r < rows, j < cols, in double, in two passes:
+// fixed chunks of rows summed by one thread per (chunk, column), then the chunk sums added in order
+// per column. One thread per column alone would leave a GPU nearly idle for few columns (a bias
+// gradient has a few hundred) and many rows; the chunking depends only on (rows, cols), so the
+// result is the same on every run. f is a functor: double operator()(long long r, long long j).
+template <typename F>
+__global__ void chunked_column_sum_kernel(F f, long long rows, long long cols, long long chunk, long long chunks,
+                                          double* partial) {
+  SRU_GRID_STRIDE(e, chunks * cols) {
+    const long long c = e / cols, j = e % cols;
+    const long long end = (c + 1) * chunk < rows ? (c + 1) * chunk : rows;
+    double acc = 0.0;
+    for (long long r = c * chunk; r < end; ++r) acc += f(r, j);
+    partial[e] = acc;
+  }
+}
+
+template <typename T>
+__global__ void finish_column_sum_kernel(const double* partial, long long chunks, long long cols, double scale, T* out) {
+  SRU_GRID_STRIDE(j, cols) {
+    double acc = 0.0;
+    for (long long c = 0; c < chunks; ++c) acc += partial[c * cols + j];
+    out[j] = static_cast<T>(acc * scale);
+  }
+}
+
+template <typename T, typename F>
+void column_sums(const F& f, long long rows, long long cols, double scale, T* out, Device device) {
+  if (cols == 0) return;
+  constexpr long long kTargetThreads = 1 << 17, kMinChunk = 16;
+  const long long wanted_chunks = kTargetThreads / cols > 1 ? kTargetThreads / cols : 1;
+  long long chunk = (rows + wanted_chunks - 1) / wanted_chunks;
+  chunk = chunk < kMinChunk ? kMinChunk : chunk;
+  const long long chunks = rows == 0 ? 1 : (rows + chunk - 1) / chunk;
+  const Tensor partial = Tensor::empty({static_cast<int64_t>(chunks * cols)}, DType::F64, device);
+  const cudaStream_t stream = context(device.index).stream;
+  chunked_column_sum_kernel<<<grid_for(chunks * cols), kBlock, 0, stream>>>(f, rows, cols, chunk, chunks,
+                                                                          partial.data<double>());
+  SRU_CUDA_LAUNCH_CHECK("chunked_column_sum_kernel");
+  finish_column_sum_kernel<<<grid_for(cols), kBlock, 0, stream>>>(partial.data<double>(), chunks, cols, scale, out);
+  SRU_CUDA_LAUNCH_CHECK("finish_column_sum_kernel");
+}
+
 // A device flag for input checks inside kernels (an index out of range): kernels store the first
 // offending position with atomicMin; first_bad() copies it back (-1 when none).
 class BadIndexFlag {

@@ -1,7 +1,7 @@
 // CUDA kernels of layer_norm (math in ops/layer_norm.h; CPU twins in ops/cpu/layer_norm.cpp).
 // x (N, D): one block per row computes mean and rstd in double (fixed-tree sums) and writes y; the
-// backward block per row writes dx; dweight / dbias sum over rows per column, one thread per column
-// adding rows in order (deterministic, as on the CPU).
+// backward block per row writes dx; dweight / dbias sum over rows per column with column_sums
+// (ops/cuda/kernel_util.cuh: fixed chunks, in double, deterministic).
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/layer_norm.h"
 
@@ -54,19 +54,20 @@ __global__ void layer_norm_backward_kernel(const T* g, const T* x, const T* w, c
 }
 
 template <typename T>
-__global__ void layer_norm_param_grad_kernel(const T* g, const T* x, const T* mean, const T* rstd, long long N,
-                                             long long D, T* dw, T* db) {
-  SRU_GRID_STRIDE(j, D) {
-    double acc_w = 0.0, acc_b = 0.0;
-    for (long long n = 0; n < N; ++n) {
-      const double gj = g[n * D + j];
-      acc_w += gj * (x[n * D + j] - static_cast<double>(mean[n])) * static_cast<double>(rstd[n]);
-      acc_b += gj;
-    }
-    if (dw) dw[j] = static_cast<T>(acc_w);
-    if (db) db[j] = static_cast<T>(acc_b);
+struct WeightGradTerm {  // g * (x - mean) * rstd at (row n, column j)
+  const T *g, *x, *mean, *rstd;
+  long long D;
+  __device__ double operator()(long long n, long long j) const {
+    return static_cast<double>(g[n * D + j]) * (x[n * D + j] - static_cast<double>(mean[n])) * static_cast<double>(rstd[n]);
   }
-}
+};
+
+template <typename T>
+struct BiasGradTerm {
+  const T* g;
+  long long D;
+  __device__ double operator()(long long n, long long j) const { return g[n * D + j]; }
+};
 
 template <typename T>
 T* ptr_or_null(const Tensor& t) {
@@ -95,10 +96,10 @@ void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
     layer_norm_backward_kernel<<<static_cast<unsigned>(N), kBlock, 0, s>>>(
         g.data<T>(), x.data<T>(), ptr_or_null<T>(weight), mean.data<T>(), rstd.data<T>(), D, dx.data<T>());
     SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_kernel");
-    if (!dweight.defined() && !dbias.defined()) return;
-    layer_norm_param_grad_kernel<<<grid_for(D, 64), 64, 0, s>>>(g.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(),
-                                                                N, D, ptr_or_null<T>(dweight), ptr_or_null<T>(dbias));
-    SRU_CUDA_LAUNCH_CHECK("layer_norm_param_grad_kernel");
+    if (dweight.defined())
+      column_sums(WeightGradTerm<T>{g.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), D}, N, D, 1.0,
+                  dweight.data<T>(), x.device());
+    if (dbias.defined()) column_sums(BiasGradTerm<T>{g.data<T>(), D}, N, D, 1.0, dbias.data<T>(), x.device());
   });
 }
 

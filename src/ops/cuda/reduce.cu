@@ -1,6 +1,6 @@
 // CUDA kernels of sum/mean (CPU twins: ops/cpu/reduce.cpp). x is viewed as (outer, n, inner).
 // reduce_middle: out (outer, inner) = scale * sum over k of x[o, k, i], in double; with inner == 1 one
-// block per output row sums it with a fixed tree, otherwise one thread per output adds k in order.
+// block per output row sums it with a fixed tree, otherwise column_sums (ops/cuda/kernel_util.cuh).
 // broadcast_middle: out (outer, n, inner) = scale * g (outer, inner), one thread per element.
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/reduce.h"
@@ -20,15 +20,13 @@ __global__ void reduce_rows_kernel(const T* x, long long n, double scale, T* out
 }
 
 template <typename T>
-__global__ void reduce_middle_kernel(const T* x, long long outer, long long n, long long inner, double scale, T* out) {
-  SRU_GRID_STRIDE(idx, outer * inner) {
-    const long long o = idx / inner, i = idx % inner;
-    const T* block = x + o * n * inner + i;
-    double acc = 0.0;
-    for (long long k = 0; k < n; ++k) acc += block[k * inner];
-    out[idx] = static_cast<T>(acc * scale);
+struct MiddleElement {  // x (outer, n, inner) as rows k and columns (o, i)
+  const T* x;
+  long long n, inner;
+  __device__ double operator()(long long k, long long col) const {
+    return x[((col / inner) * n + k) * inner + col % inner];
   }
-}
+};
 
 template <typename T>
 __global__ void broadcast_middle_kernel(const T* g, long long outer, long long n, long long inner, T scale, T* out) {
@@ -47,7 +45,7 @@ void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, dou
     if (inner == 1 && outer <= 2147483647LL)
       reduce_rows_kernel<<<static_cast<unsigned>(outer), kBlock, 0, s>>>(x.data<T>(), n, scale, out.data<T>());
     else
-      reduce_middle_kernel<<<grid_for(outer * inner), kBlock, 0, s>>>(x.data<T>(), outer, n, inner, scale, out.data<T>());
+      column_sums(MiddleElement<T>{x.data<T>(), n, inner}, n, outer * inner, scale, out.data<T>(), x.device());
     SRU_CUDA_LAUNCH_CHECK("reduce_middle");
   });
 }

@@ -3,8 +3,9 @@
 // (ops/cpu/sru_recurrence_kernels.h); shapes and saved state: ops/sru_recurrence.h.
 //
 // One thread per (batch b, output column col = dir*d + j), B*out threads: it walks time in its
-// direction carrying c in a register. U is read at ((t*B + b)*out + col)*k + m, so neighbouring
-// threads read neighbouring columns. The backward thread accumulates d vf, d vr, d bf, d br of its
+// direction carrying c in a register, loading the inputs of kChunk steps before computing them (more
+// loads in flight). U is read at ((t*B + b)*out + col)*k + m, so neighbouring threads read
+// neighbouring columns. The backward thread accumulates d vf, d vr, d bf, d br of its
 // column in T (float32 for float) over time and writes them per batch row; a second kernel sums the
 // B rows per column in order (deterministic, same order as the CPU). Padded steps (mask_pad != 0)
 // keep c and output h = 0; the padding mask is first turned into one int per (t, b).
@@ -42,61 +43,104 @@ __device__ SruStepInput<T> step_input(const Args<T>& a, long long pos, long long
   return in;
 }
 
+// Steps whose inputs a thread loads before computing any of them. One thread per column leaves few
+// warps per SM (B*out threads), so a thread that loaded one step at a time would wait a memory round
+// trip per step; loading kChunk steps first keeps kChunk times more loads in flight.
+constexpr int kChunk = 8;
+// Threads per block of the column kernels: small blocks spread few columns (B*out) over more SMs.
+constexpr unsigned kColumnBlock = 64;
+
 template <typename T, int K>
-__global__ void forward_kernel(Args<T> a, T* h, T* c_all, T* c_last) {
+__global__ void forward_kernel(Args<T> a, T* __restrict__ h, T* __restrict__ c_all, T* __restrict__ c_last) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
     const long long b = idx / a.out, col = idx % a.out, dir = col / a.d;
     const T vf = a.weight_c[col], vr = a.weight_c[a.out + col], bf = a.bias[col], br = a.bias[a.out + col];
     const T m = a.mask_c ? a.mask_c[idx] : T(1);
     T c = a.c0 ? a.c0[idx] : T(0);
-    for (long long step = 0; step < a.L; ++step) {
-      const long long t = dir == 0 ? step : a.L - 1 - step;
-      const long long pos = (t * a.B + b) * a.out + col;
-      if (a.pad && a.pad[t * a.B + b]) {
-        h[pos] = T(0);
-        c_all[pos] = c;
-        continue;
+    for (long long first = 0; first < a.L; first += kChunk) {
+      SruStepInput<T> in[kChunk];
+      bool padded[kChunk];
+#pragma unroll
+      for (int s = 0; s < kChunk; ++s) {
+        const long long step = first + s;
+        if (step >= a.L) break;
+        const long long t = dir == 0 ? step : a.L - 1 - step;
+        padded[s] = a.pad && a.pad[t * a.B + b];
+        in[s] = step_input<T, K>(a, (t * a.B + b) * a.out + col, col, vf, vr, bf, br, m);
       }
-      T hv;
-      c = sru_step_forward(step_input<T, K>(a, pos, col, vf, vr, bf, br, m), c, a.use_tanh, a.has_skip, hv);
-      h[pos] = hv;
-      c_all[pos] = c;
+#pragma unroll
+      for (int s = 0; s < kChunk; ++s) {
+        const long long step = first + s;
+        if (step >= a.L) break;
+        const long long t = dir == 0 ? step : a.L - 1 - step;
+        const long long pos = (t * a.B + b) * a.out + col;
+        if (padded[s]) {
+          h[pos] = T(0);
+          c_all[pos] = c;
+          continue;
+        }
+        T hv;
+        c = sru_step_forward(in[s], c, a.use_tanh, a.has_skip, hv);
+        h[pos] = hv;
+        c_all[pos] = c;
+      }
     }
     c_last[idx] = c;
   }
 }
 
 template <typename T, int K>
-__global__ void backward_kernel(Args<T> a, const T* c_all, const T* gh, const T* gc_last, T* gU, T* gx, T* gc0,
-                                T* part_v, T* part_b /* (B, 2*out) each */) {
+__global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T* __restrict__ gh,
+                                const T* __restrict__ gc_last, T* __restrict__ gU, T* __restrict__ gx,
+                                T* __restrict__ gc0, T* __restrict__ part_v, T* __restrict__ part_b /* (B, 2*out) each */) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
     const long long b = idx / a.out, col = idx % a.out, dir = col / a.d;
     const T vf = a.weight_c[col], vr = a.weight_c[a.out + col], bf = a.bias[col], br = a.bias[a.out + col];
     const T m = a.mask_c ? a.mask_c[idx] : T(1);
+    const T c_initial = a.c0 ? a.c0[idx] : T(0);
     T gc = gc_last ? gc_last[idx] : T(0);
     T acc_vf = T(0), acc_vr = T(0), acc_bf = T(0), acc_br = T(0);
-    for (long long step = a.L - 1; step >= 0; --step) {
-      const long long t = dir == 0 ? step : a.L - 1 - step;
-      const long long pos = (t * a.B + b) * a.out + col;
-      if (a.pad && a.pad[t * a.B + b]) {  // c passed through unchanged: gc flows on as it is
-        for (int k = 0; k < K; ++k) gU[pos * K + k] = T(0);
-        if (gx) gx[pos] = T(0);
-        continue;
+    // Walks the processing order backwards (step = L-1 .. 0), kChunk steps at a time.
+    for (long long last = a.L - 1; last >= 0; last -= kChunk) {
+      SruStepInput<T> in[kChunk];
+      T c_cur[kChunk], c_prev[kChunk], g_h[kChunk];
+      bool padded[kChunk];
+#pragma unroll
+      for (int s = 0; s < kChunk; ++s) {
+        const long long step = last - s;
+        if (step < 0) break;
+        const long long t = dir == 0 ? step : a.L - 1 - step;
+        const long long pos = (t * a.B + b) * a.out + col;
+        padded[s] = a.pad && a.pad[t * a.B + b];
+        in[s] = step_input<T, K>(a, pos, col, vf, vr, bf, br, m);
+        c_cur[s] = c_all[pos];
+        g_h[s] = gh[pos];
+        // The state before this step in processing order.
+        c_prev[s] = step == 0 ? c_initial : c_all[((dir == 0 ? t - 1 : t + 1) * a.B + b) * a.out + col];
       }
-      const T c_prev = step == 0 ? (a.c0 ? a.c0[idx] : T(0))
-                                 : c_all[((dir == 0 ? t - 1 : t + 1) * a.B + b) * a.out + col];
-      const SruStepGrads<T> g = sru_step_backward(step_input<T, K>(a, pos, col, vf, vr, bf, br, m), c_prev, c_all[pos],
-                                                  gh[pos], gc, a.use_tanh, a.has_skip);
-      gU[pos * K] = g.u0;
-      gU[pos * K + 1] = g.u1;
-      gU[pos * K + 2] = g.u2;
-      if constexpr (K == 4) gU[pos * K + 3] = g.x_skip;
-      if (K == 3 && a.has_skip && gx) gx[pos] = g.x_skip * a.scale;
-      acc_vf += g.vf;
-      acc_vr += g.vr;
-      acc_bf += g.u1;
-      acc_br += g.u2;
-      gc = g.c_prev;
+#pragma unroll
+      for (int s = 0; s < kChunk; ++s) {
+        const long long step = last - s;
+        if (step < 0) break;
+        const long long t = dir == 0 ? step : a.L - 1 - step;
+        const long long pos = (t * a.B + b) * a.out + col;
+        if (padded[s]) {  // c passed through unchanged: gc flows on as it is
+          for (int k = 0; k < K; ++k) gU[pos * K + k] = T(0);
+          if (gx) gx[pos] = T(0);
+          continue;
+        }
+        const SruStepGrads<T> g = sru_step_backward(in[s], c_prev[s], c_cur[s], g_h[s], gc, a.use_tanh, a.has_skip);
+        gU[pos * K] = g.u0;
+        gU[pos * K + 1] = g.u1;
+        gU[pos * K + 2] = g.u2;
+        if constexpr (K == 4) gU[pos * K + 3] = g.x_skip;
+        if (K == 3 && a.has_skip && gx) gx[pos] = g.x_skip * a.scale;
+        acc_vf += g.vf;
+        acc_vr += g.vr;
+        acc_bf += g.u1;
+        acc_br += g.u2;
+        gc = g.c_prev;
+      }
     }
     if (gc0) gc0[idx] = gc;
     T* pv = part_v + b * 2 * a.out;
@@ -159,8 +203,9 @@ void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o,
     const long long threads = a.B * a.out;
     if (threads == 0) return;
     const cudaStream_t s = stream_of(in.U);
-    if (o.k == 4) forward_kernel<T, 4><<<grid_for(threads), kBlock, 0, s>>>(a, h.data<T>(), c_all.data<T>(), c_last.data<T>());
-    else forward_kernel<T, 3><<<grid_for(threads), kBlock, 0, s>>>(a, h.data<T>(), c_all.data<T>(), c_last.data<T>());
+    const unsigned grid = grid_for(threads, kColumnBlock);
+    if (o.k == 4) forward_kernel<T, 4><<<grid, kColumnBlock, 0, s>>>(a, h.data<T>(), c_all.data<T>(), c_last.data<T>());
+    else forward_kernel<T, 3><<<grid, kColumnBlock, 0, s>>>(a, h.data<T>(), c_all.data<T>(), c_last.data<T>());
     SRU_CUDA_LAUNCH_CHECK("sru forward_kernel");
   });
 }
@@ -179,14 +224,11 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
     const cudaStream_t s = stream_of(in.U);
     const long long threads = a.B * a.out;
     if (threads > 0) {
-      if (o.k == 4)
-        backward_kernel<T, 4><<<grid_for(threads), kBlock, 0, s>>>(a, c_all.data<T>(), grad_h.data<T>(), ptr(grad_c_last),
-                                                                   grad_U.data<T>(), ptr(grad_x), ptr(grad_c0),
-                                                                   part_v.data<T>(), part_b.data<T>());
-      else
-        backward_kernel<T, 3><<<grid_for(threads), kBlock, 0, s>>>(a, c_all.data<T>(), grad_h.data<T>(), ptr(grad_c_last),
-                                                                   grad_U.data<T>(), ptr(grad_x), ptr(grad_c0),
-                                                                   part_v.data<T>(), part_b.data<T>());
+      const unsigned grid = grid_for(threads, kColumnBlock);
+      T *gU = grad_U.data<T>(), *gx = ptr(grad_x), *gc0 = ptr(grad_c0), *pv = part_v.data<T>(), *pb = part_b.data<T>();
+      const T *c = c_all.data<T>(), *gh = grad_h.data<T>(), *gc_last = ptr(grad_c_last);
+      if (o.k == 4) backward_kernel<T, 4><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+      else backward_kernel<T, 3><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
       SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
     }
     reduce_batch_kernel<<<grid_for(2 * a.out), kBlock, 0, s>>>(part_v.data<T>(), part_b.data<T>(), a.B, 2 * a.out,
