@@ -54,6 +54,9 @@ template <typename T, int K>
 __global__ void forward_kernel(Args<T> a, T* __restrict__ h, T* __restrict__ c_all, T* __restrict__ c_last) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
     const long long b = idx / a.out, col = idx % a.out, dir = col / a.d;
+    // Processing step -> time index (direction 1 runs from t = L-1 down) -> element of (L, B, out).
+    auto time_of = [&](long long step) { return dir == 0 ? step : a.L - 1 - step; };
+    auto position_of = [&](long long t) { return (t * a.B + b) * a.out + col; };
     const T vf = a.weight_c[col], vr = a.weight_c[a.out + col], bf = a.bias[col], br = a.bias[a.out + col];
     const T m = a.mask_c ? a.mask_c[idx] : T(1);
     T c = a.c0 ? a.c0[idx] : T(0);
@@ -64,16 +67,16 @@ __global__ void forward_kernel(Args<T> a, T* __restrict__ h, T* __restrict__ c_a
       for (int s = 0; s < kChunk; ++s) {
         const long long step = first + s;
         if (step >= a.L) break;
-        const long long t = dir == 0 ? step : a.L - 1 - step;
+        const long long t = time_of(step);
         padded[s] = a.pad && a.pad[t * a.B + b];
-        in[s] = step_input<T, K>(a, (t * a.B + b) * a.out + col, col, vf, vr, bf, br, m);
+        in[s] = step_input<T, K>(a, position_of(t), col, vf, vr, bf, br, m);
       }
 #pragma unroll
       for (int s = 0; s < kChunk; ++s) {
         const long long step = first + s;
         if (step >= a.L) break;
-        const long long t = dir == 0 ? step : a.L - 1 - step;
-        const long long pos = (t * a.B + b) * a.out + col;
+        const long long t = time_of(step);
+        const long long pos = position_of(t);
         if (padded[s]) {
           h[pos] = T(0);
           c_all[pos] = c;
@@ -95,6 +98,9 @@ __global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T*
                                 T* __restrict__ gc0, T* __restrict__ part_v, T* __restrict__ part_b /* (B, 2*out) each */) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
     const long long b = idx / a.out, col = idx % a.out, dir = col / a.d;
+    // Processing step -> time index (direction 1 runs from t = L-1 down) -> element of (L, B, out).
+    auto time_of = [&](long long step) { return dir == 0 ? step : a.L - 1 - step; };
+    auto position_of = [&](long long t) { return (t * a.B + b) * a.out + col; };
     const T vf = a.weight_c[col], vr = a.weight_c[a.out + col], bf = a.bias[col], br = a.bias[a.out + col];
     const T m = a.mask_c ? a.mask_c[idx] : T(1);
     const T c_initial = a.c0 ? a.c0[idx] : T(0);
@@ -109,21 +115,21 @@ __global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T*
       for (int s = 0; s < kChunk; ++s) {
         const long long step = last - s;
         if (step < 0) break;
-        const long long t = dir == 0 ? step : a.L - 1 - step;
-        const long long pos = (t * a.B + b) * a.out + col;
+        const long long t = time_of(step);
+        const long long pos = position_of(t);
         padded[s] = a.pad && a.pad[t * a.B + b];
         in[s] = step_input<T, K>(a, pos, col, vf, vr, bf, br, m);
         c_cur[s] = c_all[pos];
         g_h[s] = gh[pos];
         // The state before this step in processing order.
-        c_prev[s] = step == 0 ? c_initial : c_all[((dir == 0 ? t - 1 : t + 1) * a.B + b) * a.out + col];
+        c_prev[s] = step == 0 ? c_initial : c_all[position_of(dir == 0 ? t - 1 : t + 1)];
       }
 #pragma unroll
       for (int s = 0; s < kChunk; ++s) {
         const long long step = last - s;
         if (step < 0) break;
-        const long long t = dir == 0 ? step : a.L - 1 - step;
-        const long long pos = (t * a.B + b) * a.out + col;
+        const long long t = time_of(step);
+        const long long pos = position_of(t);
         if (padded[s]) {  // c passed through unchanged: gc flows on as it is
           for (int k = 0; k < K; ++k) gU[pos * K + k] = T(0);
           if (gx) gx[pos] = T(0);
