@@ -26,9 +26,14 @@ build_dir=${BUILD_DIR:-build-gpu}
 log_dir=${LOG_DIR:-$build_dir/logs}
 generator=()
 command -v ninja > /dev/null && generator=(-G Ninja)
-cmake -S . -B "$build_dir" "${generator[@]}" -DSRU_CUDA=ON -DCMAKE_BUILD_TYPE=Release > /dev/null
-cmake --build "$build_dir" -j "$(nproc)" 2>&1 | tail -3
 mkdir -p "$log_dir"
+if ! cmake -S . -B "$build_dir" "${generator[@]}" -DSRU_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$log_dir/configure.log" 2>&1; then
+  tail -30 "$log_dir/configure.log"; echo "gpu_check: FAILED: configure (log: $log_dir/configure.log)"; exit 1
+fi
+grep "CUDA:" "$log_dir/configure.log" || true
+if ! cmake --build "$build_dir" -j "$(nproc)" > "$log_dir/build.log" 2>&1; then
+  grep -E "error|FAILED" "$log_dir/build.log" | head -30; echo "gpu_check: FAILED: build (log: $log_dir/build.log)"; exit 1
+fi
 # The tests skip rather than fail without a device: make that an error here.
 "$build_dir"/tests/test_cuda --gtest_filter='CudaDevice.*' 2>&1 | tee "$log_dir/device.log" | grep -E "cuda:|runtime|SKIPPED" || true
 if grep -q "SKIPPED" "$log_dir/device.log"; then

@@ -114,6 +114,7 @@ TEST(CudaTensor, CopiesFillsAndConverts) {
 
 TEST(CudaTensor, CachingAllocatorReusesFreedBlocks) {
   SKIP_WITHOUT_CUDA();
+  cuda::empty_cache();  // no cached block of this size left by earlier tests in the same process
   const AllocatorStats before = cuda::allocator_stats(0);
   { Tensor a = Tensor::empty({1 << 20}, DType::F32, kCuda); }  // 4 MiB, back to the cache
   const AllocatorStats cached = cuda::allocator_stats(0);
