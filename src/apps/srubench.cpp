@@ -17,6 +17,7 @@
 #include "core/parallel.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/sru_recurrence.h"
@@ -65,6 +66,22 @@ void bench_bandwidth(Report& report, const CeilingOptions& o) {
     for (auto [impl, t, moved] : {std::tuple{"add", t_add, 3 * bytes}, std::tuple{"copy", t_copy, 2 * bytes}}) {
       Row row{impl, "cpu", {}};
       row.set("L", o.length).set("B", o.batch).set("d", d).set("ms", t.median_ms).set("gbps", moved / (t.median_ms * 1e6));
+      report.add(row);
+    }
+  }
+}
+
+// Philox random numbers where training draws them: a dropout mask and a uniform initialiser of
+// (L, B, d) elements, in millions of elements per second.
+void bench_random(Report& report, const CeilingOptions& o) {
+  for (int64_t d : o.hidden) {
+    const int64_t n = o.length * o.batch * d;
+    sru::Generator gen(3);
+    const auto t_mask = sru::bench::time_cpu([&] { sru::dropout_mask({n}, 0.3, sru::DType::F32, gen); }, o.timing);
+    const auto t_uniform = sru::bench::time_cpu([&] { Tensor::uniform({n}, -1, 1, sru::DType::F32, gen); }, o.timing);
+    for (auto [impl, t] : {std::pair{"dropout_mask", t_mask}, std::pair{"uniform", t_uniform}}) {
+      Row row{impl, "cpu", {}};
+      row.set("L", o.length).set("B", o.batch).set("d", d).set("ms", t.median_ms).set("melem_per_s", n / (t.median_ms * 1e3));
       report.add(row);
     }
   }
@@ -302,6 +319,7 @@ int main(int argc, char** argv) {
       for (int64_t d : ceilings.hidden) SRU_CHECK(d > 0, "srubench ceilings: --hidden sizes must be positive, got ", d);
       bench_sgemm(report, ceilings);
       bench_bandwidth(report, ceilings);
+      bench_random(report, ceilings);
     } else {
       for (int64_t v : layer.lengths) SRU_CHECK(v > 0, "srubench sru-vs-lstm: --lengths must be positive, got ", v);
       for (int64_t v : layer.hidden) SRU_CHECK(v > 0, "srubench sru-vs-lstm: --hidden sizes must be positive, got ", v);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/philox.h"
+#include "core/philox_fill.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
@@ -77,4 +78,25 @@ TEST(Philox, MatchesRandom123KnownAnswerPiDigits) {
   EXPECT_EQ(out.v[1], 0x94fdccebu);
   EXPECT_EQ(out.v[2], 0x5001e420u);
   EXPECT_EQ(out.v[3], 0x24126ea1u);
+}
+
+// The block-wise generator gives exactly random_u32's words, for ranges that start and end inside
+// counter blocks and lane groups, and the initialisers built on it give their scalar definitions.
+TEST(Philox, BlockFillEqualsTheScalarDefinition) {
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 1}, {3, 5}, {0, 32}, {7, 101}, {31, 33}, {1000, 5000}}) {
+    std::vector<uint32_t> words(end - begin);
+    philox::fill_u32(99, 12345, begin, end, words.data());
+    for (int64_t i = begin; i < end; ++i)
+      ASSERT_EQ(words[i - begin], philox::random_u32(99, 12345, i)) << "element " << i << " of [" << begin << ", " << end << ")";
+  }
+  Generator a(5), b(5);
+  const std::vector<double> u = Tensor::uniform({70001}, -2, 3, DType::F64, a).to_vector<double>();
+  const std::vector<double> z = Tensor::randn({70001}, DType::F64, a).to_vector<double>();
+  const uint64_t u_offset = b.reserve(70001), z_offset = b.reserve(2 * 70001);
+  for (int64_t i = 0; i < 70001; ++i) {
+    ASSERT_EQ(u[i], -2 + 5 * static_cast<double>(philox::u32_to_unit_float(philox::random_u32(5, u_offset, i)))) << i;
+    const double u1 = 1.0 - philox::u32_to_unit_float(philox::random_u32(5, z_offset, 2 * i));
+    const double u2 = philox::u32_to_unit_float(philox::random_u32(5, z_offset, 2 * i + 1));
+    ASSERT_EQ(z[i], std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2)) << i;
+  }
 }
