@@ -1,5 +1,5 @@
 // Reads a data file as bytes: a plain file, or a .zip archive as distributed (enwik8.zip), whose
-// single member (or the member named like the archive without .zip) is inflated in memory.
+// single member (or the member named like the archive without .zip) is inflated.
 #pragma once
 
 #include <string>
@@ -8,7 +8,5 @@ namespace sru::data {
 
 // Throws sru::Error naming the path when the file cannot be read or the archive is malformed.
 std::string read_byte_file(const std::string& path);
-// The bytes of the member of a zip archive's contents (`archive`, read from `path`).
-std::string unzip_member(const std::string& archive, const std::string& path);
 
 }  // namespace sru::data

@@ -1,10 +1,13 @@
-// Streaming byte sources (plain, gzip, zip member) and the line reader on top of them.
+// Streaming byte sources (plain, gzip, zip member: the first, or one named through the central
+// directory) and the line reader on top of them.
 #include "data/line_reader.h"
 
 #include <zlib.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "core/error.h"
@@ -43,13 +46,98 @@ class GzipSource : public ByteSource {
   gzFile file_ = nullptr;
 };
 
-// The first member of a zip archive, streamed: deflate needs no sizes (the stream ends itself),
-// stored members take theirs from the local header or its ZIP64 extra field.
+// A member of a zip archive as its central directory describes it.
+struct ZipEntry {
+  uint64_t local_header = 0;
+  uint64_t size = 0;  // uncompressed
+};
+
+// Reads n bytes at `offset` of the file; throws naming the path when the file is shorter.
+std::vector<unsigned char> read_at(std::FILE* f, uint64_t offset, size_t n, const std::string& path) {
+  std::vector<unsigned char> out(n);
+  SRU_CHECK(std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0 && std::fread(out.data(), 1, n, f) == n, "'",
+            path, "' is truncated or corrupted (its zip directory points past the end)");
+  return out;
+}
+
+// Finds the member named `wanted` (or the file name part of a member's path equal to it, or the only
+// member) in the central directory, ZIP64 records included. Throws naming the path and the members.
+ZipEntry find_zip_member(std::FILE* f, const std::string& path, const std::string& wanted) {
+  SRU_CHECK(std::fseek(f, 0, SEEK_END) == 0, "cannot read '", path, "'");
+  const uint64_t file_size = static_cast<uint64_t>(std::ftell(f));
+  SRU_CHECK(file_size >= 22, "'", path, "' is too short to be a zip archive");
+  // End of central directory: signature 0x06054b50 within the last 64 KiB + 22 bytes.
+  const uint64_t tail_size = std::min<uint64_t>(file_size, 65557);
+  const std::vector<unsigned char> tail = read_at(f, file_size - tail_size, tail_size, path);
+  int64_t eocd = -1;
+  for (int64_t i = static_cast<int64_t>(tail_size) - 22; i >= 0 && eocd < 0; --i)
+    if (little_endian(&tail[i], 4) == 0x06054b50) eocd = i;
+  SRU_CHECK(eocd >= 0, "'", path, "' is not a zip archive (no end-of-central-directory record)");
+  uint64_t entries = little_endian(&tail[eocd + 10], 2), cd_size = little_endian(&tail[eocd + 12], 4);
+  uint64_t cd_offset = little_endian(&tail[eocd + 16], 4);
+  if ((entries == 0xffff || cd_offset == 0xffffffffu) && eocd >= 20 && little_endian(&tail[eocd - 20], 4) == 0x07064b50) {
+    const std::vector<unsigned char> z64 = read_at(f, little_endian(&tail[eocd - 12], 8), 56, path);
+    SRU_CHECK(little_endian(z64.data(), 4) == 0x06064b50, "'", path, "': corrupted ZIP64 directory record");
+    entries = little_endian(&z64[32], 8);
+    cd_size = little_endian(&z64[40], 8);
+    cd_offset = little_endian(&z64[48], 8);
+  }
+  SRU_CHECK(cd_offset + cd_size <= file_size, "'", path, "': corrupted central directory");
+  const std::vector<unsigned char> cd = read_at(f, cd_offset, static_cast<size_t>(cd_size), path);
+  std::string names;
+  bool found = false;
+  ZipEntry chosen;
+  for (uint64_t e = 0, at = 0; e < entries; ++e) {
+    SRU_CHECK(at + 46 <= cd.size() && little_endian(&cd[at], 4) == 0x02014b50, "'", path, "': corrupted central directory");
+    const size_t name_len = little_endian(&cd[at + 28], 2), extra_len = little_endian(&cd[at + 30], 2);
+    const size_t comment_len = little_endian(&cd[at + 32], 2);
+    SRU_CHECK(at + 46 + name_len + extra_len <= cd.size(), "'", path, "': corrupted central directory");
+    const std::string name(reinterpret_cast<const char*>(&cd[at + 46]), name_len);
+    names += (names.empty() ? "" : ", ") + name;
+    if (!name.ends_with("/") &&
+        (entries == 1 || name == wanted || std::filesystem::path(name).filename().string() == wanted)) {
+      ZipEntry entry{little_endian(&cd[at + 42], 4), little_endian(&cd[at + 24], 4)};
+      const uint64_t packed = little_endian(&cd[at + 20], 4);
+      // ZIP64 extra field (id 1): the 8-byte values of those fields that are 0xffffffff, in this order.
+      for (size_t x = at + 46 + name_len, end = x + extra_len; x + 4 <= end;) {
+        const uint64_t id = little_endian(&cd[x], 2), len = little_endian(&cd[x + 2], 2);
+        if (id == 1) {
+          size_t v = x + 4;
+          if (entry.size == 0xffffffffu && v + 8 <= x + 4 + len) entry.size = little_endian(&cd[v], 8), v += 8;
+          if (packed == 0xffffffffu && v + 8 <= x + 4 + len) v += 8;
+          if (entry.local_header == 0xffffffffu && v + 8 <= x + 4 + len) entry.local_header = little_endian(&cd[v], 8);
+        }
+        x += 4 + len;
+      }
+      chosen = entry;
+      found = true;
+    }
+    at += 46 + name_len + extra_len + comment_len;
+  }
+  SRU_CHECK(found, "'", path, "': no member named '", wanted, "' (members: ", names, ")");
+  return chosen;
+}
+
+// A member of a zip archive, streamed: the first one, or the one `member` names (found through the
+// central directory). Deflate needs no sizes (the stream ends itself); stored members take theirs
+// from the local header, its ZIP64 extra field, or the central directory.
 class ZipMemberSource : public ByteSource {
  public:
-  explicit ZipMemberSource(const std::string& path) : path_(path), in_(1 << 18) {
+  ZipMemberSource(const std::string& path, const std::string& member) : path_(path), in_(1 << 18) {
     file_ = std::fopen(path.c_str(), "rb");
     SRU_CHECK(file_ != nullptr, "cannot open '", path, "'");
+    ZipEntry entry;
+    bool from_directory = false;
+    if (!member.empty()) {
+      try {
+        entry = find_zip_member(file_, path, member);
+      } catch (...) {
+        std::fclose(file_);
+        throw;
+      }
+      from_directory = true;
+      SRU_CHECK(std::fseek(file_, static_cast<long>(entry.local_header), SEEK_SET) == 0, "cannot read '", path, "'");
+    }
     unsigned char h[30];
     SRU_CHECK(std::fread(h, 1, 30, file_) == 30 && little_endian(h, 4) == 0x04034b50, "'", path,
               "' is not a zip archive (no local file header at its start)");
@@ -68,7 +156,9 @@ class ZipMemberSource : public ByteSource {
       }
     }
     if (method_ == 0) {
-      SRU_CHECK(!(flags & 8), "'", path, "': stored zip member without sizes in its header is not supported");
+      if (from_directory) stored_size = entry.size;  // also right when the local header leaves it out
+      SRU_CHECK(from_directory || !(flags & 8), "'", path,
+                "': stored zip member without sizes in its header is not supported");
       remaining_ = stored_size;
     } else {
       SRU_CHECK(method_ == 8, "'", path, "': zip compression method ", method_, " is not supported (stored and deflate are)");
@@ -121,8 +211,12 @@ class ZipMemberSource : public ByteSource {
 }  // namespace
 
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path) {
-  if (path.ends_with(".zip")) return std::make_unique<ZipMemberSource>(path);
+  if (path.ends_with(".zip")) return std::make_unique<ZipMemberSource>(path, "");
   return std::make_unique<GzipSource>(path);
+}
+
+std::unique_ptr<ByteSource> open_zip_member(const std::string& path, const std::string& member) {
+  return std::make_unique<ZipMemberSource>(path, member);
 }
 
 LineReader::LineReader(const std::string& path) : path_(path), source_(open_byte_source(path)) {}

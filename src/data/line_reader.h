@@ -20,6 +20,9 @@ class ByteSource {
 
 // Opens `path` as a byte source (plain, .gz or .zip by its name). Errors name the path.
 std::unique_ptr<ByteSource> open_byte_source(const std::string& path);
+// The member of zip archive `path` named `member` (or whose file name is `member`, or the archive's only
+// member), found through the central directory (ZIP64 included), streamed. Errors name the path.
+std::unique_ptr<ByteSource> open_zip_member(const std::string& path, const std::string& member);
 
 class LineReader {
  public:

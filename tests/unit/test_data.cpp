@@ -62,7 +62,54 @@ std::string temp_file(const std::string& name, const std::string& bytes) {
   return path;
 }
 
+void put64(std::string& s, uint64_t v) { put32(s, static_cast<uint32_t>(v)), put32(s, static_cast<uint32_t>(v >> 32)); }
+
+// A zip archive of stored members; with zip64_directory the end records are the ZIP64 ones (the
+// classic record says 0xffff entries at offset 0xffffffff), as tools write for large archives.
+std::string make_zip_members(const std::vector<std::pair<std::string, std::string>>& members, bool zip64_directory) {
+  std::string zip, central;
+  for (const auto& [name, content] : members) {
+    const uint32_t offset = static_cast<uint32_t>(zip.size());
+    const uint32_t crc = crc32(0, reinterpret_cast<const Bytef*>(content.data()), static_cast<uInt>(content.size()));
+    put32(zip, 0x04034b50); put16(zip, 20); put16(zip, 0); put16(zip, 0); put32(zip, 0);
+    put32(zip, crc); put32(zip, static_cast<uint32_t>(content.size())); put32(zip, static_cast<uint32_t>(content.size()));
+    put16(zip, static_cast<uint32_t>(name.size())); put16(zip, 0);
+    zip += name + content;
+    put32(central, 0x02014b50); put16(central, 20); put16(central, 20); put16(central, 0); put16(central, 0);
+    put32(central, 0); put32(central, crc); put32(central, static_cast<uint32_t>(content.size()));
+    put32(central, static_cast<uint32_t>(content.size())); put16(central, static_cast<uint32_t>(name.size()));
+    put16(central, 0); put16(central, 0); put16(central, 0); put16(central, 0); put32(central, 0); put32(central, offset);
+    central += name;
+  }
+  const uint64_t cd_offset = zip.size(), cd_size = central.size(), n = members.size();
+  zip += central;
+  if (zip64_directory) {
+    const uint64_t record = zip.size();
+    put32(zip, 0x06064b50); put64(zip, 44); put16(zip, 45); put16(zip, 45); put32(zip, 0); put32(zip, 0);
+    put64(zip, n); put64(zip, n); put64(zip, cd_size); put64(zip, cd_offset);
+    put32(zip, 0x07064b50); put32(zip, 0); put64(zip, record); put32(zip, 1);
+  }
+  put32(zip, 0x06054b50); put16(zip, 0); put16(zip, 0);
+  put16(zip, zip64_directory ? 0xffff : static_cast<uint32_t>(n)); put16(zip, zip64_directory ? 0xffff : static_cast<uint32_t>(n));
+  put32(zip, zip64_directory ? 0xffffffffu : static_cast<uint32_t>(cd_size));
+  put32(zip, zip64_directory ? 0xffffffffu : static_cast<uint32_t>(cd_offset)); put16(zip, 0);
+  return zip;
+}
+
 }  // namespace
+
+TEST(ByteFile, MemberChosenByNameThroughTheDirectory) {
+  const std::vector<std::pair<std::string, std::string>> members = {
+      {"README", "not this one"}, {"data/enwik8", "the wanted bytes\n"}, {"other", "nor this"}};
+  for (bool zip64 : {false, true}) {
+    SCOPED_TRACE(zip64 ? "ZIP64 directory" : "classic directory");
+    EXPECT_EQ(data::read_byte_file(temp_file("enwik8.zip", make_zip_members(members, zip64))), "the wanted bytes\n");
+    const std::string message = error_of([&] { data::read_byte_file(temp_file("text8.zip", make_zip_members(members, zip64))); });
+    EXPECT_NE(message.find("no member named 'text8' (members: README, data/enwik8, other)"), std::string::npos) << message;
+  }
+  // A single member is taken whatever its name.
+  EXPECT_EQ(data::read_byte_file(temp_file("enwik8.zip", make_zip_members({{"x.txt", "only"}}, false))), "only");
+}
 
 TEST(ByteFile, PlainStoredAndDeflatedZip) {
   std::string text;
