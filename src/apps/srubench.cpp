@@ -307,10 +307,10 @@ int main(int argc, char** argv) {
     layer.device = sru::Device::parse(device);
     SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed(), "srubench ", name, ": --device ", device,
               " is not supported: only sru-vs-lstm measures CUDA devices");
-    if (layer.device.is_cuda())
-      SRU_CHECK(sru::cuda::device_count() > layer.device.index, "srubench ", name, ": --device ", device,
-                " is not available: ", sru::cuda::device_count() == 0 ? sru::cuda::unavailable_reason()
-                                                                    : "no such device");
+    if (layer.device.is_cuda()) {
+      const std::string why = sru::cuda::unavailable_reason(layer.device.index);
+      SRU_CHECK(why.empty(), "srubench ", name, ": --device ", device, " is not available: ", why);
+    }
     Report report(name);
     sru::bench::warm_up_cpu(warm_up_seconds);
     if (epoch_cmd->parsed()) {

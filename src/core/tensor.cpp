@@ -79,8 +79,8 @@ Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype,
   SRU_DISPATCH_FLOATING(dtype, "uniform", [&]<typename T>() {
     T* d = t.data<T>();
     parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
-      philox::for_each_u32(seed, offset, b, e, [&](int64_t i, uint32_t word) {
-        d[i] = static_cast<T>(low + (high - low) * static_cast<double>(philox::u32_to_unit_float(word)));
+      philox::for_each_element_words<1>(seed, offset, b, e, [&](int64_t i, const uint32_t* w) {
+        d[i] = static_cast<T>(low + (high - low) * static_cast<double>(philox::u32_to_unit_float(w[0])));
       });
     });
   });
@@ -95,16 +95,11 @@ Tensor Tensor::randn(const Shape& shape, DType dtype, Generator& gen) {
   SRU_DISPATCH_FLOATING(dtype, "randn", [&]<typename T>() {
     T* d = t.data<T>();
     parallel_for(0, n, kParallelGrain, [&](int64_t b, int64_t e) {
-      uint32_t words[philox::kFillChunk];  // words 2i and 2i + 1 of elements [lo, hi)
-      for (int64_t lo = b; lo < e; lo += philox::kFillChunk / 2) {
-        const int64_t hi = std::min(e, lo + philox::kFillChunk / 2);
-        philox::fill_u32(seed, offset, 2 * lo, 2 * hi, words);
-        for (int64_t i = lo; i < hi; ++i) {
-          const double u1 = 1.0 - philox::u32_to_unit_float(words[2 * (i - lo)]);
-          const double u2 = philox::u32_to_unit_float(words[2 * (i - lo) + 1]);
-          d[i] = static_cast<T>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
-        }
-      }
+      philox::for_each_element_words<2>(seed, offset, b, e, [&](int64_t i, const uint32_t* w) {
+        const double u1 = 1.0 - philox::u32_to_unit_float(w[0]);
+        const double u2 = philox::u32_to_unit_float(w[1]);
+        d[i] = static_cast<T>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+      });
     });
   });
   return t;

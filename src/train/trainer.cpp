@@ -81,7 +81,7 @@ class Trainer {
 
   RunOptions options_;
   config::Config cfg_;
-  std::string config_yaml_, run_dir_, device_;
+  std::string config_yaml_, run_dir_;
   Device train_device_;
   Generator gen_;
   std::unique_ptr<tasks::Task> task_;
@@ -118,9 +118,7 @@ void Trainer::setup() {
               "' already holds a checkpoint: continue it with --resume ", run_dir_, ", or choose another --run-dir");
   }
   config_yaml_ = cfg_.to_yaml();
-  const Device device = resolve_train_device(cfg_.train.device);
-  train_device_ = device;
-  device_ = device.str();
+  train_device_ = resolve_train_device(cfg_.train.device);
   set_num_threads(static_cast<int>(cfg_.train.threads));
 
   std::optional<LoadedCheckpoint> ckpt;
@@ -134,7 +132,7 @@ void Trainer::setup() {
   metric_ = cfg_.eval.metric.empty() ? task_->default_metric() : cfg_.eval.metric;
   lower_better_ = task_->lower_is_better(metric_);
 
-  task_->model().to(device);  // before the optimiser, whose state follows the parameters' device
+  task_->model().to(train_device_);  // before the optimiser, whose state follows the parameters' device
   optimizer_ = make_optimizer(cfg_.train, task_->model());
   schedule_ = {cfg_.train.schedule, cfg_.train.lr,         cfg_.train.warmup_steps, cfg_.train.decay_steps,
                cfg_.train.decay_rate, cfg_.train.min_lr, task_->model_size(),     total_steps_};
@@ -318,7 +316,7 @@ void Trainer::finish(const std::string& reason) {
   summary["seconds_per_epoch"] = timed_steps_ > 0 ? train_seconds_ / timed_steps_ * steps_per_epoch_ : 0.0;
   summary["token"] = task_->token_name();
   summary["skipped_steps"] = skipped_;
-  summary["device"] = device_;
+  summary["device"] = train_device_.str();
   summary["threads"] = num_threads();
   summary["commit"] = build_commit();
   write_file_atomic((fs::path(run_dir_) / "summary.json").string(), summary.dump(2) + "\n");
@@ -332,7 +330,7 @@ int Trainer::run() {
   started_ = window_start_ = Clock::now();
   install_stop_handlers();
   spdlog::info("{} {} model: {} parameters; {} steps per epoch, {} steps in all; device {} ({} threads); run dir {}",
-               cfg_.task, cfg_.model.type, task_->model().num_parameters(), steps_per_epoch_, total_steps_, device_,
+               cfg_.task, cfg_.model.type, task_->model().num_parameters(), steps_per_epoch_, total_steps_, train_device_.str(),
                num_threads(), run_dir_);
   while (progress_.step < total_steps_ && progress_.epoch < cfg_.train.epochs && !stop_for_patience_) {
     task_->start_epoch(progress_.epoch, progress_.step_in_epoch);
@@ -502,14 +500,12 @@ int train(const RunOptions& options) {
 }
 
 Device resolve_train_device(const std::string& requested) {
-  const int available = cuda::device_count();
-  if (requested == "auto") return available > 0 ? Device::cuda(0) : Device::cpu();
+  if (requested == "auto") return cuda::device_count() > 0 ? Device::cuda(0) : Device::cpu();
   const Device device = Device::parse(requested);  // the config parser has checked the spelling
-  if (device.is_cuda())
-    SRU_CHECK(device.index < available, "train.device: '", requested, "' is not available: ",
-              available == 0 ? cuda::unavailable_reason() : "this machine has " + std::to_string(available) +
-                                                                 " CUDA device(s)",
-              " (use cpu or auto)");
+  if (device.is_cuda()) {
+    const std::string why = cuda::unavailable_reason(device.index);
+    SRU_CHECK(why.empty(), "train.device: '", requested, "' is not available: ", why, " (use cpu or auto)");
+  }
   return device;
 }
 

@@ -21,14 +21,15 @@ int device_count() {
   return n;
 }
 
-std::string unavailable_reason() {
+std::string unavailable_reason(int index) {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();
     return cudaGetErrorString(err);
   }
-  return n == 0 ? "no CUDA device found" : "";
+  if (n == 0) return "no CUDA device found";
+  return index < n ? "" : "this machine has " + std::to_string(n) + " CUDA device(s)";
 }
 
 std::string describe() {

@@ -12,8 +12,9 @@ bool built_with_cuda();
 // cudaGetDeviceCount fails for any reason (on machines without a GPU it reports a driver/runtime
 // mismatch rather than returning 0).
 int device_count();
-// Why there is no device (the CUDA error string), or an empty string when there is one.
-std::string unavailable_reason();
+// Why CUDA device `index` cannot be used (the CUDA error string, no device, or fewer devices than
+// that), or an empty string when it can.
+std::string unavailable_reason(int index = 0);
 // One line per device (name, compute capability, memory) plus runtime, cuBLAS and cuDNN versions.
 std::string describe();
 

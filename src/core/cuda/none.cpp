@@ -15,7 +15,7 @@ namespace {
 
 bool built_with_cuda() { return false; }
 int device_count() { return 0; }
-std::string unavailable_reason() { return "this build has no CUDA backend (configured with SRU_CUDA=OFF or no nvcc)"; }
+std::string unavailable_reason(int) { return "this build has no CUDA backend (configured with SRU_CUDA=OFF or no nvcc)"; }
 std::string describe() { return "CUDA: not built\n"; }
 
 void* allocate(size_t, int, size_t*) { no_backend(); }

@@ -74,14 +74,12 @@ void free_cached(int device, DevicePool& pool) {
 
 template <typename T, typename F>
 __global__ void map_kernel(T* data, long long n, F f) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    data[i] = f(data[i], i);
+  SRU_GRID_STRIDE(i, n) data[i] = f(data[i], i);
 }
 
 template <typename S, typename D>
 __global__ void convert_kernel(const S* src, D* dst, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    dst[i] = static_cast<D>(src[i]);
+  SRU_GRID_STRIDE(i, n) dst[i] = static_cast<D>(src[i]);
 }
 
 // The element updates of Tensor's in-place methods (functors, not lambdas: nvcc does not allow device
@@ -108,7 +106,7 @@ void launch_map(const Tensor& t, F f) {
   const long long n = t.numel();
   if (n == 0) return;
   DeviceContext& ctx = context(t.device().index);
-  map_kernel<<<grid_for(n), 256, 0, ctx.stream>>>(t.data<T>(), n, f);
+  map_kernel<<<grid_for(n), kBlock, 0, ctx.stream>>>(t.data<T>(), n, f);
   SRU_CUDA_LAUNCH_CHECK("map_kernel");
 }
 
@@ -242,7 +240,7 @@ void convert(const Tensor& src, const Tensor& dst) {
   DeviceContext& ctx = context(dst.device().index);
   SRU_DISPATCH_ALL(src.dtype(), "to", [&]<typename S>() {
     SRU_DISPATCH_ALL(dst.dtype(), "to", [&]<typename D>() {
-      convert_kernel<<<grid_for(n), 256, 0, ctx.stream>>>(src.data<S>(), dst.data<D>(), n);
+      convert_kernel<<<grid_for(n), kBlock, 0, ctx.stream>>>(src.data<S>(), dst.data<D>(), n);
       SRU_CUDA_LAUNCH_CHECK("convert_kernel");
     });
   });

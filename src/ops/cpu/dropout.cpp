@@ -13,8 +13,8 @@ void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& m
     const T keep = static_cast<T>(1.0 / (1.0 - p));
     const float threshold = static_cast<float>(p);
     parallel_for(0, mask.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-      philox::for_each_u32(seed, offset, lo, hi, [&](int64_t i, uint32_t word) {
-        m[i] = philox::u32_to_unit_float(word) >= threshold ? keep : T(0);
+      philox::for_each_element_words<1>(seed, offset, lo, hi, [&](int64_t i, const uint32_t* w) {
+        m[i] = philox::u32_to_unit_float(w[0]) >= threshold ? keep : T(0);
       });
     });
   });

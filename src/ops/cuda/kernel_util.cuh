@@ -1,5 +1,5 @@
-// Shared pieces of the ops' CUDA kernels: the stream and launch size for a tensor's device, grid-stride
-// loops, and fixed-order block reductions (same tree every run, so results are reproducible).
+// Shared pieces of the ops' CUDA kernels (launch sizes and grid-stride loops: core/cuda/context.h): the
+// stream of a tensor's device, and fixed-order block reductions (same tree every run: reproducible).
 #pragma once
 
 #include "core/cuda/check.h"
@@ -8,13 +8,14 @@
 
 namespace sru::cuda {
 
-constexpr int kBlock = 256;  // threads per block of the element-wise and row kernels
-
 inline cudaStream_t stream_of(const Tensor& t) { return context(t.device().index).stream; }
 
-// for (i = global thread index; i < n; i += total threads)
-#define SRU_GRID_STRIDE(i, n) \
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+// The data of an optional tensor argument, or null when it is undefined.
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+inline void* data_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 // Sum / max of one value per thread over a block of kBlock threads; every thread gets the result.
 // `shared` holds kBlock values. The tree is fixed, so the result is the same on every run.

@@ -69,11 +69,6 @@ struct BiasGradTerm {
   __device__ double operator()(long long n, long long j) const { return g[n * D + j]; }
 };
 
-template <typename T>
-T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
@@ -82,7 +77,8 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   if (N == 0) return;
   SRU_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&]<typename T>() {
     layer_norm_kernel<<<static_cast<unsigned>(N), kBlock, 0, stream_of(x)>>>(
-        x.data<T>(), ptr_or_null<T>(weight), ptr_or_null<T>(bias), D, eps, y.data<T>(), mean.data<T>(), rstd.data<T>());
+        x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), D, eps, y.data<T>(), mean.data<T>(),
+        rstd.data<T>());
     SRU_CUDA_LAUNCH_CHECK("layer_norm_kernel");
   });
 }
@@ -94,7 +90,7 @@ void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
   const cudaStream_t s = stream_of(x);
   SRU_DISPATCH_FLOATING(x.dtype(), "layer_norm_backward", [&]<typename T>() {
     layer_norm_backward_kernel<<<static_cast<unsigned>(N), kBlock, 0, s>>>(
-        g.data<T>(), x.data<T>(), ptr_or_null<T>(weight), mean.data<T>(), rstd.data<T>(), D, dx.data<T>());
+        g.data<T>(), x.data<T>(), data_or_null<T>(weight), mean.data<T>(), rstd.data<T>(), D, dx.data<T>());
     SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_kernel");
     if (dweight.defined())
       column_sums(WeightGradTerm<T>{g.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), D}, N, D, 1.0,

@@ -117,8 +117,6 @@ class RnnCall {
   }
 };
 
-const void* ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
-void* mut_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
 
 }  // namespace
 
@@ -137,8 +135,8 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
       Tensor::from_vector(std::vector<int32_t>(lengths.begin(), lengths.end()), {x.size(1)}, DType::I32).to(x.device());
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
   CUDNN_CHECK(cudnnRNNForward(call.handle_, call.rnn_, mode, saved.device_lengths.data<int32_t>(), call.x_desc_,
-                              x.data_ptr(), call.y_desc_, y.data_ptr(), call.h_desc_, ptr_or_null(h0), hy.data_ptr(),
-                              call.h_desc_, ptr_or_null(c0), cy.data_ptr(), call.weight_bytes_,
+                              x.data_ptr(), call.y_desc_, y.data_ptr(), call.h_desc_, data_ptr_or_null(h0), hy.data_ptr(),
+                              call.h_desc_, data_ptr_or_null(c0), cy.data_ptr(), call.weight_bytes_,
                               saved.weight_space.data_ptr(), call.work_bytes_, work.data_ptr(),
                               training ? call.reserve_bytes_ : 0, training ? saved.reserve_space.data_ptr() : nullptr));
   return saved;
@@ -156,15 +154,15 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
   CUDNN_CHECK(cudnnRNNBackwardData_v8(call.handle_, call.rnn_, saved.device_lengths.data<int32_t>(), call.y_desc_,
                                       y.data_ptr(), dy.data_ptr(), call.x_desc_, dx.data_ptr(), call.h_desc_,
-                                      ptr_or_null(h0), ptr_or_null(dhy), mut_ptr_or_null(dh0), call.h_desc_,
-                                      ptr_or_null(c0), ptr_or_null(dcy), mut_ptr_or_null(dc0), call.weight_bytes_,
+                                      data_ptr_or_null(h0), data_ptr_or_null(dhy), data_ptr_or_null(dh0), call.h_desc_,
+                                      data_ptr_or_null(c0), data_ptr_or_null(dcy), data_ptr_or_null(dc0), call.weight_bytes_,
                                       saved.weight_space.data_ptr(), call.work_bytes_, work.data_ptr(),
                                       call.reserve_bytes_, saved.reserve_space.data_ptr()));
   Tensor dweight = scratch_bytes(call.weight_bytes_, x.device());
   CUDA_CHECK(cudaMemsetAsync(dweight.data_ptr(), 0, call.weight_bytes_, stream));
   CUDNN_CHECK(cudnnRNNBackwardWeights_v8(call.handle_, call.rnn_, CUDNN_WGRAD_MODE_ADD,
                                          saved.device_lengths.data<int32_t>(), call.x_desc_, x.data_ptr(), call.h_desc_,
-                                         ptr_or_null(h0), call.y_desc_, y.data_ptr(), call.weight_bytes_,
+                                         data_ptr_or_null(h0), call.y_desc_, y.data_ptr(), call.weight_bytes_,
                                          dweight.data_ptr(), call.work_bytes_, work.data_ptr(), call.reserve_bytes_,
                                          saved.reserve_space.data_ptr()));
   std::vector<LstmDirectionWeights> grads;

@@ -21,8 +21,8 @@ void select(const Tensor& cond, const Tensor& a, double a_value, const Tensor& b
   SRU_DISPATCH_FLOATING(out.dtype(), "select", [&]<typename T>() {
     SRU_DISPATCH_ALL(cond.dtype(), "select condition", [&]<typename C>() {
       select_kernel<<<grid_for(n), kBlock, 0, stream_of(out)>>>(
-          cond.data<C>(), nc, a.defined() ? a.data<T>() : nullptr, static_cast<T>(a_value),
-          b.defined() ? b.data<T>() : nullptr, static_cast<T>(b_value), out.data<T>(), n);
+          cond.data<C>(), nc, data_or_null<T>(a), static_cast<T>(a_value),
+          data_or_null<T>(b), static_cast<T>(b_value), out.data<T>(), n);
       SRU_CUDA_LAUNCH_CHECK("select_kernel");
     });
   });

@@ -26,22 +26,40 @@ struct Args {
   bool has_skip, use_tanh;
 };
 
-template <typename T, int K>
-__device__ SruStepInput<T> step_input(const Args<T>& a, long long pos, long long col, T vf, T vr, T bf, T br, T m) {
-  SruStepInput<T> in;
-  const T* u = a.U + pos * K;
-  in.u0 = u[0];
-  in.u1 = u[1];
-  in.u2 = u[2];
-  if constexpr (K == 4) in.x_skip = u[3];
-  else in.x_skip = a.has_skip ? a.scale * a.x[pos] : T(0);
-  in.vf = vf;
-  in.vr = vr;
-  in.bf = bf;
-  in.br = br;
-  in.mask = m;
-  return in;
-}
+// One thread's column: batch row b, output column col = dir*d + j, its per-unit parameters, and the
+// mapping from processing step (direction 1 runs from t = L-1 down) to time and element position.
+template <typename T>
+struct Column {
+  const Args<T>& a;
+  long long idx, b, col, dir;
+  T vf, vr, bf, br, mask, c0;
+
+  __device__ Column(const Args<T>& args, long long i)
+      : a(args), idx(i), b(i / args.out), col(i % args.out), dir(col / args.d), vf(args.weight_c[col]),
+        vr(args.weight_c[args.out + col]), bf(args.bias[col]), br(args.bias[args.out + col]),
+        mask(args.mask_c ? args.mask_c[i] : T(1)), c0(args.c0 ? args.c0[i] : T(0)) {}
+  __device__ long long time_of(long long step) const { return dir == 0 ? step : a.L - 1 - step; }
+  __device__ long long position_of(long long t) const { return (t * a.B + b) * a.out + col; }
+  __device__ bool padded(long long t) const { return a.pad && a.pad[t * a.B + b]; }
+
+  // The step input at element position pos (U row pos*K, x at pos).
+  template <int K>
+  __device__ SruStepInput<T> input(long long pos) const {
+    SruStepInput<T> in;
+    const T* u = a.U + pos * K;
+    in.u0 = u[0];
+    in.u1 = u[1];
+    in.u2 = u[2];
+    if constexpr (K == 4) in.x_skip = u[3];
+    else in.x_skip = a.has_skip ? a.scale * a.x[pos] : T(0);
+    in.vf = vf;
+    in.vr = vr;
+    in.bf = bf;
+    in.br = br;
+    in.mask = mask;
+    return in;
+  }
+};
 
 // Steps whose inputs a thread loads before computing any of them. One thread per column leaves few
 // warps per SM (B*out threads), so a thread that loaded one step at a time would wait a memory round
@@ -53,13 +71,8 @@ constexpr unsigned kColumnBlock = 64;
 template <typename T, int K>
 __global__ void forward_kernel(Args<T> a, T* __restrict__ h, T* __restrict__ c_all, T* __restrict__ c_last) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
-    const long long b = idx / a.out, col = idx % a.out, dir = col / a.d;
-    // Processing step -> time index (direction 1 runs from t = L-1 down) -> element of (L, B, out).
-    auto time_of = [&](long long step) { return dir == 0 ? step : a.L - 1 - step; };
-    auto position_of = [&](long long t) { return (t * a.B + b) * a.out + col; };
-    const T vf = a.weight_c[col], vr = a.weight_c[a.out + col], bf = a.bias[col], br = a.bias[a.out + col];
-    const T m = a.mask_c ? a.mask_c[idx] : T(1);
-    T c = a.c0 ? a.c0[idx] : T(0);
+    const Column<T> column(a, idx);
+    T c = column.c0;
     for (long long first = 0; first < a.L; first += kChunk) {
       SruStepInput<T> in[kChunk];
       bool padded[kChunk];
@@ -67,16 +80,16 @@ __global__ void forward_kernel(Args<T> a, T* __restrict__ h, T* __restrict__ c_a
       for (int s = 0; s < kChunk; ++s) {
         const long long step = first + s;
         if (step >= a.L) break;
-        const long long t = time_of(step);
-        padded[s] = a.pad && a.pad[t * a.B + b];
-        in[s] = step_input<T, K>(a, position_of(t), col, vf, vr, bf, br, m);
+        const long long t = column.time_of(step);
+        padded[s] = column.padded(t);
+        in[s] = column.template input<K>(column.position_of(t));
       }
 #pragma unroll
       for (int s = 0; s < kChunk; ++s) {
         const long long step = first + s;
         if (step >= a.L) break;
-        const long long t = time_of(step);
-        const long long pos = position_of(t);
+        const long long t = column.time_of(step);
+        const long long pos = column.position_of(t);
         if (padded[s]) {
           h[pos] = T(0);
           c_all[pos] = c;
@@ -97,13 +110,7 @@ __global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T*
                                 const T* __restrict__ gc_last, T* __restrict__ gU, T* __restrict__ gx,
                                 T* __restrict__ gc0, T* __restrict__ part_v, T* __restrict__ part_b /* (B, 2*out) each */) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
-    const long long b = idx / a.out, col = idx % a.out, dir = col / a.d;
-    // Processing step -> time index (direction 1 runs from t = L-1 down) -> element of (L, B, out).
-    auto time_of = [&](long long step) { return dir == 0 ? step : a.L - 1 - step; };
-    auto position_of = [&](long long t) { return (t * a.B + b) * a.out + col; };
-    const T vf = a.weight_c[col], vr = a.weight_c[a.out + col], bf = a.bias[col], br = a.bias[a.out + col];
-    const T m = a.mask_c ? a.mask_c[idx] : T(1);
-    const T c_initial = a.c0 ? a.c0[idx] : T(0);
+    const Column<T> column(a, idx);
     T gc = gc_last ? gc_last[idx] : T(0);
     T acc_vf = T(0), acc_vr = T(0), acc_bf = T(0), acc_br = T(0);
     // Walks the processing order backwards (step = L-1 .. 0), kChunk steps at a time.
@@ -115,21 +122,21 @@ __global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T*
       for (int s = 0; s < kChunk; ++s) {
         const long long step = last - s;
         if (step < 0) break;
-        const long long t = time_of(step);
-        const long long pos = position_of(t);
-        padded[s] = a.pad && a.pad[t * a.B + b];
-        in[s] = step_input<T, K>(a, pos, col, vf, vr, bf, br, m);
+        const long long t = column.time_of(step);
+        const long long pos = column.position_of(t);
+        padded[s] = column.padded(t);
+        in[s] = column.template input<K>(pos);
         c_cur[s] = c_all[pos];
         g_h[s] = gh[pos];
         // The state before this step in processing order.
-        c_prev[s] = step == 0 ? c_initial : c_all[position_of(dir == 0 ? t - 1 : t + 1)];
+        c_prev[s] = step == 0 ? column.c0 : c_all[column.position_of(column.dir == 0 ? t - 1 : t + 1)];
       }
 #pragma unroll
       for (int s = 0; s < kChunk; ++s) {
         const long long step = last - s;
         if (step < 0) break;
-        const long long t = time_of(step);
-        const long long pos = position_of(t);
+        const long long t = column.time_of(step);
+        const long long pos = column.position_of(t);
         if (padded[s]) {  // c passed through unchanged: gc flows on as it is
           for (int k = 0; k < K; ++k) gU[pos * K + k] = T(0);
           if (gx) gx[pos] = T(0);
@@ -149,12 +156,12 @@ __global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T*
       }
     }
     if (gc0) gc0[idx] = gc;
-    T* pv = part_v + b * 2 * a.out;
-    T* pb = part_b + b * 2 * a.out;
-    pv[col] = acc_vf;
-    pv[a.out + col] = acc_vr;
-    pb[col] = acc_bf;
-    pb[a.out + col] = acc_br;
+    T* pv = part_v + column.b * 2 * a.out;
+    T* pb = part_b + column.b * 2 * a.out;
+    pv[column.col] = acc_vf;
+    pv[a.out + column.col] = acc_vr;
+    pb[column.col] = acc_bf;
+    pb[a.out + column.col] = acc_br;
   }
 }
 
@@ -192,10 +199,10 @@ Tensor padding_of(const Tensor& mask_pad) {
 
 template <typename T>
 Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& pad) {
-  auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
   const long long D = o.bidirectional ? 2 : 1;
-  return {in.U.size(0), in.U.size(1), o.hidden_size, D * o.hidden_size, ptr(in.U), ptr(in.x), ptr(in.weight_c),
-          ptr(in.bias), ptr(in.c0), ptr(in.mask_c), pad.defined() ? pad.data<int32_t>() : nullptr,
+  return {in.U.size(0), in.U.size(1), o.hidden_size, D * o.hidden_size,
+          in.U.data<T>(), data_or_null<T>(in.x), in.weight_c.data<T>(), in.bias.data<T>(),
+          data_or_null<T>(in.c0), data_or_null<T>(in.mask_c), data_or_null<int32_t>(pad),
           static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh};
 }
 
@@ -223,16 +230,16 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
   const Tensor pad = padding_of(in.mask_pad);
   SRU_DISPATCH_FLOATING(in.U.dtype(), "sru_recurrence_backward", [&]<typename T>() {
     const Args<T> a = args_of<T>(in, o, pad);
-    auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
-    const Shape part_shape{static_cast<int64_t>(a.B), static_cast<int64_t>(2 * a.out)};
+      const Shape part_shape{static_cast<int64_t>(a.B), static_cast<int64_t>(2 * a.out)};
     Tensor part_v = Tensor::empty(part_shape, in.U.dtype(), in.U.device());
     Tensor part_b = Tensor::empty(part_shape, in.U.dtype(), in.U.device());
     const cudaStream_t s = stream_of(in.U);
     const long long threads = a.B * a.out;
     if (threads > 0) {
       const unsigned grid = grid_for(threads, kColumnBlock);
-      T *gU = grad_U.data<T>(), *gx = ptr(grad_x), *gc0 = ptr(grad_c0), *pv = part_v.data<T>(), *pb = part_b.data<T>();
-      const T *c = c_all.data<T>(), *gh = grad_h.data<T>(), *gc_last = ptr(grad_c_last);
+      T *gU = grad_U.data<T>(), *gx = data_or_null<T>(grad_x), *gc0 = data_or_null<T>(grad_c0);
+      T *pv = part_v.data<T>(), *pb = part_b.data<T>();
+      const T *c = c_all.data<T>(), *gh = grad_h.data<T>(), *gc_last = data_or_null<T>(grad_c_last);
       if (o.k == 4) backward_kernel<T, 4><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
       else backward_kernel<T, 3><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
       SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
