@@ -5,11 +5,19 @@
 #include <functional>
 #include <string>
 
+namespace CLI {
+class App;
+}
+
 namespace sru::apps {
+
+// --debug: error messages also name the source location of the failed check (SRU_DEBUG=1).
+void add_debug_flag(CLI::App& cli);
 
 std::string version_line(const char* app);
 std::string device_summary();  // CPU threads, BLAS, CUDA devices (or why there are none)
-// Runs body; sru::Error and std::exception are printed to stderr as "APP: error: ..." and give exit 1.
+// Runs body; sru::Error and std::exception are printed to stderr as "APP: error: ..." and give exit 1
+// (with "(at FILE:LINE)" of the check in debug mode).
 int run_main(const char* app, const std::function<int()>& body);
 
 }  // namespace sru::apps

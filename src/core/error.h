@@ -1,4 +1,4 @@
-// The one exception type srutrain throws, and the check macros that build its messages with file:line.
+// The one exception type srutrain throws, and the check macros that build its messages (and record file:line).
 #pragma once
 
 #include <sstream>
@@ -7,10 +7,17 @@
 
 namespace sru {
 
-// A user-facing error: the message says what went wrong and, where known, what to do about it.
+// A user-facing error: the message says what went wrong and, where known, what to do about it. The
+// source location of the check that failed is kept apart: users see the message (what()); the apps
+// add the location only in debug mode (--debug or SRU_DEBUG=1), for developers.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message, std::string location = "")
+      : std::runtime_error(message), location_(std::move(location)) {}
+  const std::string& location() const { return location_; }  // "core/tensor.cpp:131" or ""
+
+ private:
+  std::string location_;
 };
 
 namespace detail {
@@ -25,7 +32,7 @@ std::string concat(const Args&... args) {
 
 }  // namespace sru
 
-// SRU_CHECK(cond, parts...): throws sru::Error("parts... (file:line)") when cond is false.
+// SRU_CHECK(cond, parts...): throws sru::Error("parts...") with location file:line when cond is false.
 #define SRU_CHECK(cond, ...)                                                        \
   do {                                                                              \
     if (!(cond)) [[unlikely]]                                                       \
