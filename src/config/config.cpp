@@ -2,6 +2,7 @@
 #include "config/config.h"
 
 #include <fstream>
+#include <tuple>
 #include <sstream>
 
 #include "core/device.h"
@@ -9,56 +10,45 @@
 
 namespace sru::config {
 
+namespace {
+
+std::vector<std::string> names_of(const std::vector<PluginInfo>& plugins) {
+  std::vector<std::string> names;
+  for (const PluginInfo& p : plugins) names.push_back(p.name);
+  return names;
+}
+
+}  // namespace
+
+Config Config::defaults(const std::string& task, const std::string& encoder) {
+  Config c;
+  c.task = task;
+  c.model.type = encoder;
+  c.task_options = find_named(catalogue().tasks, task, "task").make_options();
+  c.encoder_options = find_named(catalogue().encoders, encoder, "model.type").make_options();
+  return c;
+}
+
 std::vector<Section> Config::schema() {
   const double inf = std::numeric_limits<double>::infinity();
-  return {
-      {"", "", {string_field("task", &task, "Which task to run", {"charlm", "classify"})}},
+  std::vector<Section> sections = {
+      {"", "", {string_field("task", &task, "Which task to run", names_of(catalogue().tasks))}},
       {"data", "Where the data comes from and how it is batched.",
-       {string_field("path", &data.path, "Data file (charlm: any byte file, e.g. enwik8; classify: \"LABEL text\" lines, "
-                     "the training set or the whole set for cross-validation)", {}, true),
-        real_field("valid_fraction", &data.valid_fraction, "Share held out for validation (charlm: of the file; classify: "
-                   "of the training examples, when data.valid_path is empty)", 0, 0.5),
-        real_field("test_fraction", &data.test_fraction, "Share of the file (its end) used for testing", 0, 0.5),
-        int_field("batch_size", &data.batch_size, "Training batch size (parallel streams for charlm)", 1),
-        int_field("bptt", &data.bptt, "Unroll length for truncated back-propagation", 1),
-        int_field("eval_batch_size", &data.eval_batch_size, "Evaluation batch size (parallel streams / sentences)", 1),
-        string_field("valid_path", &data.valid_path, "classify: validation file (empty = hold out data.valid_fraction)"),
-        string_field("test_path", &data.test_path, "classify: test file (empty = cross-validation on data.path)"),
-        int_field("folds", &data.folds, "classify: cross-validation folds when there is no test file", 2),
-        int_field("fold", &data.fold, "classify: this run's test fold (-1 = run every fold, report mean and std)", -1),
-        int_field("run_folds", &data.run_folds, "classify: with data.fold -1, run only the first N folds (0 = all)", 0),
-        bool_field("lowercase", &data.lowercase, "classify: lower-case ASCII letters before building the vocabulary"),
-        string_field("tokenizer", &data.tokenizer, "classify: whitespace (the files are tokenised) or sentencepiece",
-                     {"whitespace", "sentencepiece"}),
-        string_field("sentencepiece_model", &data.sentencepiece_model,
-                     "classify: SentencePiece .model to use (empty = train one on the training split)"),
-        int_field("sentencepiece_vocab_size", &data.sentencepiece_vocab_size,
-                  "classify: pieces of a SentencePiece model trained here", 16),
-        int_field("min_count", &data.min_count, "classify: words seen fewer times in training become <unk>", 1),
-        string_field("vectors", &data.vectors, "classify: pretrained word vectors (word2vec .bin, GloVe/fastText text, "
-                     ".gz or .zip); empty = random trainable embeddings"),
-        string_field("vectors_format", &data.vectors_format, "classify: format of data.vectors (auto: .bin = word2vec)",
-                     {"auto", "text", "word2vec"}),
-        bool_field("normalize_vectors", &data.normalize_vectors, "classify: scale pretrained vectors to unit L2 norm")}},
+       {string_field("path", &data.path, "Training data file (what it holds depends on the task: see its keys below)", {},
+                     true),
+        int_field("batch_size", &data.batch_size, "Training batch size (parallel streams for language models)", 1),
+        int_field("eval_batch_size", &data.eval_batch_size, "Evaluation batch size (parallel streams / examples)", 1)}},
       {"model", "The network.",
-       {string_field("type", &model.type, "Recurrent layer type", {"sru", "lstm"}),
+       {string_field("type", &model.type, "Sequence encoder", names_of(catalogue().encoders)),
         int_field("embedding_size", &model.embedding_size, "Embedding size", 1),
         int_field("hidden_size", &model.hidden_size, "Hidden size per direction", 1),
         int_field("num_layers", &model.num_layers, "Stacked recurrent layers", 1),
         real_field("dropout", &model.dropout, "SRU: variational dropout inside the recurrence (not the last layer); "
                    "LSTM: dropout between layers", 0, 0.99),
-        real_field("rnn_dropout", &model.rnn_dropout, "SRU: variational dropout on each layer's input", 0, 0.99),
         real_field("embedding_dropout", &model.embedding_dropout, "Dropout on the embeddings", 0, 0.99),
         real_field("output_dropout", &model.output_dropout, "Dropout on the top layer's output", 0, 0.99),
-        int_field("projection_size", &model.projection_size, "SRU: low-rank projection size p (0 = none)", 0),
-        real_field("highway_bias", &model.highway_bias, "SRU: initial reset-gate bias", -inf),
-        bool_field("rescale", &model.rescale, "SRU: scale the skip term by sqrt(1 + 2 exp(highway_bias))"),
-        bool_field("layer_norm", &model.layer_norm, "SRU: layer normalisation"),
-        bool_field("normalize_after", &model.normalize_after, "SRU: layer norm on the output instead of the input"),
-        bool_field("use_tanh", &model.use_tanh, "SRU: tanh on the cell state"),
-        bool_field("v1", &model.v1, "SRU: no c_{t-1} terms in the gates"),
-        bool_field("has_skip_term", &model.has_skip_term, "SRU: highway skip connection"),
-        bool_field("bidirectional", &model.bidirectional, "classify: bidirectional recurrent layers"),
+        bool_field("bidirectional", &model.bidirectional,
+                   "Bidirectional recurrent layers (tasks that read left to right refuse it)"),
         bool_field("freeze_embedding", &model.freeze_embedding, "Keep the embeddings fixed during training")}},
       {"train", "Optimisation.",
        {string_field("optimizer", &train.optimizer, "Optimiser", {"sgd", "adam", "adamw", "adamax", "radam"}),
@@ -92,14 +82,53 @@ std::vector<Section> Config::schema() {
        {int_field("every_steps", &log.every_steps, "Log training loss every N steps", 1),
         bool_field("progress", &log.progress, "Progress bar when stdout is a terminal")}},
   };
+  for (auto* extra : {&task_options, &encoder_options})
+    for (Section& s : owned_by(extra->sections(), (extra == &task_options ? "task " + task : "encoder " + model.type)))
+      sections.push_back(std::move(s));
+  return merge_sections(std::move(sections));
 }
 
-Config parse_config(const std::string& text, const std::string& source, const std::vector<std::string>& overrides) {
-  Config c;
+namespace {
+
+// Which other task(s) or encoder(s) own a key path the chosen ones lack ("" when none does).
+std::string owner_elsewhere(const std::string& path, const std::string& task, const std::string& encoder) {
+  std::string owners;
+  for (const auto& [kind, plugins, chosen] : {std::tuple{"task", &catalogue().tasks, task},
+                                              std::tuple{"encoder", &catalogue().encoders, encoder}}) {
+    std::string names;
+    for (const PluginInfo& p : *plugins) {
+      if (p.name == chosen) continue;
+      Options o = p.make_options();
+      for (const Section& s : o.sections())
+        for (const Field& f : s.fields)
+          if ((s.name.empty() ? f.key : s.name + "." + f.key) == path && names.find(p.name) == std::string::npos)
+            names += (names.empty() ? "" : " / ") + p.name;
+    }
+    if (!names.empty() && owners.empty()) owners = std::string(kind) + " " + names;
+  }
+  return owners;
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& source, const std::vector<std::string>& overrides,
+                    Origin origin) {
+  // The task and the encoder decide which keys exist, so they are read first.
+  std::string names[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string path = i == 0 ? "task" : "model.type";
+    const auto& plugins = i == 0 ? catalogue().tasks : catalogue().encoders;
+    const auto peeked = peek_key(text, source, path, overrides);
+    names[i] = peeked ? peeked->value : (i == 0 ? Config().task : Config().model.type);
+    if (peeked) find_named(plugins, names[i], peeked->origin + ": " + path);
+  }
+  Config c = Config::defaults(names[0], names[1]);
   const auto schema = c.schema();
   Origins origins;
-  parse_yaml(schema, text, source, &origins);
-  for (const std::string& o : overrides) apply_override(schema, o, &origins);
+  const KeyPolicy policy{[&](const std::string& path) { return owner_elsewhere(path, names[0], names[1]); },
+                         origin == Origin::Stored};
+  parse_yaml(schema, text, source, &origins, policy);
+  for (const std::string& o : overrides) apply_override(schema, o, &origins, policy);
   // Keys the file does not set (e.g. a missing required one) are reported against the file itself.
   for (const Section& s : schema)
     for (const Field& f : s.fields) origins.try_emplace(s.name.empty() ? f.key : s.name + "." + f.key, source);
@@ -108,12 +137,29 @@ Config parse_config(const std::string& text, const std::string& source, const st
   return c;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, Origin origin) {
   std::ifstream in(path);
   SRU_CHECK(in.good(), "cannot read config file '", path, "'");
   std::stringstream text;
   text << in.rdbuf();
-  return parse_config(text.str(), path, overrides);
+  return parse_config(text.str(), path, overrides, origin);
+}
+
+std::string reference() {
+  // The common keys once, then every task's and every encoder's own keys.
+  Config c = Config::defaults(catalogue().tasks.front().name, catalogue().encoders.front().name);
+  std::vector<Section> all = c.schema();
+  for (Section& s : all) std::erase_if(s.fields, [](const Field& f) { return !f.owner.empty(); });
+  std::vector<Options> keep;  // the fields below point into these
+  keep.reserve(catalogue().tasks.size() + catalogue().encoders.size());
+  std::vector<std::pair<std::string, std::string>> owners;
+  for (const auto& [kind, plugins] : {std::pair{"task", &catalogue().tasks}, std::pair{"encoder", &catalogue().encoders}})
+    for (const PluginInfo& p : *plugins) {
+      keep.push_back(p.make_options());
+      owners.emplace_back(std::string(kind) + " " + p.name, p.help);
+      for (Section& s : owned_by(keep.back().sections(), owners.back().first)) all.push_back(std::move(s));
+    }
+  return markdown_reference(merge_sections(std::move(all)), owners);
 }
 
 }  // namespace sru::config

@@ -1,56 +1,38 @@
 // The experiment config: sections task, data, model, train, eval, log, with defaults. Loaded from
 // YAML (srutrain --config), overridden with --set, validated, saved with every run and inside every
 // checkpoint, so a checkpoint alone can rebuild its model (srueval). docs/configs.md lists every key.
+//
+// Keys every run has live in the structs below. A task (cfg.task) and a sequence encoder
+// (model.type) add keys of their own — classify's data.folds, the SRU's model.highway_bias — held in
+// task_options / encoder_options and read by the plug-in with as<T>(). The allowed names and each
+// plug-in's keys come from the registries (src/tasks/registry.cpp, src/nn/encoder.cpp) through
+// catalogue(), so the config, its validation, --list-keys and the docs cannot drift from the code.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "config/options.h"
 #include "config/schema.h"
 
 namespace sru::config {
 
 struct DataConfig {
-  std::string path;               // the byte file (charlm); the labelled file (classify)
-  double valid_fraction = 0.05;   // charlm: of the file; classify: of the training examples
-  double test_fraction = 0.05;    // the last part of the file
-  int64_t batch_size = 32;        // parallel streams (charlm) or sentences (classify) in training
-  int64_t bptt = 100;             // truncated back-propagation length (unroll)
-  int64_t eval_batch_size = 10;   // parallel streams / sentences in evaluation
-  // classify
-  std::string valid_path;         // "" = hold out valid_fraction of the training examples
-  std::string test_path;          // "" = k-fold cross-validation on `path`
-  int64_t folds = 10;             // cross-validation folds
-  int64_t fold = -1;              // the test fold of this run; -1 = run every fold and report mean/std
-  int64_t run_folds = 0;          // with fold -1: run only the first N folds (0 = all); for quick estimates
-  bool lowercase = false;
-  std::string tokenizer = "whitespace";  // whitespace | sentencepiece
-  std::string sentencepiece_model;       // "" = train one on the training split
-  int64_t sentencepiece_vocab_size = 8000;
-  int64_t min_count = 1;          // words seen fewer times in training are <unk>
-  std::string vectors;            // pretrained word vectors ("" = random trainable embeddings)
-  std::string vectors_format = "auto";  // auto | text | word2vec
-  bool normalize_vectors = true;  // scale each pretrained vector to unit L2 norm
+  std::string path;               // the training data (each task says what it reads there)
+  int64_t batch_size = 32;        // parallel streams (language models) or examples in training
+  int64_t eval_batch_size = 10;   // the same in evaluation
 };
 
 struct ModelConfig {
-  std::string type = "sru";       // sru | lstm
+  std::string type = "sru";       // the sequence encoder (registry name)
   int64_t embedding_size = 256;
   int64_t hidden_size = 256;
   int64_t num_layers = 2;
   double dropout = 0.0;           // SRU: inside the recurrence (variational); LSTM: between layers
-  double rnn_dropout = 0.0;       // SRU: variational dropout on each layer's input
   double embedding_dropout = 0.0; // on the embeddings
-  double output_dropout = 0.0;    // on the top layer's output, before the softmax layer
-  int64_t projection_size = 0;
-  double highway_bias = 0.0;
-  bool rescale = false;
-  bool layer_norm = false;
-  bool normalize_after = false;
-  bool use_tanh = false;
-  bool v1 = false;
-  bool has_skip_term = true;
-  bool bidirectional = false;     // classify only
+  double output_dropout = 0.0;    // on the top layer's output, before the task's output layer
+  bool bidirectional = false;     // tasks that read left to right refuse it
   bool freeze_embedding = false;  // keep the embeddings fixed (the paper's word2vec setting)
 };
 
@@ -80,7 +62,7 @@ struct TrainConfig {
 
 struct EvalConfig {
   int64_t every_steps = 0;   // 0 = at the end of every epoch
-  std::string metric = "";   // "" = the task's default (charlm: bpc)
+  std::string metric = "";   // "" = the task's first metric
   int64_t max_batches = 0;   // 0 = the whole split
 };
 
@@ -89,6 +71,18 @@ struct LogConfig {
   bool progress = true;      // a one-line progress bar when stdout is a terminal
 };
 
+// A registered task or encoder as the config sees it: its name, what it is, and its own keys.
+struct PluginInfo {
+  std::string name, help;
+  std::function<Options()> make_options;  // the plug-in's keys with their defaults
+};
+struct Catalogue {
+  std::vector<PluginInfo> tasks, encoders;
+};
+// Every registered task and encoder. Defined by src/tasks/registry.cpp, the one place that lists the
+// tasks (the encoders come from src/nn/encoder.cpp).
+const Catalogue& catalogue();
+
 struct Config {
   std::string task = "charlm";
   DataConfig data;
@@ -96,15 +90,37 @@ struct Config {
   TrainConfig train;
   EvalConfig eval;
   LogConfig log;
+  Options task_options;     // the keys of `task`
+  Options encoder_options;  // the keys of `model.type`
 
-  // Field descriptions bound to this object's members.
+  // The defaults of a run of `task` with encoder `encoder` (both registered names).
+  static Config defaults(const std::string& task = "charlm", const std::string& encoder = "sru");
+  template <typename T>
+  T& task_as() { return task_options.as<T>(); }
+  template <typename T>
+  const T& task_as() const { return task_options.as<T>(); }
+  template <typename T>
+  const T& encoder_as() const { return encoder_options.as<T>(); }
+
+  // Field descriptions bound to this object's members: the common keys, then the task's and the
+  // encoder's (owner "task NAME" / "encoder NAME").
   std::vector<Section> schema();
   std::string to_yaml() { return config::to_yaml(schema()); }
 };
 
+// User configs are strict: a key of another task or encoder is an error. Stored configs (a run
+// directory's config.yaml, a checkpoint's metadata) skip such keys, which older versions wrote
+// for every plug-in.
+enum class Origin { User, Stored };
+
 // Loads a config file (path in errors), applies `overrides` ("a.b=value"), validates. Throws sru::Error.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                   Origin origin = Origin::User);
 // The same from YAML text (e.g. a checkpoint's metadata); `source` names it in errors.
-Config parse_config(const std::string& text, const std::string& source, const std::vector<std::string>& overrides = {});
+Config parse_config(const std::string& text, const std::string& source, const std::vector<std::string>& overrides = {},
+                    Origin origin = Origin::User);
+
+// The Markdown reference of every key of every task and encoder (docs/configs.md, --list-keys).
+std::string reference();
 
 }  // namespace sru::config

@@ -153,8 +153,26 @@ std::optional<std::string> suggest(const std::string& word, const std::vector<st
   return best;
 }
 
+namespace {
+
+// The error (or, for skip_foreign, nothing) for a key path the schema lacks; `candidates` are the
+// schema's paths for the did-you-mean suggestion.
+void refuse_unknown_key(const std::string& at, const std::string& path, const std::vector<std::string>& candidates,
+                        const KeyPolicy& policy) {
+  const std::string owner = policy.owner_elsewhere ? policy.owner_elsewhere(path) : "";
+  SRU_CHECK(owner.empty(), at, ": ", path, " does not apply here: it is a key of ", owner,
+            " (remove it, or choose that ", owner.substr(0, owner.find(' ')), ")");
+  SRU_FAIL(at, ": ", unknown_message("key", path, candidates));
+}
+
+bool skipped_as_foreign(const std::string& path, const KeyPolicy& policy) {
+  return policy.skip_foreign && policy.owner_elsewhere && !policy.owner_elsewhere(path).empty();
+}
+
+}  // namespace
+
 void parse_yaml(const std::vector<Section>& schema, const std::string& text, const std::string& source,
-                Origins* origins) {
+                Origins* origins, const KeyPolicy& policy) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -182,20 +200,22 @@ void parse_yaml(const std::vector<Section>& schema, const std::string& text, con
     if (it->second.IsNull()) continue;
     SRU_CHECK(it->second.IsMap(), at, ": section '", name, "' must be a mapping of keys");
     for (auto kv = it->second.begin(); kv != it->second.end(); ++kv) {
-      const std::string key = kv->first.as<std::string>();
+      const std::string key = kv->first.as<std::string>(), path = name + "." + key;
       const Field* field = find_field(*section, key);
-      SRU_CHECK(field, where(source, kv->first), ": ", unknown_message("key", name + "." + key, [&] {
-                  std::vector<std::string> full;
-                  for (const std::string& k : keys_of(*section)) full.push_back(name + "." + k);
-                  return full;
-                }()));
-      assign(*field, kv->second, where(source, kv->second), name + "." + key);
-      if (origins) (*origins)[name + "." + key] = where(source, kv->second);
+      if (!field) {
+        if (skipped_as_foreign(path, policy)) continue;
+        std::vector<std::string> full;
+        for (const std::string& k : keys_of(*section)) full.push_back(name + "." + k);
+        refuse_unknown_key(where(source, kv->first), path, full, policy);
+      }
+      assign(*field, kv->second, where(source, kv->second), path);
+      if (origins) (*origins)[path] = where(source, kv->second);
     }
   }
 }
 
-void apply_override(const std::vector<Section>& schema, const std::string& assignment, Origins* origins) {
+void apply_override(const std::vector<Section>& schema, const std::string& assignment, Origins* origins,
+                    const KeyPolicy& policy) {
   const size_t eq = assignment.find('=');
   SRU_CHECK(eq != std::string::npos && eq > 0, "--set '", assignment, "': expected KEY=VALUE, e.g. train.lr=3e-4");
   const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
@@ -219,7 +239,64 @@ void apply_override(const std::vector<Section>& schema, const std::string& assig
         return;
       }
     }
-  SRU_FAIL("--set ", assignment, ": ", unknown_message("key", path, all_paths));
+  refuse_unknown_key("--set " + assignment, path, all_paths, {policy.owner_elsewhere, false});
+}
+
+std::optional<Peeked> peek_key(const std::string& text, const std::string& source, const std::string& path,
+                               const std::vector<std::string>& overrides) {
+  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it)
+    if (it->rfind(path + "=", 0) == 0) return Peeked{it->substr(path.size() + 1), "--set " + *it};
+  YAML::Node node;
+  try {
+    node = YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return std::nullopt;  // parse_yaml reports it with the position
+  }
+  size_t start = 0;
+  while (node.IsMap()) {
+    const size_t dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const YAML::Node child = node[part];
+    if (!child) return std::nullopt;
+    if (dot == std::string::npos)
+      return child.IsScalar() ? std::optional<Peeked>(Peeked{child.Scalar(), where(source, child)}) : std::nullopt;
+    node = child;
+    start = dot + 1;
+  }
+  return std::nullopt;
+}
+
+void check_choice(const std::string& where_and_path, const std::string& value, const std::vector<std::string>& choices) {
+  if (std::find(choices.begin(), choices.end(), value) == choices.end()) refuse_choice(where_and_path, value, choices);
+}
+
+void refuse_choice(const std::string& where_and_path, const std::string& value, const std::vector<std::string>& choices) {
+  std::string list;
+  for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
+  std::string msg = where_and_path + ": '" + value + "' is not one of: " + list;
+  if (auto sug = suggest(value, choices)) msg += " (did you mean '" + *sug + "'?)";
+  SRU_FAIL(msg);
+}
+
+std::vector<Section> merge_sections(std::vector<Section> sections) {
+  std::vector<Section> out;
+  for (Section& s : sections) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const Section& o) { return o.name == s.name; });
+    if (it == out.end()) {
+      out.push_back(std::move(s));
+    } else {
+      for (Field& f : s.fields) it->fields.push_back(std::move(f));
+      if (it->help.empty()) it->help = s.help;
+    }
+  }
+  std::stable_partition(out.begin(), out.end(), [](const Section& s) { return s.name.empty(); });
+  return out;
+}
+
+std::vector<Section> owned_by(std::vector<Section> sections, const std::string& owner) {
+  for (Section& s : sections)
+    for (Field& f : s.fields) f.owner = owner;
+  return sections;
 }
 
 void validate(const std::vector<Section>& schema, const Origins* origins) {
@@ -240,13 +317,7 @@ void validate(const std::vector<Section>& schema, const Origins* origins) {
       } else if (f.kind == Field::Kind::String) {
         const std::string& v = *static_cast<std::string*>(f.target);
         SRU_CHECK(!f.required || !v.empty(), path, ": is required (", f.help, ")");
-        if (!f.choices.empty() && !(v.empty() && !f.required)) {
-          std::string list;
-          for (const std::string& c : f.choices) list += (list.empty() ? "" : ", ") + c;
-          std::string msg = path + ": '" + v + "' is not one of: " + list;
-          if (auto sug = suggest(v, f.choices)) msg += " (did you mean '" + *sug + "'?)";
-          SRU_CHECK(std::find(f.choices.begin(), f.choices.end(), v) != f.choices.end(), msg);
-        }
+        if (!f.choices.empty() && !(v.empty() && !f.required)) check_choice(path, v, f.choices);
       }
     }
 }
@@ -264,28 +335,54 @@ std::string to_yaml(const std::vector<Section>& schema) {
   return os.str();
 }
 
-std::string markdown_reference(const std::vector<Section>& schema) {
+namespace {
+
+void markdown_row(std::ostringstream& os, const Section& s, const Field& f) {
+  std::string allowed;
+  if (!f.choices.empty()) {
+    for (const std::string& c : f.choices) allowed += (allowed.empty() ? "" : ", ") + c;
+  } else if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real) {
+    std::ostringstream r;
+    r << (f.min_exclusive ? "> " : ">= ") << f.min;
+    if (!std::isinf(f.max)) r << ", <= " << f.max;
+    allowed = std::isinf(f.min) ? "" : r.str();
+  }
+  if (f.required) allowed += allowed.empty() ? "required" : "; required";
+  const char* type = f.kind == Field::Kind::Int ? "int" : f.kind == Field::Kind::Real ? "real"
+                     : f.kind == Field::Kind::Bool ? "bool" : "string";
+  os << "| `" << path_of(s, f) << "` | " << type << " | `" << format_value(f) << "` | " << allowed << " | " << f.help
+     << " |\n";
+}
+
+const char* kTableHead = "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+
+}  // namespace
+
+std::string markdown_reference(const std::vector<Section>& schema,
+                               const std::vector<std::pair<std::string, std::string>>& owners) {
   std::ostringstream os;
   for (const Section& s : schema) {
-    os << "## " << (s.name.empty() ? "Top level" : "`" + s.name + "`") << "\n\n" << s.help << "\n\n";
-    os << "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
-    for (const Field& f : s.fields) {
-      std::string allowed;
-      if (!f.choices.empty()) {
-        for (const std::string& c : f.choices) allowed += (allowed.empty() ? "" : ", ") + c;
-      } else if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real) {
-        std::ostringstream r;
-        r << (f.min_exclusive ? "> " : ">= ") << f.min;
-        if (!std::isinf(f.max)) r << ", <= " << f.max;
-        allowed = std::isinf(f.min) ? "" : r.str();
-      }
-      if (f.required) allowed += allowed.empty() ? "required" : "; required";
-      const char* type = f.kind == Field::Kind::Int ? "int" : f.kind == Field::Kind::Real ? "real"
-                         : f.kind == Field::Kind::Bool ? "bool" : "string";
-      os << "| `" << path_of(s, f) << "` | " << type << " | `" << format_value(f) << "` | " << allowed << " | "
-         << f.help << " |\n";
-    }
+    if (std::none_of(s.fields.begin(), s.fields.end(), [](const Field& f) { return f.owner.empty(); })) continue;
+    os << "## " << (s.name.empty() ? "Top level" : "`" + s.name + "`") << "\n\n" << s.help << "\n\n" << kTableHead;
+    for (const Field& f : s.fields)
+      if (f.owner.empty()) markdown_row(os, s, f);
     os << "\n";
+  }
+  for (const auto& [owner, help] : owners) {
+    const size_t space = owner.find(' ');
+    const std::string kind = owner.substr(0, space), name = owner.substr(space + 1);
+    os << "## " << static_cast<char>(std::toupper(static_cast<unsigned char>(kind[0]))) << kind.substr(1) << " `"
+       << name << "`\n\n" << help << "\n\n";
+    std::ostringstream rows;
+    for (const Section& s : schema)
+      for (const Field& f : s.fields)
+        if (f.owner == owner) markdown_row(rows, s, f);
+    if (rows.str().empty()) {
+      os << "No keys of its own.\n\n";
+      continue;
+    }
+    os << "Keys that apply only when `" << (kind == "task" ? "task" : "model.type") << "` is `" << name << "`.\n\n"
+       << kTableHead << rows.str() << "\n";
   }
   return os.str();
 }
