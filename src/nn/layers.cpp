@@ -1,4 +1,4 @@
-// Linear, Embedding, LayerNorm and Dropout modules on top of the ops.
+// Linear, Embedding and LayerNorm modules on top of the ops.
 #include "nn/layers.h"
 
 #include <cmath>
@@ -40,12 +40,11 @@ LayerNorm::LayerNorm(int64_t dim, double epsilon, DType dtype) : eps(epsilon) {
   bias = register_parameter("bias", Tensor::zeros({dim}, dtype));
 }
 
-Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
-
-Dropout::Dropout(double probability, Generator& gen) : p(probability), gen_(&gen) {
-  SRU_CHECK(p >= 0.0 && p < 1.0, "Dropout: probability must be in [0, 1), got ", p);
+void Linear::tie_weight(const Tensor& w) {
+  replace_parameter("weight", w);
+  weight = w;
 }
 
-Tensor Dropout::forward(const Tensor& x) const { return dropout(x, p, is_training(), *gen_); }
+Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
 
 }  // namespace sru::nn

@@ -2,7 +2,7 @@
 //   Linear:    weight (out, in), bias (out);      y = x W^T + b over the last dim of x (..., in)
 //   Embedding: weight (num, dim);                 y = weight[indices]
 //   LayerNorm: weight (d), bias (d);              over the last dim, eps 1e-5
-//   Dropout:   no parameters;                     active only in training mode
+// (Dropout has no module: models call the dropout op with their is_training() and generator.)
 #pragma once
 
 #include "core/rng.h"
@@ -16,6 +16,8 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::F32,
          Generator& gen = default_generator());
   Tensor forward(const Tensor& x) const;
+  // Uses w (out, in) as this layer's weight from now on, e.g. an embedding matrix (weight tying).
+  void tie_weight(const Tensor& w);
   Tensor weight, bias;
 };
 
@@ -35,16 +37,6 @@ class LayerNorm : public Module {
   Tensor forward(const Tensor& x) const;
   Tensor weight, bias;
   double eps;
-};
-
-class Dropout : public Module {
- public:
-  explicit Dropout(double p, Generator& gen = default_generator());
-  Tensor forward(const Tensor& x) const;
-  double p;
-
- private:
-  Generator* gen_;
 };
 
 }  // namespace sru::nn

@@ -130,4 +130,19 @@ RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Ten
 }
 #endif
 
+Tensor LSTM::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
+  RecurrentOutput r = forward(input.x, state.empty() ? Tensor() : state[0], state.size() > 1 ? state[1] : Tensor(),
+                              input.mask_pad);
+  state = {r.h, r.c};
+  return r.output;
+}
+
+EncoderSpec lstm_encoder() {
+  return {"lstm", "The LSTM baseline: PyTorch nn.LSTM's names, gate order and initialisation; cuDNN on a GPU.",
+          [] { return config::Options(); },
+          [](const EncoderArgs& a, const config::Options&, Generator& gen) -> std::shared_ptr<SequenceEncoder> {
+            return std::make_shared<LSTM>(with_common_args(LSTMOptions{}, a), gen);
+          }};
+}
+
 }  // namespace sru::nn

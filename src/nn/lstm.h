@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "nn/encoder.h"
 #include "nn/module.h"
 
 namespace sru::nn {
@@ -34,12 +35,15 @@ struct RecurrentOutput {
   Tensor c;       // (layers, B, out), last cell state per layer
 };
 
-class LSTM : public Module {
+class LSTM : public SequenceEncoder {
  public:
   explicit LSTM(const LSTMOptions& options, Generator& gen = default_generator());
   RecurrentOutput forward(const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor(),
                           const Tensor& mask_pad = Tensor()) const;
-  int64_t output_size() const { return (options.bidirectional ? 2 : 1) * options.hidden_size; }
+  // The encoder interface: state {h, c}, each (layers, B, out).
+  Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
+  int64_t output_size() const override { return directions() * options.hidden_size; }
+  int64_t directions() const override { return options.bidirectional ? 2 : 1; }
 
   LSTMOptions options;
 
@@ -51,5 +55,8 @@ class LSTM : public Module {
   std::vector<std::vector<Direction>> layers_;  // [layer][direction]
   Generator* gen_;
 };
+
+// The registry entry "lstm" (no keys of its own).
+EncoderSpec lstm_encoder();
 
 }  // namespace sru::nn

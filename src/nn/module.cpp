@@ -1,6 +1,8 @@
 // Module bookkeeping: registration, recursive name collection, train/eval, gradient reset.
 #include "nn/module.h"
 
+#include <algorithm>
+
 namespace sru::nn {
 
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool trainable) {
@@ -17,29 +19,50 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
   return t;
 }
 
-void Module::collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const {
+void Module::replace_parameter(const std::string& name, const Tensor& t) {
+  for (Entry& e : parameters_) {
+    if (e.name != name) continue;
+    SRU_CHECK(t.shape() == e.tensor.shape() && t.dtype() == e.tensor.dtype(), "replace_parameter '", name, "': ",
+              t.str(), " does not match ", e.tensor.str());
+    e.tensor = t;
+    return;
+  }
+  SRU_FAIL("replace_parameter: no parameter '", name, "'");
+}
+
+void Module::collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out,
+                     std::vector<const TensorImpl*>& seen) const {
+  auto add = [&](const Entry& e) {
+    const TensorImpl* impl = e.tensor.impl().get();
+    if (std::find(seen.begin(), seen.end(), impl) != seen.end()) return;  // tied: already listed
+    seen.push_back(impl);
+    out.emplace_back(prefix + e.name, e.tensor);
+  };
   if (params)
-    for (const Entry& e : parameters_) out.emplace_back(prefix + e.name, e.tensor);
+    for (const Entry& e : parameters_) add(e);
   if (buffers)
-    for (const Entry& e : buffers_) out.emplace_back(prefix + e.name, e.tensor);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers, out);
+    for (const Entry& e : buffers_) add(e);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers, out, seen);
 }
 
 NamedTensors Module::state() const {
   NamedTensors out;
-  collect("", true, true, out);
+  std::vector<const TensorImpl*> seen;
+  collect("", true, true, out, seen);
   return out;
 }
 
 NamedTensors Module::named_parameters() const {
   NamedTensors out;
-  collect("", true, false, out);
+  std::vector<const TensorImpl*> seen;
+  collect("", true, false, out, seen);
   return out;
 }
 
 NamedTensors Module::named_buffers() const {
   NamedTensors out;
-  collect("", false, true, out);
+  std::vector<const TensorImpl*> seen;
+  collect("", false, true, out, seen);
   return out;
 }
 

@@ -22,7 +22,8 @@ class Module {
   Module& operator=(const Module&) = delete;
 
   // Every parameter (trainable or not) then every buffer, children after their parent's own
-  // entries, in registration order: the tensors a checkpoint holds.
+  // entries, in registration order: the tensors a checkpoint holds. A tensor registered under several
+  // names (a tied weight) appears once, under the first name met.
   NamedTensors state() const;
   NamedTensors named_parameters() const;  // trainable and frozen
   NamedTensors named_buffers() const;
@@ -43,6 +44,8 @@ class Module {
   // Registers t under `name` and returns it. Trainable parameters are marked requires_grad.
   Tensor register_parameter(const std::string& name, Tensor t, bool trainable = true);
   Tensor register_buffer(const std::string& name, Tensor t);
+  // Makes the registered parameter `name` the tensor t (same shape and dtype), for weight tying.
+  void replace_parameter(const std::string& name, const Tensor& t);
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);
@@ -50,7 +53,8 @@ class Module {
   }
 
  private:
-  void collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const;
+  void collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out,
+               std::vector<const TensorImpl*>& seen) const;
 
   struct Entry {
     std::string name;

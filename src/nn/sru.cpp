@@ -2,6 +2,7 @@
 #include "nn/sru.h"
 
 #include <cmath>
+#include <limits>
 
 #include "nn/sru_composed.h"
 #include "ops/dropout.h"
@@ -136,6 +137,40 @@ std::pair<Tensor, Tensor> SRU::forward(const Tensor& x, const Tensor& c0, const 
 
 void SRU::set_implementation(SRUImplementation impl) {
   for (auto& layer : layers) layer->implementation = impl;
+}
+
+Tensor SRU::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
+  auto [h, c] = forward(input.x, state.empty() ? Tensor() : state[0], input.mask_pad);
+  state = {c};
+  return h;
+}
+
+namespace {
+
+std::vector<config::Section> sru_fields(SRUOptions& o) {
+  using namespace config;
+  const double inf = std::numeric_limits<double>::infinity();
+  return {{"model", "", {
+      real_field("rnn_dropout", &o.rnn_dropout, "Variational dropout on each layer's input", 0, 0.99),
+      int_field("projection_size", &o.projection_size, "Low-rank projection size p of U = (x Wp) W (0 = none)", 0),
+      real_field("highway_bias", &o.highway_bias, "Initial reset-gate bias", -inf),
+      bool_field("rescale", &o.rescale, "Scale the skip term by sqrt(1 + 2 exp(highway_bias))"),
+      bool_field("layer_norm", &o.layer_norm, "Layer normalisation"),
+      bool_field("normalize_after", &o.normalize_after, "Layer norm on the output instead of the input"),
+      bool_field("use_tanh", &o.use_tanh, "tanh on the cell state"),
+      bool_field("v1", &o.v1, "No c_{t-1} terms in the gates (the first version of the unit)"),
+      bool_field("has_skip_term", &o.has_skip_term, "Highway skip connection")}}};
+}
+
+}  // namespace
+
+EncoderSpec sru_encoder() {
+  return {"sru", "The Simple Recurrent Unit (Lei et al. 2018) with the options of the PyTorch package `sru` v2.6; "
+                 "parameters `rnn_lst.{i}.*` (docs/checkpoint-format.md).",
+          [] { return config::Options::of(SRUOptions{}, &sru_fields); },
+          [](const EncoderArgs& a, const config::Options& options, Generator& gen) -> std::shared_ptr<SequenceEncoder> {
+            return std::make_shared<SRU>(with_common_args(options.as<SRUOptions>(), a), gen);
+          }};
 }
 
 }  // namespace sru::nn

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "nn/encoder.h"
 #include "nn/layers.h"
 #include "nn/module.h"
 
@@ -62,15 +63,22 @@ class SRULayer : public Module {
   Generator* gen_;
 };
 
-class SRU : public Module {
+class SRU : public SequenceEncoder {
  public:
   explicit SRU(const SRUOptions& options, Generator& gen = default_generator());
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& c0 = Tensor(), const Tensor& mask_pad = Tensor()) const;
+  // The encoder interface: state {c (layers, B, out)}.
+  Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
   void set_implementation(SRUImplementation impl);
-  int64_t output_size() const { return layers.back()->output_size; }
+  int64_t output_size() const override { return layers.back()->output_size; }
+  int64_t directions() const override { return options.bidirectional ? 2 : 1; }
 
   SRUOptions options;
   std::vector<std::shared_ptr<SRULayer>> layers;
 };
+
+// The registry entry "sru": its keys are the SRUOptions above other than the sizes, dropout and
+// bidirectional, which every encoder takes from the model section.
+EncoderSpec sru_encoder();
 
 }  // namespace sru::nn

@@ -1,4 +1,4 @@
-// nn modules: Linear / Embedding / LayerNorm / Dropout names, shapes and behaviour, module
+// nn modules: Linear / Embedding / LayerNorm names, shapes and behaviour, module
 // bookkeeping, and the CPU LSTM (PyTorch names, a hand-computed step, padding).
 #include <gtest/gtest.h>
 
@@ -36,22 +36,36 @@ TEST(Layers, EmbeddingPaddingRowStartsAtZero) {
   EXPECT_EQ(out.shape(), (Shape{2, 3}));
 }
 
-TEST(Layers, DropoutOnlyInTrainingAndModuleModesPropagate) {
+TEST(Layers, ModuleModesPropagateToChildren) {
   struct Net : Module {
-    std::shared_ptr<Dropout> drop = register_module("drop", std::make_shared<Dropout>(0.5));
+    std::shared_ptr<Linear> lin = register_module("lin", std::make_shared<Linear>(4, 2));
     std::shared_ptr<LayerNorm> norm = register_module("norm", std::make_shared<LayerNorm>(4));
   } net;
-  Tensor x = Tensor::ones({100, 4});
   net.eval();
-  EXPECT_FALSE(net.drop->is_training());
-  EXPECT_TRUE(net.drop->forward(x).shares_storage(x));
+  EXPECT_FALSE(net.lin->is_training());
+  EXPECT_FALSE(net.norm->is_training());
   net.train();
-  const auto y = net.drop->forward(x).to_vector<double>();
-  EXPECT_NE(std::count(y.begin(), y.end(), 0.0), 0);
+  EXPECT_TRUE(net.norm->is_training());
   const auto state = net.state();
-  ASSERT_EQ(state.size(), 2u);
-  EXPECT_EQ(state[0].first, "norm.weight");
-  EXPECT_EQ(net.num_parameters(), 8);
+  ASSERT_EQ(state.size(), 4u);
+  EXPECT_EQ(state[2].first, "norm.weight");
+  EXPECT_EQ(net.num_parameters(), 8 + 2 + 8);
+}
+
+TEST(Layers, TiedWeightIsCollectedOnceUnderItsFirstName) {
+  // An output layer sharing the embedding's matrix (weight tying): one tensor under two names.
+  struct Tied : Module {
+    std::shared_ptr<Embedding> embedding = register_module("embedding", std::make_shared<Embedding>(6, 4));
+    std::shared_ptr<Linear> output = register_module("output", std::make_shared<Linear>(4, 6));
+    Tied() { output->tie_weight(embedding->weight); }
+  } net;
+  const auto params = net.named_parameters();
+  ASSERT_EQ(params.size(), 2u) << "embedding.weight and output.bias";
+  EXPECT_EQ(params[0].first, "embedding.weight");
+  EXPECT_EQ(params[1].first, "output.bias");
+  EXPECT_EQ(net.num_parameters(), 6 * 4 + 6);
+  EXPECT_EQ(net.state().size(), 2u);
+  EXPECT_TRUE(net.output->weight.shares_storage(net.embedding->weight));
 }
 
 TEST(Layers, ZeroGradClearsGradients) {

@@ -64,8 +64,7 @@ Tensor padding_mask(int64_t L, const std::vector<int64_t>& lengths) {
 
 TEST(SRU, FusedMatchesComposedForEveryOptionCombination) {
   const int64_t L = 5, B = 3, d = 4;
-  int combo = 0;
-  for (int bits = 0; bits < 256; ++bits, ++combo) {
+  for (int bits = 0; bits < 256; ++bits) {
     SRUOptions o;
     o.bidirectional = bits & 1;
     const bool k4 = bits & 2;                 // n_in != out
@@ -75,14 +74,15 @@ TEST(SRU, FusedMatchesComposedForEveryOptionCombination) {
     o.dropout = (bits & 32) ? 0.3 : 0.0;
     o.v1 = bits & 64;
     o.rescale = bits & 128;
-    o.rnn_dropout = combo % 5 == 0 ? 0.2 : 0.0;
-    o.layer_norm = combo % 3 != 0;
-    o.normalize_after = combo % 3 == 2;
+    // The remaining options vary with other residues of bits, so they meet every combination above.
+    o.rnn_dropout = bits % 5 == 0 ? 0.2 : 0.0;
+    o.layer_norm = bits % 3 != 0;
+    o.normalize_after = bits % 3 == 2;
     o.highway_bias = -1.0;
     o.hidden_size = d;
     const int64_t out = (o.bidirectional ? 2 : 1) * d;
     o.input_size = k4 ? out + 3 : out;
-    o.projection_size = (combo / 3) % 2 ? 3 : 0;
+    o.projection_size = (bits / 3) % 2 ? 3 : 0;
     o.num_layers = 2;
     o.dtype = DType::F64;
     SCOPED_TRACE(::testing::Message() << "bits=" << bits << " bidir=" << o.bidirectional << " k4=" << k4

@@ -1,0 +1,19 @@
+// The encoder registry: the one list of sequence encoders that model.type may name.
+#include "nn/encoder.h"
+
+#include "nn/lstm.h"
+#include "nn/sru.h"
+
+namespace sru::nn {
+
+const std::vector<EncoderSpec>& encoders() {
+  static const std::vector<EncoderSpec> list = {
+      sru_encoder(),
+      lstm_encoder(),
+  };
+  return list;
+}
+
+const EncoderSpec& find_encoder(const std::string& name) { return config::find_named(encoders(), name, "model.type"); }
+
+}  // namespace sru::nn
