@@ -22,9 +22,10 @@
 #include "ops/matmul.h"
 #include "ops/sru_recurrence.h"
 #include "optim/optimizer.h"
-#include "tasks/task.h"
-#include "train/trainer.h"
 #include "config/config.h"
+#include "tasks/registry.h"
+#include "train/step.h"
+#include "train/trainer.h"
 
 #include <filesystem>
 
@@ -199,35 +200,39 @@ struct EpochBenchOptions {
 };
 
 // Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or
-// --steps steps, scaled to an epoch) per repeat after untimed warm-up steps.
+// --steps steps, scaled to an epoch) per repeat after untimed warm-up steps. Each step is srutrain's
+// (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule.
 void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
   double first_seconds = 0;
   for (const std::string& path : o.configs) {
     std::vector<std::string> overrides = o.overrides;
     sru::config::Config cfg = sru::config::load_config(path, overrides);
-    if (cfg.task == "classify" && cfg.data.test_path.empty() && cfg.data.fold < 0) {
-      overrides.push_back("data.fold=0");
+    if (const auto plan = sru::tasks::cross_validation_plan(cfg)) {
+      overrides.push_back(plan->fold_key + "=0");
       cfg = sru::config::load_config(path, overrides);
     }
     sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
     auto task = sru::tasks::make_task(cfg, gen);
     const sru::Device device = sru::train::resolve_train_device(cfg.train.device);
     task->model().to(device);
-    const auto optimizer_ptr = sru::train::make_optimizer(cfg.train, task->model());
-    sru::optim::Optimizer& optimizer = *optimizer_ptr;
+    const auto optimizer = sru::train::make_optimizer(cfg.train, task->model());
     const int64_t per_epoch = task->steps_per_epoch();
     const int64_t steps = o.steps > 0 ? std::min(o.steps, per_epoch) : per_epoch;
-    int64_t epoch = 0, tokens = 0;
+    const int64_t total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.train.epochs * per_epoch;
+    sru::train::TrainingStep step(*task, *optimizer, cfg.train,
+                                  sru::train::schedule_options(cfg.train, task->model_size(), total_steps));
+    int64_t epoch = 0, tokens = 0, taken = 0;
+    double last_lr = 0;
     auto run_steps = [&](int64_t n) {
-      task->start_epoch(epoch++, 0);
+      task->start_epoch(epoch, 0);
       for (int64_t i = 0; i < n; ++i) {
-        const auto r = task->forward_step(i);
+        const auto r = step.run(i, ++taken, epoch);
+        SRU_CHECK(r.kind != sru::train::StepOutcome::Kind::NonFinite, "srubench train-epoch: ", path, ": non-finite ",
+                  r.nonfinite, " at step ", taken);
         tokens += r.tokens;
-        sru::autograd::backward(r.loss);
-        sru::optim::clip_grad_norm(optimizer.parameters(), cfg.train.clip_grad_norm);
-        optimizer.step(cfg.train.lr);
-        optimizer.zero_grad();
+        last_lr = r.lr;
       }
+      ++epoch;
       if (device.is_cuda()) sru::cuda::synchronize(device.index);  // the host clock times finished work
     };
     run_steps(std::min(o.warmup_steps, per_epoch));
@@ -241,6 +246,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("s_per_epoch", seconds);
     row.set("tokens_per_s", static_cast<double>(tokens) / o.repeats / (t.median_ms / 1000.0));
     row.set("vs_first", seconds / first_seconds);
+    row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
     report.add(row);
   }
 }
@@ -250,6 +256,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
 int main(int argc, char** argv) {
   CLI::App cli{"srubench: speed tables (median of repeats)"};
   cli.set_version_flag("--version", sru::apps::version_line("srubench"));
+  sru::apps::add_debug_flag(cli);
   cli.require_subcommand(1);
   int threads = 0;
   double warm_up_seconds = 2.0;

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
                "Writes a run directory: config.yaml (resolved), metrics.jsonl, last.safetensors, best.safetensors,\n"
                "summary.json. Ctrl-C saves a checkpoint and exits (status 130); --resume DIR continues exactly."};
   cli.set_version_flag("--version", sru::apps::version_line("srutrain"));
+  sru::apps::add_debug_flag(cli);
   sru::train::RunOptions options;
   bool print_config = false, list_keys = false, device_info = false;
   cli.add_option("--config,-c", options.config_path, "Experiment config (YAML), e.g. configs/quickstart.yaml")
@@ -25,7 +26,8 @@ int main(int argc, char** argv) {
   cli.add_option("--resume", resume_dir, "Continue the run in this directory from its last.safetensors "
                  "(config from its config.yaml; --set may change e.g. train.max_steps)");
   cli.add_flag("--print-config", print_config, "Print the resolved config (defaults + file + --set) and exit");
-  cli.add_flag("--list-keys", list_keys, "Print every config key with its default, limits and meaning (Markdown)");
+  cli.add_flag("--list-keys", list_keys, "Print every config key of every task and encoder with its default, limits "
+               "and meaning (Markdown)");
   cli.add_flag("--device-info", device_info, "Print the CPU thread count and the CUDA devices, then exit");
   CLI11_PARSE(cli, argc, argv);
 
@@ -35,8 +37,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (list_keys) {
-      sru::config::Config defaults;
-      std::cout << sru::config::markdown_reference(defaults.schema());
+      std::cout << sru::config::reference();
       return 0;
     }
     if (!resume_dir.empty()) {

@@ -11,9 +11,9 @@
 
 namespace sru::data {
 
-std::string read_byte_file(const std::string& path) {
+std::string read_byte_file(const std::string& path, const std::string& key) {
   std::ifstream in(path, std::ios::binary);
-  SRU_CHECK(in.good(), "cannot open data file '", path, "' (data.path)");
+  SRU_CHECK(in.good() && !std::filesystem::is_directory(path), "cannot open data file '", path, "' (", key, ")");
   if (!path.ends_with(".zip")) return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::unique_ptr<ByteSource> member = open_zip_member(path, std::filesystem::path(path).stem().string());
   std::string bytes;

@@ -6,7 +6,8 @@
 
 namespace sru::data {
 
-// Throws sru::Error naming the path when the file cannot be read or the archive is malformed.
-std::string read_byte_file(const std::string& path);
+// Throws sru::Error naming the path (and `key`, the config key or option that named it) when the file
+// cannot be read or the archive is malformed.
+std::string read_byte_file(const std::string& path, const std::string& key = "data.path");
 
 }  // namespace sru::data

@@ -150,15 +150,21 @@ std::string Vocabulary::serialize() const {
   return out;
 }
 
-Vocabulary Vocabulary::deserialize(const std::string& text) {
-  Vocabulary v;
+std::vector<std::string> newline_terminated_lines(const std::string& text, const std::string& what) {
+  std::vector<std::string> lines;
   size_t start = 0;
   while (start < text.size()) {
     const size_t end = text.find('\n', start);
-    SRU_CHECK(end != std::string::npos, "malformed vocabulary: the last word has no line end");
-    v.add(text.substr(start, end - start));
+    SRU_CHECK(end != std::string::npos, "malformed ", what, ": the last line has no line end");
+    lines.push_back(text.substr(start, end - start));
     start = end + 1;
   }
+  return lines;
+}
+
+Vocabulary Vocabulary::deserialize(const std::string& text) {
+  Vocabulary v;
+  for (const std::string& word : newline_terminated_lines(text, "vocabulary")) v.add(word);
   return v;
 }
 

@@ -33,6 +33,9 @@ LabeledFile read_labeled_file(const std::string& path);
 
 // ASCII A-Z folded to a-z; other bytes (UTF-8 or Latin-1) pass through.
 std::string ascii_lower(std::string text);
+// The lines of text written as "line\n" each (a word list in a checkpoint); an error naming `what` when
+// the last line has no line end.
+std::vector<std::string> newline_terminated_lines(const std::string& text, const std::string& what);
 // Splits on spaces and tabs, optionally through ascii_lower.
 std::vector<std::string> split_words(const std::string& text, bool lowercase);
 

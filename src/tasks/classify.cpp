@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <ostream>
 #include <unordered_set>
 
 #include <spdlog/spdlog.h>
 
 #include "autograd/node.h"
+#include "data/line_reader.h"
 #include "data/word_vectors.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -17,23 +19,6 @@
 namespace sru::tasks {
 
 namespace {
-
-// Bytes as an i32 tensor (values 0..255) and back: how strings travel in a safetensors checkpoint.
-Tensor bytes_tensor(const std::string& s) {
-  std::vector<int32_t> v(s.begin(), s.end());
-  for (auto& x : v) x &= 0xff;
-  return Tensor::from_vector(v, {static_cast<int64_t>(v.size())});
-}
-
-std::string tensor_bytes(const Tensor& t, const std::string& name) {
-  SRU_CHECK(t.dtype() == DType::I32 && t.dim() == 1, "checkpoint tensor '", name, "' must be a 1-d i32 byte string");
-  std::string s;
-  for (int32_t x : t.to_vector<int32_t>()) {
-    SRU_CHECK(x >= 0 && x < 256, "checkpoint tensor '", name, "' holds a value outside 0..255");
-    s.push_back(static_cast<char>(x));
-  }
-  return s;
-}
 
 std::vector<data::LabeledSentence> pick(const std::vector<data::LabeledSentence>& all, const std::vector<int64_t>& idx) {
   std::vector<data::LabeledSentence> out;
@@ -100,13 +85,12 @@ std::vector<data::LabeledSentence> read_sentences(const std::string& path, const
 
 // ---- model ----
 
-Classifier::Classifier(const config::ModelConfig& cfg, int64_t vocab_size, int64_t num_classes, Generator& gen)
-    : cfg_(cfg), gen_(&gen) {
-  embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(vocab_size, cfg.embedding_size,
+Classifier::Classifier(const config::Config& cfg, int64_t vocab_size, int64_t num_classes, Generator& gen)
+    : cfg_(cfg.model), gen_(&gen) {
+  embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(vocab_size, cfg.model.embedding_size,
                                                                             data::Vocabulary::kPad, DType::F32, gen));
-  rnn_ = RecurrentLayers::make(cfg, cfg.embedding_size, gen);
-  register_module("rnn", rnn_.module());
-  output_ = register_module("output", std::make_shared<nn::Linear>(rnn_.output_size(), num_classes, true, DType::F32, gen));
+  rnn_ = register_module("rnn", make_encoder(cfg, cfg.model.embedding_size, gen, vocab_size));
+  output_ = register_module("output", std::make_shared<nn::Linear>(rnn_->output_size(), num_classes, true, DType::F32, gen));
 }
 
 Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths) const {
@@ -114,7 +98,8 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
   SRU_CHECK(static_cast<int64_t>(lengths.size()) == B, "classifier: ", lengths.size(), " lengths for a batch of ", B);
   const bool training = is_training();
   const Device device = this->device();  // batches, masks and gather rows are made on the CPU
-  Tensor e = dropout(embedding_->forward(x.to(device)), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
+  const Tensor ids = x.to(device);
+  Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
   Tensor mask;
   if (std::any_of(lengths.begin(), lengths.end(), [L](int64_t n) { return n < L; })) {
     mask = Tensor::zeros({L, B});
@@ -124,10 +109,10 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
     mask = mask.to(device);
   }
   std::vector<Tensor> state;
-  const Tensor h = rnn_.forward(e, state, mask);
+  const Tensor h = rnn_->forward_sequence({e, mask, ids}, state);
   // The state after each sentence's last word, gathered by an embedding lookup into the (L*B*D, H)
   // rows of h: forward direction at t = length - 1, backward direction (when bidirectional) at t = 0.
-  const int64_t D = cfg_.bidirectional ? 2 : 1, H = h.size(2) / D;
+  const int64_t D = rnn_->directions(), H = h.size(2) / D;
   std::vector<int64_t> rows;
   for (int64_t b = 0; b < B; ++b) {
     SRU_CHECK(lengths[b] >= 1 && lengths[b] <= L, "classifier: sentence ", b, " has length ", lengths[b]);
@@ -142,13 +127,14 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
 
 // ---- task ----
 
-ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, bool load_data,
-                           const safetensors::File* checkpoint)
-    : cfg_(cfg) {
-  const auto& d = cfg.data;
+ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, const TaskContext& context)
+    : cfg_(cfg), options_(cfg.task_as<ClassifyOptions>()) {
+  const ClassifyOptions& d = options_;
+  const bool load_data = context.load_data;
+  const safetensors::File* checkpoint = context.checkpoint;
   std::vector<data::LabeledSentence> train_s, valid_s, test_s;
   if (load_data) {
-    std::vector<data::LabeledSentence> all = read_sentences(d.path, "data.path");
+    std::vector<data::LabeledSentence> all = read_sentences(cfg.data.path, "data.path");
     const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
     if (d.test_path.empty()) {
       SRU_CHECK(d.valid_path.empty(), "data.valid_path is set but data.test_path is not: cross-validation holds out "
@@ -171,19 +157,15 @@ ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, bool load_
     }
     SRU_CHECK(!valid_s.empty(), "no validation examples: data.valid_fraction is ", d.valid_fraction,
               " of ", train_s.size(), " training sentences (raise it, or set data.valid_path)");
-    SRU_CHECK(!train_s.empty(), "no training examples in '", d.path, "'");
+    SRU_CHECK(!train_s.empty(), "no training examples in '", cfg.data.path, "'");
   }
 
   int64_t num_classes = 0;
   if (checkpoint) {
-    const Tensor* vocab = checkpoint->find("task.vocab");
-    SRU_CHECK(vocab, "the checkpoint has no 'task.vocab' tensor (not a classify checkpoint?)");
-    vocab_ = data::Vocabulary::deserialize(tensor_bytes(*vocab, "task.vocab"));
-    if (d.tokenizer == "sentencepiece") {
-      const Tensor* spm = checkpoint->find("task.subword_model");
-      SRU_CHECK(spm, "the checkpoint uses data.tokenizer sentencepiece but has no 'task.subword_model' tensor");
-      subwords_ = data::SubwordModel::from_serialized(tensor_bytes(*spm, "task.subword_model"), "the checkpoint");
-    }
+    vocab_ = data::Vocabulary::deserialize(checkpoint_string(*checkpoint, "task.vocab", cfg.task));
+    if (d.tokenizer == "sentencepiece")
+      subwords_ = data::SubwordModel::from_serialized(checkpoint_string(*checkpoint, "task.subword_model", cfg.task),
+                                                      "the checkpoint");
     const Tensor* out = checkpoint->find("output.weight");
     SRU_CHECK(out && out->dim() == 2, "the checkpoint has no 'output.weight' matrix");
     num_classes = out->size(0);
@@ -203,7 +185,7 @@ ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, bool load_
     vocab_ = data::Vocabulary::build(words, d.min_count);
     for (const auto* split : {&train_s, &valid_s, &test_s})
       for (const auto& s : *split) num_classes = std::max(num_classes, s.label + 1);
-    SRU_CHECK(num_classes >= 2, "'", d.path, "': every label is ", num_classes - 1, "; classification needs two classes or more");
+    SRU_CHECK(num_classes >= 2, "'", cfg.data.path, "': every label is ", num_classes - 1, "; classification needs two classes or more");
   }
   if (load_data) {
     train_ = encode(train_s), valid_ = encode(valid_s), test_ = encode(test_s);
@@ -212,7 +194,7 @@ ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, bool load_
         SRU_CHECK(y < num_classes, "label ", y, " in the data, but the model has ", num_classes, " classes");
   }
 
-  model_ = std::make_unique<Classifier>(cfg.model, vocab_.size(), num_classes, gen);
+  model_ = std::make_unique<Classifier>(cfg, vocab_.size(), num_classes, gen);
   if (!checkpoint) init_embeddings(gen);
   if (cfg.model.freeze_embedding) model_->embedding().weight.set_requires_grad(false);
   if (load_data)
@@ -222,8 +204,8 @@ ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, bool load_
 }
 
 std::vector<std::string> ClassifyTask::tokens(const std::string& text) const {
-  if (!subwords_) return data::split_words(text, cfg_.data.lowercase);
-  return subwords_->pieces(cfg_.data.lowercase ? data::ascii_lower(text) : text);
+  if (!subwords_) return data::split_words(text, options_.lowercase);
+  return subwords_->pieces(options_.lowercase ? data::ascii_lower(text) : text);
 }
 
 EncodedSplit ClassifyTask::encode(const std::vector<data::LabeledSentence>& sentences) const {
@@ -244,17 +226,17 @@ void ClassifyTask::init_embeddings(Generator& gen) {
   w.copy_(Tensor::uniform({V, E}, -0.25, 0.25, DType::F32, gen));
   float* p = w.data<float>();
   std::fill(p, p + E, 0.0f);  // <pad>
-  if (cfg_.data.vectors.empty()) {
+  if (options_.vectors.empty()) {
     if (cfg_.model.freeze_embedding)
       spdlog::warn("model.freeze_embedding is set but data.vectors is empty: the embeddings stay random");
     return;
   }
-  SRU_CHECK(std::filesystem::is_regular_file(cfg_.data.vectors), "cannot open word vectors '", cfg_.data.vectors,
+  SRU_CHECK(std::filesystem::is_regular_file(options_.vectors), "cannot open word vectors '", options_.vectors,
             "' (data.vectors)");
   std::unordered_set<std::string> wanted(vocab_.words().begin() + 2, vocab_.words().end());
   const data::WordVectors vectors =
-      data::load_word_vectors(cfg_.data.vectors, wanted, cfg_.data.vectors_format, cfg_.data.normalize_vectors);
-  SRU_CHECK(vectors.dim == E, "data.vectors '", cfg_.data.vectors, "' has ", vectors.dim,
+      data::load_word_vectors(options_.vectors, wanted, options_.vectors_format, options_.normalize_vectors);
+  SRU_CHECK(vectors.dim == E, "data.vectors '", options_.vectors, "' has ", vectors.dim,
             "-dimensional vectors but model.embedding_size is ", E, " (make them equal)");
   for (int64_t i = 2; i < V; ++i) {
     auto it = vectors.vectors.find(vocab_.words()[i]);
@@ -263,7 +245,7 @@ void ClassifyTask::init_embeddings(Generator& gen) {
     ++pretrained_words_;
   }
   spdlog::info("vectors {}: {} of {} vocabulary words found ({} rows read); the others start at U(-0.25, 0.25)",
-               cfg_.data.vectors, pretrained_words_, V - 2, vectors.rows_read);
+               options_.vectors, pretrained_words_, V - 2, vectors.rows_read);
 }
 
 int64_t ClassifyTask::steps_per_epoch() const {
@@ -325,10 +307,11 @@ Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_ba
 }
 
 Metrics ClassifyTask::evaluate(const std::string& split, int64_t max_batches) {
+  check_split(split);
   return evaluate_encoded(split == "valid" ? valid_ : split == "test" ? test_ : train_, max_batches);
 }
 
-Metrics ClassifyTask::evaluate_file(const std::string& path, int64_t max_batches) {
+Metrics ClassifyTask::evaluate_file(const std::string& path, int64_t max_batches, int64_t) {
   const EncodedSplit split = encode(read_sentences(path, "--text"));
   for (int64_t y : split.labels)
     SRU_CHECK(y < model_->num_classes(), "'", path, "' has label ", y, " but the model has ", model_->num_classes(),
@@ -347,14 +330,69 @@ std::vector<int64_t> ClassifyTask::predict(const std::vector<std::string>& sente
   return out;
 }
 
+void ClassifyTask::predict_file(const std::string& path, std::ostream& out) {
+  SRU_CHECK(std::filesystem::is_regular_file(path), "cannot open '", path, "' (--predict)");
+  data::LineReader in(path);
+  std::vector<std::string> lines;
+  for (std::string line; in.next(line);) lines.push_back(line);
+  for (int64_t label : predict(lines)) out << label << "\n";
+}
+
 std::string ClassifyTask::vocabulary_name() const {
   return (subwords_ ? "sentencepiece-" : "words-") + std::to_string(vocab_.size()) + " (task.vocab)";
 }
 
 nn::NamedTensors ClassifyTask::extra_state() {
-  nn::NamedTensors out = {{"task.vocab", bytes_tensor(vocab_.serialize())}};
-  if (subwords_) out.emplace_back("task.subword_model", bytes_tensor(subwords_->serialized()));
+  nn::NamedTensors out = {{"task.vocab", string_tensor(vocab_.serialize())}};
+  if (subwords_) out.emplace_back("task.subword_model", string_tensor(subwords_->serialized()));
   return out;
+}
+
+// ---- registry entry ----
+
+namespace {
+
+std::vector<config::Section> classify_fields(ClassifyOptions& o) {
+  using namespace config;
+  return {{"data", "", {
+      real_field("valid_fraction", &o.valid_fraction, "Share of the training examples held out for validation "
+                 "(when data.valid_path is empty)", 0, 0.5),
+      string_field("valid_path", &o.valid_path, "Validation file (empty = hold out data.valid_fraction)"),
+      string_field("test_path", &o.test_path, "Test file (empty = cross-validation on data.path)"),
+      int_field("folds", &o.folds, "Cross-validation folds when there is no test file", 2),
+      int_field("fold", &o.fold, "This run's test fold (-1 = run every fold, report mean and std)", -1),
+      int_field("run_folds", &o.run_folds, "With data.fold -1, run only the first N folds (0 = all)", 0),
+      bool_field("lowercase", &o.lowercase, "Lower-case ASCII letters before building the vocabulary"),
+      string_field("tokenizer", &o.tokenizer, "whitespace (the files are tokenised) or sentencepiece",
+                   {"whitespace", "sentencepiece"}),
+      string_field("sentencepiece_model", &o.sentencepiece_model,
+                   "SentencePiece .model to use (empty = train one on the training split)"),
+      int_field("sentencepiece_vocab_size", &o.sentencepiece_vocab_size, "Pieces of a SentencePiece model trained here",
+                16),
+      int_field("min_count", &o.min_count, "Words seen fewer times in training become <unk>", 1),
+      string_field("vectors", &o.vectors, "Pretrained word vectors (word2vec .bin, GloVe/fastText text, .gz or .zip); "
+                   "empty = random trainable embeddings"),
+      string_field("vectors_format", &o.vectors_format, "Format of data.vectors (auto: .bin = word2vec)",
+                   {"auto", "text", "word2vec"}),
+      bool_field("normalize_vectors", &o.normalize_vectors, "Scale pretrained vectors to unit L2 norm")}}};
+}
+
+}  // namespace
+
+TaskSpec classify_task() {
+  return {"classify",
+          "Sentence classification (MR, SUBJ, CR, MPQA, TREC, SST): `data.path` holds \"LABEL text\" lines, the "
+          "training set, or the whole set for k-fold cross-validation when `data.test_path` is empty; metric "
+          "`accuracy`.",
+          [] { return config::Options::of(ClassifyOptions{}, &classify_fields); },
+          [](const config::Config& cfg, Generator& gen, const TaskContext& ctx) -> std::unique_ptr<Task> {
+            return std::make_unique<ClassifyTask>(cfg, gen, ctx);
+          },
+          [](const config::Config& cfg) -> std::optional<CrossValidationPlan> {
+            const ClassifyOptions& o = cfg.task_as<ClassifyOptions>();
+            if (!o.test_path.empty() || o.fold >= 0) return std::nullopt;
+            return CrossValidationPlan{o.folds, o.run_folds > 0 ? std::min(o.run_folds, o.folds) : o.folds, "data.fold"};
+          }};
 }
 
 }  // namespace sru::tasks

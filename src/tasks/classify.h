@@ -22,17 +22,34 @@
 #include <vector>
 
 #include "data/labeled_text.h"
+#include "nn/encoder.h"
 #include "nn/layers.h"
-#include "nn/lstm.h"
-#include "nn/sru.h"
-#include "tasks/recurrent.h"
+#include "tasks/registry.h"
 #include "tasks/task.h"
 
 namespace sru::tasks {
 
+// The classify task's own config keys (data.*).
+struct ClassifyOptions {
+  double valid_fraction = 0.05;   // of the training examples, when valid_path is empty
+  std::string valid_path;         // "" = hold out valid_fraction of the training examples
+  std::string test_path;          // "" = k-fold cross-validation on data.path
+  int64_t folds = 10;             // cross-validation folds
+  int64_t fold = -1;              // the test fold of this run; -1 = run every fold and report mean/std
+  int64_t run_folds = 0;          // with fold -1: run only the first N folds (0 = all); for quick estimates
+  bool lowercase = false;
+  std::string tokenizer = "whitespace";  // whitespace | sentencepiece
+  std::string sentencepiece_model;       // "" = train one on the training split
+  int64_t sentencepiece_vocab_size = 8000;
+  int64_t min_count = 1;          // words seen fewer times in training are <unk>
+  std::string vectors;            // pretrained word vectors ("" = random trainable embeddings)
+  std::string vectors_format = "auto";  // auto | text | word2vec
+  bool normalize_vectors = true;  // scale each pretrained vector to unit L2 norm
+};
+
 class Classifier : public nn::Module {
  public:
-  Classifier(const config::ModelConfig& cfg, int64_t vocab_size, int64_t num_classes, Generator& gen);
+  Classifier(const config::Config& cfg, int64_t vocab_size, int64_t num_classes, Generator& gen);
   // x (L, B) i64 word ids, 0 = padding after a sentence's end; lengths (B) >= 1 -> logits (B, C).
   Tensor forward(const Tensor& x, const std::vector<int64_t>& lengths) const;
   nn::Embedding& embedding() { return *embedding_; }
@@ -42,7 +59,7 @@ class Classifier : public nn::Module {
   config::ModelConfig cfg_;
   Generator* gen_;
   std::shared_ptr<nn::Embedding> embedding_;
-  RecurrentLayers rnn_;
+  std::shared_ptr<nn::SequenceEncoder> rnn_;
   std::shared_ptr<nn::Linear> output_;
 };
 
@@ -53,24 +70,29 @@ struct EncodedSplit {
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 
-class ClassifyTask : public Task {
+class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
  public:
-  // checkpoint: when given, the vocabulary and subword model come from it and no vectors are read.
-  ClassifyTask(const config::Config& cfg, Generator& gen, bool load_data, const safetensors::File* checkpoint);
+  // context.checkpoint: when given, the vocabulary and subword model come from it and no vectors are read.
+  ClassifyTask(const config::Config& cfg, Generator& gen, const TaskContext& context);
   nn::Module& model() override { return *model_; }
   int64_t model_size() const override { return cfg_.model.hidden_size; }
   int64_t steps_per_epoch() const override;
   void start_epoch(int64_t epoch, int64_t first_step) override;
   StepResult forward_step(int64_t index) override;
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
-  std::string default_metric() const override { return "accuracy"; }
+  std::vector<MetricSpec> metrics() const override {
+    return {{"accuracy", true}, {"loss", false}, {"examples", false, true}};
+  }
   std::string token_name() const override { return "words"; }
   std::string vocabulary_name() const override;
-  bool lower_is_better(const std::string& metric) const override { return metric == "loss"; }
   nn::NamedTensors extra_state() override;
 
+  EvaluatesFiles* file_evaluation() override { return this; }
+  Predicts* prediction() override { return this; }
   // Accuracy and loss on any labelled file (tokenised with this task's tokenizer and vocabulary).
-  Metrics evaluate_file(const std::string& path, int64_t max_batches);
+  Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) override;
+  // One predicted class a line, for a file of sentences without labels.
+  void predict_file(const std::string& path, std::ostream& out) override;
   // The predicted class of each sentence (a text without a label).
   std::vector<int64_t> predict(const std::vector<std::string>& sentences);
   const data::Vocabulary& vocabulary() const { return vocab_; }
@@ -87,6 +109,7 @@ class ClassifyTask : public Task {
   void init_embeddings(Generator& gen);
 
   config::Config cfg_;
+  ClassifyOptions options_;
   std::optional<data::SubwordModel> subwords_;
   data::Vocabulary vocab_;
   std::unique_ptr<Classifier> model_;
@@ -98,5 +121,7 @@ class ClassifyTask : public Task {
 // Reads a labelled file, warning (once, with line numbers) about lines that hold a label only;
 // `key` (the config key or option that named the file) is in the error when it cannot be opened.
 std::vector<data::LabeledSentence> read_sentences(const std::string& path, const std::string& key);
+
+TaskSpec classify_task();
 
 }  // namespace sru::tasks

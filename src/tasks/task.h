@@ -1,10 +1,13 @@
-// What a task supplies to the shared trainer: its model, its training batches (as a forward pass
-// returning the loss), its evaluation metrics, and any extra state a resumed run needs.
+// What a task supplies to the shared trainer and to srueval: its model, its training batches (as a
+// forward pass returning the loss), its splits and metrics, any extra state a resumed run needs, and
+// optional capabilities (evaluate a user's file, predict, generate) that srueval asks for by name.
 #pragma once
 
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "core/rng.h"
@@ -15,9 +18,40 @@ namespace sru::tasks {
 
 using Metrics = std::map<std::string, double>;
 
+// One number a task reports. Counts (how many characters or examples an evaluation covered) go into
+// metrics.jsonl and summaries but not into the log lines.
+struct MetricSpec {
+  std::string name;
+  bool higher_is_better = false;
+  bool is_count = false;
+  int precision = 4;  // digits after the point in log lines
+};
+
 struct StepResult {
   Tensor loss;     // scalar: the mean loss to minimise
   int64_t tokens;  // how many predictions it covers (for tokens/s)
+};
+
+// srueval --text FILE: metrics over a file the user names, in the task's own format.
+class EvaluatesFiles {
+ public:
+  virtual ~EvaluatesFiles() = default;
+  // chunk: positions per forward pass where the task reads streams (0 = the task's default).
+  virtual Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) = 0;
+};
+
+// srueval --predict FILE: answers for inputs without labels, written to `out` in the task's format.
+class Predicts {
+ public:
+  virtual ~Predicts() = default;
+  virtual void predict_file(const std::string& path, std::ostream& out) = 0;
+};
+
+// srueval --generate N: samples a continuation of `prompt`.
+class Generates {
+ public:
+  virtual ~Generates() = default;
+  virtual std::string generate(const std::string& prompt, int64_t n, double temperature, Generator& gen) = 0;
 };
 
 class Task {
@@ -33,23 +67,50 @@ class Task {
   virtual void reset_carried_state() {}
   // The forward pass of training step `index` (0-based within the epoch).
   virtual StepResult forward_step(int64_t index) = 0;
-  // Evaluates a split ("valid" or "test") on at most max_batches batches (0 = all), in eval mode.
+
+  // The splits evaluate() accepts. The trainer evaluates validation_split() during training and every
+  // split but "train" at the end.
+  virtual std::vector<std::string> splits() const { return {"train", "valid", "test"}; }
+  virtual std::string validation_split() const { return "valid"; }
+  // Evaluates a split on at most max_batches batches (0 = all), in eval mode. An unknown split is an
+  // error naming the task's splits (check_split).
   virtual Metrics evaluate(const std::string& split, int64_t max_batches) = 0;
-  virtual std::string default_metric() const = 0;
+  // The metrics evaluate() returns; the first is the default that picks the best checkpoint.
+  virtual std::vector<MetricSpec> metrics() const = 0;
   // What one prediction is called in speed reports ("chars" for a char-LM).
   virtual std::string token_name() const { return "tokens"; }
   // What the checkpoint metadata's "vocabulary" says the model's input ids are.
   virtual std::string vocabulary_name() const = 0;
-  virtual bool lower_is_better(const std::string& metric) const = 0;
   // State beyond the model and optimiser that a resumed run needs, saved as "task.*" tensors.
   virtual nn::NamedTensors extra_state() { return {}; }
   virtual void load_extra_state(const safetensors::File&) {}
+
+  // Capabilities: nullptr when the task has none of that kind.
+  virtual EvaluatesFiles* file_evaluation() { return nullptr; }
+  virtual Predicts* prediction() { return nullptr; }
+  virtual Generates* generation() { return nullptr; }
+
+  const std::string& name() const { return name_; }
+  void set_name(const std::string& name) { name_ = name; }
+  // The spec of `metric`; an error naming the task's metrics when it reports no such metric.
+  MetricSpec metric(const std::string& metric) const;
+
+ protected:
+  // Throws unless `split` is one of splits().
+  void check_split(const std::string& split) const;
+
+ private:
+  std::string name_;
 };
 
-// Builds the task named by cfg.task. With load_data false (evaluating a checkpoint on a user file)
-// the data files are not read. `checkpoint` (when the model's weights will come from one) supplies
-// what the task would otherwise derive from the data, e.g. a vocabulary.
-std::unique_ptr<Task> make_task(const config::Config& cfg, Generator& gen, bool load_data = true,
-                                const safetensors::File* checkpoint = nullptr);
+// "bpc 2.1788  loss 1.5102": the metrics a task declares, in its order and precision, counts left out.
+std::string format_metrics(const Task& task, const Metrics& metrics);
+
+// Text in a checkpoint (a vocabulary, a subword model): its bytes as a 1-d i32 tensor, and back
+// (`name` is the tensor's name in errors).
+Tensor string_tensor(const std::string& text);
+std::string tensor_string(const Tensor& t, const std::string& name);
+// The text saved as tensor `name` in a checkpoint; an error naming `task` when it is missing.
+std::string checkpoint_string(const safetensors::File& file, const std::string& name, const std::string& task);
 
 }  // namespace sru::tasks

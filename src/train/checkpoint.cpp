@@ -56,7 +56,7 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const std::vector<std:
   SRU_CHECK(get("format") == "srutrain", "'", path, "' is not a srutrain checkpoint");
   SRU_CHECK(get("format_version") == kFormatVersion, "'", path, "' has checkpoint format version ",
             get("format_version"), "; this srutrain reads version ", kFormatVersion);
-  c.config = config::parse_config(get("config"), path + " (embedded config)", overrides);
+  c.config = config::parse_config(get("config"), path + " (embedded config)", overrides, config::Origin::Stored);
   try {
     c.progress.step = std::stoll(get("step"));
     c.progress.epoch = std::stoll(get("epoch"));

@@ -36,6 +36,16 @@ case $case in
     expect_error "wrong_type.yaml:4: train.lr: expected a number, got 'fast'" "$train" --config "$src/tests/data/wrong_type.yaml"
     expect_error "negative.yaml:4: model.num_layers: -2 is out of range: must be >= 1" "$train" --config "$src/tests/data/negative.yaml"
     expect_error "no config given" "$train"
+    # Names come from the registries; keys must belong to the chosen task and encoder.
+    expect_error "task: 'charlmm' is not one of: charlm, wordlm, classify \(did you mean 'charlm'\?\)" \
+      "$train" --config "$tiny" --set task=charlmm
+    sed 's/type: sru/type: gru/' "$tiny" > "$work/gru.yaml"
+    expect_error "gru.yaml:[0-9]+: model.type: 'gru' is not one of: sru, lstm" "$train" --config "$work/gru.yaml"
+    expect_error "model.type: 'gru' is not one of: sru, lstm" "$train" --config "$tiny" --set model.type=gru
+    expect_error "--set data.folds=3: data.folds does not apply here: it is a key of task classify" \
+      "$train" --config "$tiny" --set data.folds=3
+    expect_error "--set model.rescale=true: model.rescale does not apply here: it is a key of encoder sru" \
+      "$train" --config "$tiny" --set model.type=lstm --set model.rescale=true
     ;;
   bad_data)
     expect_error "cannot open data file '$work/missing.txt' \(data.path\)" tiny_run --set data.path="$work/missing.txt" --run-dir "$work/r1"
@@ -78,7 +88,11 @@ PY
     ;;
   resume_errors)
     mkdir -p "$work/empty"
-    expect_error "there is no checkpoint to resume from" "$train" --resume "$work/empty"
+    expect_error "$work/empty/config.yaml does not exist, so this is not a srutrain run directory" \
+      "$train" --resume "$work/empty"
+    mkdir -p "$work/started" && cp "$tiny" "$work/started/config.yaml"
+    expect_error "there is no checkpoint to resume from \($work/started/last.safetensors does not exist\)" \
+      "$train" --resume "$work/started" --set data.path="$data"
     tiny_run --run-dir "$work/run" --set train.max_steps=2 > /dev/null || fail "tiny run failed"
     expect_error "already holds a checkpoint: continue it with --resume" tiny_run --run-dir "$work/run"
     ;;
@@ -148,15 +162,40 @@ PY
     printf 'garbage' > "$work/junk.safetensors"
     expect_error "not a safetensors file" "$eval" --checkpoint "$work/junk.safetensors"
     expect_error "cannot open checkpoint" "$eval" --checkpoint "$work/none.safetensors"
+    # What the task lacks is refused naming the task; so is a split it does not have.
+    expect_error "--predict: task charlm cannot predict" "$eval" --checkpoint "$work/run/last.safetensors" \
+      --predict "$work/t.txt"
+    expect_error "task charlm has no split 'dev' \(its splits: train, valid, test\)" "$eval" \
+      --checkpoint "$work/run/last.safetensors" --split dev
+    # Messages name files and keys, not our source files (those appear with --debug only).
+    out=$("$eval" --checkpoint "$work/run/last.safetensors" --split dev 2>&1)
+    ! matches "\.cpp:[0-9]+" "$out" || fail "the message names a source file: $out"
+    matches "\(at src/tasks/task\.cpp:[0-9]+\)" "$("$eval" --debug --checkpoint "$work/run/last.safetensors" --split dev 2>&1)" \
+      || fail "--debug does not add the source location"
     ;;
   early_stop)
-    # eval.metric=chars is constant, so nothing improves after the first evaluation: with patience 1
-    # the run must stop at the second evaluation (step 4) instead of running to step 12.
-    tiny_run --run-dir "$work/run" --set eval.metric=chars --set train.early_stop_patience=1 --set eval.every_steps=2 \
+    # With a learning rate far below float32's resolution of the weights nothing changes, so the
+    # validation BPC never improves after the first evaluation: with patience 1 the run must stop at
+    # the second evaluation (step 4) instead of running to step 12.
+    tiny_run --run-dir "$work/run" --set train.lr=1e-15 --set train.early_stop_patience=1 --set eval.every_steps=2 \
       > /dev/null || fail "run failed"
     grep -q '"stopped": "early stop"' "$work/run/summary.json" || fail "summary.json does not say early stop"
     grep -q '"steps": 4,' "$work/run/summary.json" || fail "did not stop at step 4"
     echo "ok: stopped early at step 4"
+    ;;
+  bench_schedule)
+    # srubench train-epoch takes srutrain's steps, learning-rate schedule included: after 1 warm-up step
+    # and 2 repeats of 2 timed steps (5 steps), the step schedule (x0.5 every step) is at 0.003 * 0.5^4.
+    "$build/srubench" --warm-up-seconds 0 train-epoch --config "$tiny" --set data.path="$data" \
+      --set train.schedule=step --set train.decay_steps=1 --set train.decay_rate=0.5 --steps 2 --warmup-steps 1 \
+      --repeats 2 --json "$work/bench.json" > /dev/null || fail "srubench train-epoch failed"
+    python3 - "$work/bench.json" <<'PY' || fail "srubench did not follow the schedule"
+import json, sys
+row = json.load(open(sys.argv[1]))["rows"][0]
+print(row)
+sys.exit(0 if row["steps_taken"] == 5 and abs(row["lr_last"] - 0.003 * 0.5 ** 4) < 1e-12 else 1)
+PY
+    echo "ok: srubench train-epoch followed the step schedule"
     ;;
   configs)
     for c in "$src"/configs/*.yaml "$src"/configs/classify/*.yaml; do

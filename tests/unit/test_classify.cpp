@@ -14,6 +14,8 @@
 #include "nn/checkpoint.h"
 #include "optim/optimizer.h"
 #include "tasks/classify.h"
+#include "train/step.h"
+#include "train/trainer.h"
 #include "testing.h"
 
 using namespace sru;
@@ -42,12 +44,10 @@ std::string last_word_task(int n, uint32_t seed) {
 }
 
 config::Config tiny_config(const std::string& type) {
-  config::Config c;
-  c.task = "classify";
-  c.data.valid_fraction = 0.1;
+  config::Config c = config::Config::defaults("classify", type);
+  c.task_as<tasks::ClassifyOptions>().valid_fraction = 0.1;
   c.data.batch_size = 16;
   c.data.eval_batch_size = 64;
-  c.model.type = type;
   c.model.embedding_size = 16;
   c.model.hidden_size = 16;
   c.model.num_layers = 2;
@@ -55,18 +55,19 @@ config::Config tiny_config(const std::string& type) {
   return c;
 }
 
+tasks::ClassifyOptions& options(config::Config& c) { return c.task_as<tasks::ClassifyOptions>(); }
+
+// Trains with srutrain's own step (constant learning rate, Adam).
 void train_epochs(tasks::ClassifyTask& task, int epochs, double lr) {
-  nn::NamedTensors trainable;
-  for (auto& [name, t] : task.model().named_parameters())
-    if (t.requires_grad()) trainable.emplace_back(name, t);
-  optim::Optimizer opt(trainable, {});
+  config::TrainConfig train;
+  train.lr = lr;
+  const auto optimizer = train::make_optimizer(train, task.model());
+  train::TrainingStep step(task, *optimizer, train, train::schedule_options(train, 16, 1));
+  int64_t taken = 0;
   for (int e = 0; e < epochs; ++e) {
     task.start_epoch(e, 0);
-    for (int64_t i = 0; i < task.steps_per_epoch(); ++i) {
-      autograd::backward(task.forward_step(i).loss);
-      opt.step(lr);
-      opt.zero_grad();
-    }
+    for (int64_t i = 0; i < task.steps_per_epoch(); ++i)
+      ASSERT_EQ(step.run(i, ++taken, e).kind, train::StepOutcome::Kind::Updated);
   }
 }
 
@@ -148,10 +149,10 @@ TEST(SentencePiece, TrainsEncodesAndRoundTripsThroughBytes) {
 TEST(Classifier, LogitsDoNotDependOnPaddingInTheBatch) {
   for (const std::string type : {"sru", "lstm"}) {
     for (bool bidirectional : {false, true}) {
-      config::ModelConfig m = tiny_config(type).model;
-      m.bidirectional = bidirectional;
+      config::Config c = tiny_config(type);
+      c.model.bidirectional = bidirectional;
       Generator gen(5);
-      tasks::Classifier model(m, 30, 3, gen);
+      tasks::Classifier model(c, 30, 3, gen);
       model.eval();
       const std::vector<int64_t> short_ids = {4, 9, 2, 17}, long_ids = {3, 8, 8, 21, 5, 6, 29, 11, 2};
       Tensor alone = Tensor::from_vector(short_ids, {4, 1});
@@ -172,9 +173,9 @@ TEST(ClassifyTask, LearnsASyntheticTaskAndItsCheckpointClassifiesWithoutData) {
   for (const std::string type : {"sru", "lstm"}) {
     config::Config cfg = tiny_config(type);
     cfg.data.path = train;
-    cfg.data.test_path = test;
+    options(cfg).test_path = test;
     Generator gen(11);
-    tasks::ClassifyTask task(cfg, gen, true, nullptr);
+    tasks::ClassifyTask task(cfg, gen, {});
     EXPECT_EQ(task.steps_per_epoch(), 36);  // 576 training sentences (10% held out) in batches of 16
     EXPECT_LT(task.evaluate("test", 0).at("accuracy"), 0.75) << "untrained";
     train_epochs(task, 12, 0.01);
@@ -189,12 +190,12 @@ TEST(ClassifyTask, LearnsASyntheticTaskAndItsCheckpointClassifiesWithoutData) {
     safetensors::save(path, tensors);
     const safetensors::File file = safetensors::load(path);
     Generator gen2(99);
-    tasks::ClassifyTask restored(cfg, gen2, /*load_data=*/false, &file);
+    tasks::ClassifyTask restored(cfg, gen2, {/*load_data=*/false, &file});
     nn::load_state_from(restored.model(), file, path, {"task."});
     const std::vector<std::string> sentences = {"w1 w2 yes", "w3 no", "w19 w0 w0 w0 w0 w5 yes", "never-seen no"};
     EXPECT_EQ(restored.predict(sentences), task.predict(sentences));
     EXPECT_EQ(restored.predict(sentences), (std::vector<int64_t>{1, 0, 1, 0}));
-    EXPECT_DOUBLE_EQ(restored.evaluate_file(test, 0).at("accuracy"), accuracy);
+    EXPECT_DOUBLE_EQ(restored.evaluate_file(test, 0, 0).at("accuracy"), accuracy);
   }
 }
 
@@ -202,29 +203,29 @@ TEST(ClassifyTask, ConfigMistakesAreClearErrors) {
   config::Config cfg = tiny_config("sru");
   cfg.data.path = temp_file("cv.txt", last_word_task(100, 3));
   Generator gen(1);
-  EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, true, nullptr); }).find("data.fold is -1"), std::string::npos);
-  cfg.data.fold = 0;
-  cfg.data.valid_path = cfg.data.path;
-  EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, true, nullptr); }).find("data.valid_path is set"),
+  EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, {}); }).find("data.fold is -1"), std::string::npos);
+  options(cfg).fold = 0;
+  options(cfg).valid_path = cfg.data.path;
+  EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, {}); }).find("data.valid_path is set"),
             std::string::npos);
-  cfg.data.valid_path = "";
-  cfg.data.vectors = temp_file("vec3.txt", "w1 1 2 3\n");
-  EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, true, nullptr); }).find("model.embedding_size is 16"),
+  options(cfg).valid_path = "";
+  options(cfg).vectors = temp_file("vec3.txt", "w1 1 2 3\n");
+  EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, {}); }).find("model.embedding_size is 16"),
             std::string::npos);
   cfg.data.path = temp_file("one_class.txt", "0 a b\n0 c\n0 d\n0 e\n0 f\n0 g\n0 h\n0 i\n0 j\n0 k\n0 l\n0 m\n");
-  cfg.data.vectors = "";
-  EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, true, nullptr); }).find("two classes"), std::string::npos);
+  options(cfg).vectors = "";
+  EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, {}); }).find("two classes"), std::string::npos);
 }
 
 TEST(ClassifyTask, PretrainedVectorsFillKnownWordsAndCanBeFrozen) {
   config::Config cfg = tiny_config("sru");
   cfg.data.path = temp_file("vec_train.txt", last_word_task(100, 4));
-  cfg.data.fold = 0;
+  options(cfg).fold = 0;
   cfg.model.embedding_size = 3;
   cfg.model.freeze_embedding = true;
-  cfg.data.vectors = temp_file("vec.txt", "yes 3 0 4\nno 0 0 2\nunused 1 1 1\n");
+  options(cfg).vectors = temp_file("vec.txt", "yes 3 0 4\nno 0 0 2\nunused 1 1 1\n");
   Generator gen(1);
-  tasks::ClassifyTask task(cfg, gen, true, nullptr);
+  tasks::ClassifyTask task(cfg, gen, {});
   EXPECT_EQ(task.pretrained_words(), 2);
   const Tensor w = task.model().state().front().second;  // embedding.weight
   EXPECT_FALSE(w.requires_grad());

@@ -5,6 +5,10 @@
 #include <iterator>
 
 #include "config/config.h"
+#include "nn/encoder.h"
+#include "nn/sru.h"
+#include "tasks/lm.h"
+#include "tasks/registry.h"
 #include "testing.h"
 
 using namespace sru;
@@ -19,22 +23,73 @@ const std::string kMinimal = "data:\n  path: some.txt\n";
 
 TEST(Config, DefaultsFileValuesAndOverrides) {
   const auto c = parse("task: charlm\ndata:\n  path: x.bin\n  bptt: 50\ntrain:\n  lr: 3e-4\n  clip_grad_norm: 0.3\n",
-                       {"train.lr=0.01", "model.type=lstm", "model.layer_norm=true"});
+                       {"train.lr=0.01", "model.layer_norm=true"});
   EXPECT_EQ(c.data.path, "x.bin");
-  EXPECT_EQ(c.data.bptt, 50);
+  EXPECT_EQ(c.task_as<tasks::LMOptions>().bptt, 50);
   EXPECT_EQ(c.data.batch_size, 32) << "default";
   EXPECT_DOUBLE_EQ(c.train.lr, 0.01) << "--set wins over the file";
   EXPECT_DOUBLE_EQ(c.train.clip_grad_norm, 0.3);
-  EXPECT_EQ(c.model.type, "lstm");
-  EXPECT_TRUE(c.model.layer_norm);
+  EXPECT_EQ(c.model.type, "sru");
+  EXPECT_TRUE(c.encoder_as<nn::SRUOptions>().layer_norm);
+  EXPECT_EQ(parse(kMinimal, {"model.type=lstm"}).model.type, "lstm") << "--set chooses the encoder too";
 }
 
 TEST(Config, PrintedConfigParsesBackToTheSameValues) {
   auto c = parse(kMinimal + "model:\n  highway_bias: -3\n  dropout: 0.25\n", {"train.seed=7"});
   auto again = parse(c.to_yaml());
   EXPECT_EQ(again.to_yaml(), c.to_yaml());
-  EXPECT_DOUBLE_EQ(again.model.highway_bias, -3.0);
+  EXPECT_DOUBLE_EQ(again.encoder_as<nn::SRUOptions>().highway_bias, -3.0);
   EXPECT_EQ(again.train.seed, 7);
+  // Only the keys that apply are printed: an LSTM classify run has no SRU or char-LM keys.
+  auto lstm = parse("task: classify\n" + kMinimal + "model:\n  type: lstm\n");
+  const std::string yaml = lstm.to_yaml();
+  EXPECT_EQ(yaml.find("highway_bias"), std::string::npos) << yaml;
+  EXPECT_EQ(yaml.find("bptt"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("folds: 10"), std::string::npos) << yaml;
+}
+
+TEST(Config, TaskAndEncoderNamesComeFromTheRegistriesWithSuggestions) {
+  const std::string t = error_of([] { parse("task: clasify\n" + kMinimal); });
+  EXPECT_NE(t.find("exp.yaml:1: task: 'clasify' is not one of: charlm, wordlm, classify (did you mean 'classify'?)"),
+            std::string::npos) << t;
+  const std::string e = error_of([] { parse(kMinimal + "model:\n  type: lstn\n"); });
+  EXPECT_NE(e.find("exp.yaml:4: model.type: 'lstn' is not one of: sru, lstm (did you mean 'lstm'?)"), std::string::npos)
+      << e;
+  const std::string o = error_of([] { parse(kMinimal, {"model.type=gru"}); });
+  EXPECT_NE(o.find("--set model.type=gru: model.type: 'gru' is not one of: sru, lstm"), std::string::npos) << o;
+  // The registries themselves refuse unknown names the same way.
+  EXPECT_NE(error_of([] { tasks::find_task("charml"); }).find("did you mean 'charlm'?"), std::string::npos);
+  EXPECT_NE(error_of([] { nn::find_encoder("srru"); }).find("did you mean 'sru'?"), std::string::npos);
+  // ... and every registered name is a choice of the config.
+  for (const auto& spec : tasks::task_specs()) EXPECT_NO_THROW(config::Config::defaults(spec.name, "sru"));
+  for (const auto& spec : nn::encoders()) EXPECT_NO_THROW(config::Config::defaults("charlm", spec.name));
+}
+
+TEST(Config, KeysOfAnotherTaskOrEncoderDoNotApply) {
+  const std::string a = error_of([] { parse(kMinimal + "  folds: 5\n"); });
+  EXPECT_NE(a.find("exp.yaml:3: data.folds does not apply here: it is a key of task classify"), std::string::npos) << a;
+  const std::string b = error_of([] { parse("task: classify\n" + kMinimal + "  bptt: 35\n"); });
+  EXPECT_NE(b.find("data.bptt does not apply here: it is a key of task charlm / wordlm"), std::string::npos) << b;
+  const std::string c = error_of([] { parse(kMinimal + "model:\n  type: lstm\n  highway_bias: -2\n"); });
+  EXPECT_NE(c.find("exp.yaml:5: model.highway_bias does not apply here: it is a key of encoder sru (remove it, or "
+                   "choose that encoder)"), std::string::npos) << c;
+  const std::string d = error_of([] { parse(kMinimal, {"model.type=lstm", "model.rescale=true"}); });
+  EXPECT_NE(d.find("--set model.rescale=true: model.rescale does not apply here: it is a key of encoder sru"),
+            std::string::npos) << d;
+  const std::string e = error_of([] { parse("task: wordlm\n" + kMinimal); });
+  EXPECT_NE(e.find("exp.yaml: data.valid_path: is required"), std::string::npos) << e;
+}
+
+TEST(Config, StoredConfigsOfOlderVersionsSkipKeysOfOtherPlugins) {
+  // Before the registries every stored config listed every key: an LSTM char-LM run saved SRU and
+  // classify keys too. Checkpoints and run directories of those versions still load.
+  const std::string old = kMinimal + "  bptt: 20\n  folds: 10\n  vectors: \"\"\nmodel:\n  type: lstm\n  highway_bias: 0.0\n";
+  EXPECT_THROW(parse(old), Error);
+  const auto c = config::parse_config(old, "ckpt (embedded config)", {}, config::Origin::Stored);
+  EXPECT_EQ(c.model.type, "lstm");
+  EXPECT_EQ(c.task_as<tasks::LMOptions>().bptt, 20);
+  EXPECT_NE(error_of([&] { config::parse_config(old, "ckpt", {"data.folds=3"}, config::Origin::Stored); })
+                .find("data.folds does not apply here"), std::string::npos) << "--set stays strict";
 }
 
 TEST(Config, UnknownKeySuggestsTheClosestWithFileAndLine) {
@@ -86,12 +141,19 @@ TEST(Config, MalformedYamlAndBadOverrides) {
             std::string::npos);
 }
 
-TEST(Config, ReferenceListsEveryKey) {
-  config::Config c;
-  const std::string md = config::markdown_reference(c.schema());
-  for (const auto& section : c.schema())
-    for (const auto& f : section.fields)
-      EXPECT_NE(md.find("`" + (section.name.empty() ? f.key : section.name + "." + f.key) + "`"), std::string::npos) << f.key;
+TEST(Config, ReferenceListsEveryKeyOfEveryTaskAndEncoder) {
+  const std::string md = config::reference();
+  for (const auto& task : tasks::task_specs()) {
+    EXPECT_NE(md.find("## Task `" + task.name + "`"), std::string::npos) << task.name;
+    for (const auto& encoder : nn::encoders()) {
+      EXPECT_NE(md.find("## Encoder `" + encoder.name + "`"), std::string::npos) << encoder.name;
+      auto c = config::Config::defaults(task.name, encoder.name);
+      for (const auto& section : c.schema())
+        for (const auto& f : section.fields)
+          EXPECT_NE(md.find("`" + (section.name.empty() ? f.key : section.name + "." + f.key) + "`"), std::string::npos)
+              << f.key;
+    }
+  }
 }
 
 #ifdef SRU_SOURCE_DIR
@@ -99,9 +161,7 @@ TEST(Config, DocsListEveryKeyWithItsDefault) {
   std::ifstream in(std::string(SRU_SOURCE_DIR) + "/docs/configs.md");
   ASSERT_TRUE(in.good()) << "docs/configs.md is missing";
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  config::Config c;
-  const std::string reference = config::markdown_reference(c.schema());
-  EXPECT_NE(doc.find(reference), std::string::npos)
+  EXPECT_NE(doc.find(config::reference()), std::string::npos)
       << "docs/configs.md is out of date: regenerate its reference with `build/srutrain --list-keys`";
 }
 #endif

@@ -1,0 +1,372 @@
+// Token-stream language modelling: vocabularies, streams, the model, TBPTT training steps,
+// evaluation (bits per character or perplexity), sampling, and the charlm / wordlm registry entries.
+#include "tasks/lm.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "autograd/node.h"
+#include "core/philox.h"
+#include "data/byte_file.h"
+#include "data/labeled_text.h"
+#include "data/line_reader.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/shape_ops.h"
+#include "ops/softmax.h"
+
+namespace sru::tasks {
+
+namespace {
+
+constexpr const char* kEos = "<eos>";
+constexpr const char* kUnk = "<unk>";
+
+// Splits a line into words on ASCII whitespace.
+std::vector<std::string> words_of_line(const std::string& line) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    const size_t start = i;
+    while (i < line.size() && !std::isspace(static_cast<unsigned char>(line[i]))) ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+// Rows [start, start + n) of every one of the B contiguous streams of `tokens` (each `len` long), as an
+// (n, B) time-major i64 batch.
+Tensor time_major(const std::vector<int32_t>& tokens, int64_t B, int64_t len, int64_t start, int64_t n) {
+  Tensor out = Tensor::empty({n, B}, DType::I64);
+  int64_t* o = out.data<int64_t>();
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t b = 0; b < B; ++b) o[t * B + b] = tokens[b * len + start + t];
+  return out;
+}
+
+std::vector<Tensor> detached(const std::vector<Tensor>& state) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : state) out.push_back(t.detach());
+  return out;
+}
+
+}  // namespace
+
+// ---- vocabulary ----
+
+StreamVocabulary StreamVocabulary::bytes() { return StreamVocabulary(); }
+
+StreamVocabulary StreamVocabulary::words_of(const std::string& path, const std::string& key) {
+  data::LineReader in(path);
+  std::map<std::string, int64_t> counts;
+  for (std::string line; in.next(line);) {
+    for (std::string& w : words_of_line(line)) ++counts[w];
+    ++counts[kEos];
+  }
+  SRU_CHECK(counts.size() > 1, "'", path, "' (", key, ") holds no words");
+  std::vector<std::pair<std::string, int64_t>> sorted(counts.begin(), counts.end());  // byte order
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  StreamVocabulary v;
+  for (const auto& [word, n] : sorted) {
+    v.ids_.emplace(word, static_cast<int32_t>(v.words_.size()));
+    v.words_.push_back(word);
+  }
+  return v;
+}
+
+StreamVocabulary StreamVocabulary::deserialize(const std::string& text) {
+  StreamVocabulary v;
+  for (const std::string& word : data::newline_terminated_lines(text, "word list in the checkpoint")) {
+    SRU_CHECK(!word.empty() && v.ids_.emplace(word, static_cast<int32_t>(v.words_.size())).second,
+              "malformed word list in the checkpoint (empty or repeated word)");
+    v.words_.push_back(word);
+  }
+  return v;
+}
+
+std::string StreamVocabulary::serialize() const {
+  std::string out;
+  for (const std::string& w : words_) out += w + "\n";
+  return out;
+}
+
+std::string StreamVocabulary::name() const {
+  return is_bytes() ? "bytes-256" : "words-" + std::to_string(words_.size()) + " (task.vocab)";
+}
+
+int32_t StreamVocabulary::word_id(const std::string& word, const std::string& where) const {
+  if (auto it = ids_.find(word); it != ids_.end()) return it->second;
+  auto unk = ids_.find(kUnk);
+  SRU_CHECK(unk != ids_.end(), where, ": word '", word, "' is not in the vocabulary of the training file, which has no ",
+            kUnk, " to stand for it");
+  return unk->second;
+}
+
+std::vector<int32_t> StreamVocabulary::encode_file(const std::string& path, const std::string& key) const {
+  std::vector<int32_t> ids;
+  if (is_bytes()) {
+    const std::string bytes = data::read_byte_file(path, key);
+    ids.reserve(bytes.size());
+    for (char c : bytes) ids.push_back(static_cast<unsigned char>(c));
+    return ids;
+  }
+  SRU_CHECK(std::filesystem::is_regular_file(path), "cannot open data file '", path, "' (", key, ")");
+  data::LineReader in(path);
+  for (std::string line; in.next(line);) {
+    const std::string where = path + ":" + std::to_string(in.line_number());
+    for (const std::string& w : words_of_line(line)) ids.push_back(word_id(w, where));
+    ids.push_back(word_id(kEos, where));
+  }
+  return ids;
+}
+
+std::vector<int32_t> StreamVocabulary::encode_text(const std::string& text) const {
+  std::vector<int32_t> ids;
+  if (is_bytes()) {
+    for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+    return ids;
+  }
+  for (const std::string& w : words_of_line(text)) ids.push_back(word_id(w, "the prompt"));
+  return ids;
+}
+
+std::string StreamVocabulary::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (is_bytes()) {
+      out.push_back(static_cast<char>(id));
+    } else if (words_[id] == kEos) {
+      out += "\n";
+    } else {
+      out += (out.empty() || out.back() == '\n' ? "" : " ") + words_[id];
+    }
+  }
+  return out;
+}
+
+// ---- model ----
+
+LanguageModel::LanguageModel(const config::Config& cfg, int64_t vocab_size, Generator& gen)
+    : cfg_(cfg.model), gen_(&gen) {
+  SRU_CHECK(!cfg.model.bidirectional, "model.bidirectional: a language model reads left to right (set it to false)");
+  const int64_t E = cfg.model.embedding_size;
+  embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(vocab_size, E, -1, DType::F32, gen));
+  rnn_ = register_module("rnn", make_encoder(cfg, E, gen, vocab_size));
+  output_ = register_module("output",
+                            std::make_shared<nn::Linear>(rnn_->output_size(), vocab_size, true, DType::F32, gen));
+  if (cfg.task_as<LMOptions>().tie_weights) {
+    SRU_CHECK(E == rnn_->output_size(), "model.tie_weights: the output layer can use the embedding matrix only when "
+              "model.embedding_size (", E, ") equals the encoder's output size (", rnn_->output_size(), ")");
+    output_->tie_weight(embedding_->weight);
+  }
+}
+
+Tensor LanguageModel::forward(const Tensor& x, std::vector<Tensor>& state) const {
+  const bool training = is_training();
+  // Batches are made on the CPU; a carried state may come from a checkpoint read on the CPU.
+  const Device device = this->device();
+  for (Tensor& s : state) s = s.to(device);
+  const Tensor ids = x.to(device);
+  Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
+  const Tensor h = dropout(rnn_->forward_sequence({e, Tensor(), ids}, state), cfg_.output_dropout, training, *gen_);
+  return output_->forward(reshape(h, {-1, h.size(2)}));
+}
+
+StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& tokens, int64_t streams, int64_t chunk,
+                       int64_t max_chunks) {
+  autograd::NoGradGuard no_grad;
+  StreamLoss result;
+  if (static_cast<int64_t>(tokens.size()) < 2 * streams) return result;
+  const int64_t len = static_cast<int64_t>(tokens.size()) / streams;
+  std::vector<Tensor> state;
+  int64_t chunks = 0;
+  for (int64_t start = 0; start + 1 < len; start += chunk) {
+    if (max_chunks > 0 && chunks++ >= max_chunks) break;
+    const int64_t n = std::min(chunk, len - 1 - start);
+    const Tensor logits = model.forward(time_major(tokens, streams, len, start, n), state);
+    const Tensor target = time_major(tokens, streams, len, start + 1, n).view({-1});
+    result.nats += cross_entropy(logits, target.to(logits.device()), -100, Reduction::Sum).item<double>();
+    result.predictions += target.numel();
+  }
+  return result;
+}
+
+// ---- task ----
+
+LanguageModelTask::LanguageModelTask(const config::Config& cfg, Generator& gen, bool words, const TaskContext& context)
+    : cfg_(cfg), options_(cfg.task_as<LMOptions>()) {
+  if (words)
+    vocab_ = context.checkpoint ? StreamVocabulary::deserialize(checkpoint_string(*context.checkpoint, "task.vocab", cfg.task))
+                                : StreamVocabulary::words_of(cfg.data.path, "data.path");
+  model_ = std::make_unique<LanguageModel>(cfg, vocab_.size(), gen);
+  if (!context.load_data) return;
+  const int64_t B = cfg.data.batch_size;
+  if (words) {
+    train_ = vocab_.encode_file(cfg.data.path, "data.path");
+    valid_ = vocab_.encode_file(options_.valid_path, "data.valid_path");
+    test_ = vocab_.encode_file(options_.test_path, "data.test_path");
+  } else {
+    std::vector<int32_t> all = vocab_.encode_file(cfg.data.path, "data.path");
+    const size_t n = all.size();
+    const size_t n_test = static_cast<size_t>(static_cast<double>(n) * options_.test_fraction);
+    const size_t n_valid = static_cast<size_t>(static_cast<double>(n) * options_.valid_fraction);
+    const size_t n_train = n - n_valid - n_test;
+    valid_.assign(all.begin() + n_train, all.begin() + n_train + n_valid);
+    test_.assign(all.begin() + n_train + n_valid, all.end());
+    all.resize(n_train);
+    all.shrink_to_fit();
+    train_ = std::move(all);
+  }
+  SRU_CHECK(static_cast<int64_t>(train_.size()) >= B * 2, "data file '", cfg.data.path, "': its training part (",
+            train_.size(), " ", token_name(), ") cannot fill ", B, " streams (data.batch_size)");
+  stream_length_ = static_cast<int64_t>(train_.size()) / B;
+}
+
+std::vector<MetricSpec> LanguageModelTask::metrics() const {
+  if (vocab_.is_bytes()) return {{"bpc", false}, {"loss", false}, {"chars", false, true}};
+  return {{"ppl", false, false, 2}, {"loss", false}, {"words", false, true}};
+}
+
+Metrics LanguageModelTask::metrics_of(const StreamLoss& r) const {
+  const double loss = r.predictions ? r.nats / r.predictions : 0.0;
+  if (vocab_.is_bytes())
+    return {{"bpc", loss / std::log(2.0)}, {"loss", loss}, {"chars", static_cast<double>(r.predictions)}};
+  return {{"ppl", std::exp(loss)}, {"loss", loss}, {"words", static_cast<double>(r.predictions)}};
+}
+
+int64_t LanguageModelTask::steps_per_epoch() const { return (stream_length_ - 1 + options_.bptt - 1) / options_.bptt; }
+
+void LanguageModelTask::start_epoch(int64_t, int64_t first_step) {
+  if (first_step == 0) state_.clear();  // mid-epoch resumes keep the state loaded from the checkpoint
+}
+
+StepResult LanguageModelTask::forward_step(int64_t index) {
+  model_->train(true);
+  const int64_t B = cfg_.data.batch_size, start = index * options_.bptt;
+  const int64_t n = std::min(options_.bptt, stream_length_ - 1 - start);
+  SRU_CHECK(n > 0, cfg_.task, ": training step ", index, " is past the end of the epoch");
+  std::vector<Tensor> state = state_;
+  const Tensor logits = model_->forward(time_major(train_, B, stream_length_, start, n), state);
+  const Tensor target = time_major(train_, B, stream_length_, start + 1, n).view({-1});
+  state_ = detached(state);  // truncated back-propagation: the next step starts here, without history
+  return {cross_entropy(logits, target.to(logits.device())), target.numel()};
+}
+
+Metrics LanguageModelTask::evaluate(const std::string& split, int64_t max_batches) {
+  check_split(split);
+  const std::vector<int32_t>& tokens = split == "valid" ? valid_ : split == "test" ? test_ : train_;
+  model_->eval();
+  const StreamLoss r = stream_loss(*model_, tokens, cfg_.data.eval_batch_size, options_.bptt, max_batches);
+  model_->train(true);
+  return metrics_of(r);
+}
+
+Metrics LanguageModelTask::evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) {
+  model_->eval();
+  const StreamLoss r = stream_loss(*model_, vocab_.encode_file(path, "--text"), 1, chunk > 0 ? chunk : options_.bptt,
+                                   max_batches);
+  return metrics_of(r);
+}
+
+std::string LanguageModelTask::generate(const std::string& prompt, int64_t n, double temperature, Generator& gen) {
+  SRU_CHECK(temperature > 0, "generate: temperature must be > 0, got ", temperature);
+  autograd::NoGradGuard no_grad;
+  model_->eval();
+  std::vector<int32_t> context = vocab_.encode_text(prompt);
+  if (context.empty()) context = vocab_.encode_text(vocab_.is_bytes() ? "\n" : kEos);  // start after a line end
+  std::vector<Tensor> state;
+  Tensor x = Tensor::empty({static_cast<int64_t>(context.size()), 1}, DType::I64);
+  for (size_t i = 0; i < context.size(); ++i) x.data<int64_t>()[i] = context[i];
+  Tensor logits = model_->forward(x, state);
+  const int64_t V = vocab_.size();
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const Tensor last = slice(logits, 0, logits.size(0) - 1, logits.size(0));  // (1, V)
+    const auto p = softmax(last * (1.0 / temperature)).to_vector<double>();
+    const double u = philox::u32_to_unit_float(philox::random_u32(gen.seed(), gen.reserve(1), 0));
+    int64_t k = 0;
+    for (double acc = p[0]; acc < u && k < V - 1; acc += p[++k]) {
+    }
+    out.push_back(static_cast<int32_t>(k));
+    logits = model_->forward(Tensor::full({1, 1}, static_cast<double>(k), DType::I64), state);
+  }
+  return vocab_.decode(out);
+}
+
+nn::NamedTensors LanguageModelTask::extra_state() {
+  nn::NamedTensors out;
+  for (size_t i = 0; i < state_.size(); ++i) out.emplace_back("task.state." + std::to_string(i), state_[i]);
+  if (!vocab_.is_bytes()) out.emplace_back("task.vocab", string_tensor(vocab_.serialize()));
+  return out;
+}
+
+void LanguageModelTask::load_extra_state(const safetensors::File& file) {
+  state_.clear();
+  for (size_t i = 0;; ++i) {
+    const Tensor* t = file.find("task.state." + std::to_string(i));
+    if (!t) break;
+    state_.push_back(t->clone());
+  }
+}
+
+// ---- registry entries ----
+
+namespace {
+
+config::Section bptt_and_tying(LMOptions& o, std::vector<config::Field> data_fields) {
+  data_fields.insert(data_fields.begin(),
+                     config::int_field("bptt", &o.bptt, "Unroll length for truncated back-propagation", 1));
+  return {"data", "", std::move(data_fields)};
+}
+
+config::Section tying(LMOptions& o) {
+  return {"model", "", {config::bool_field("tie_weights", &o.tie_weights,
+                                           "The output layer uses the embedding matrix (needs embedding_size equal to "
+                                           "the encoder's output size)")}};
+}
+
+std::vector<config::Section> charlm_fields(LMOptions& o) {
+  using namespace config;
+  return {bptt_and_tying(o, {real_field("valid_fraction", &o.valid_fraction,
+                                        "Share of the file held out for validation (after the training part)", 0, 0.5),
+                             real_field("test_fraction", &o.test_fraction, "Share of the file (its end) used for testing",
+                                        0, 0.5)}),
+          tying(o)};
+}
+
+std::vector<config::Section> wordlm_fields(LMOptions& o) {
+  using namespace config;
+  return {bptt_and_tying(o, {string_field("valid_path", &o.valid_path, "Validation text (one sentence a line)", {}, true),
+                             string_field("test_path", &o.test_path, "Test text (one sentence a line)", {}, true)}),
+          tying(o)};
+}
+
+}  // namespace
+
+TaskSpec charlm_task() {
+  return {"charlm",
+          "Character (byte) language modelling, as the paper's enwik8 experiment: `data.path` is any byte file (or a "
+          ".zip holding one), split train / valid / test by proportion; metric bits per character (`bpc`).",
+          [] { return config::Options::of(LMOptions{}, &charlm_fields); },
+          [](const config::Config& cfg, Generator& gen, const TaskContext& ctx) -> std::unique_ptr<Task> {
+            return std::make_unique<LanguageModelTask>(cfg, gen, /*words=*/false, ctx);
+          },
+          {}};
+}
+
+TaskSpec wordlm_task() {
+  return {"wordlm",
+          "Word language modelling (the Penn Treebank as Mikolov's ptb.{train,valid,test}.txt): `data.path` is the "
+          "training text, one sentence a line, whose words make the vocabulary; metric perplexity (`ppl`).",
+          [] { return config::Options::of(LMOptions{}, &wordlm_fields); },
+          [](const config::Config& cfg, Generator& gen, const TaskContext& ctx) -> std::unique_ptr<Task> {
+            return std::make_unique<LanguageModelTask>(cfg, gen, /*words=*/true, ctx);
+          },
+          {}};
+}
+
+}  // namespace sru::tasks

@@ -1,0 +1,130 @@
+// Token-stream language modelling, for any token vocabulary: bytes (task charlm: enwik8, bits per
+// character, as the paper's section 4) or words (task wordlm: the Penn Treebank, perplexity). Each
+// split is cut into B parallel contiguous streams (the tail that does not fill every stream is
+// dropped). Training uses truncated back-propagation through time: each step reads the next `bptt`
+// tokens of every stream and starts from the previous step's final state, detached. Evaluation walks a
+// whole split the same way with its own carried state, so the training state is untouched.
+//
+// charlm: one byte file (plain or the member of a .zip) split by proportion: train, then valid, then
+//   test (90/5/5 by default, so a prefix of enwik8 splits like the full file); token id = byte value.
+// wordlm: three text files (Mikolov's ptb.{train,valid,test}.txt); words split on whitespace, "<eos>"
+//   at each line end; the vocabulary comes from the training file (most frequent first, ties in byte
+//   order) and travels in the checkpoint ("task.vocab"); a word outside it reads as "<unk>" when the
+//   vocabulary has one and is an error naming file:line otherwise.
+//
+// Model (checkpoint names): embedding.weight (V, E) -> dropout -> rnn (the encoder: rnn.rnn_lst.{i}.* for
+// the SRU, rnn.weight_ih_l0, ... for the LSTM) -> dropout -> output.weight (V, H), output.bias (V). With
+// model.tie_weights the output layer uses the embedding matrix (E must equal H); the tensor is stored
+// once, as embedding.weight.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "nn/encoder.h"
+#include "nn/layers.h"
+#include "tasks/registry.h"
+#include "tasks/task.h"
+
+namespace sru::tasks {
+
+struct LMOptions {
+  int64_t bptt = 100;             // truncated back-propagation length (unroll)
+  double valid_fraction = 0.05;   // charlm: of the file
+  double test_fraction = 0.05;    // charlm: the end of the file
+  std::string valid_path, test_path;  // wordlm
+  bool tie_weights = false;
+};
+
+// Token <-> id for a stream: the 256 byte values, or a word list.
+class StreamVocabulary {
+ public:
+  static StreamVocabulary bytes();
+  // The words of a training text (one sentence a line), with "<eos>" for each line end.
+  static StreamVocabulary words_of(const std::string& path, const std::string& key);
+  // From the newline-separated word list that serialize() writes.
+  static StreamVocabulary deserialize(const std::string& text);
+  std::string serialize() const;
+
+  bool is_bytes() const { return words_.empty(); }
+  int64_t size() const { return is_bytes() ? 256 : static_cast<int64_t>(words_.size()); }
+  // The ids of a file's tokens (bytes: every byte; words: words and "<eos>" per line); `key` names the
+  // config key or option in errors.
+  std::vector<int32_t> encode_file(const std::string& path, const std::string& key) const;
+  // The ids of a text typed by a user (a prompt): bytes, or its words without a final "<eos>".
+  std::vector<int32_t> encode_text(const std::string& text) const;
+  // Text for generated ids: bytes as they are; words joined by spaces, "<eos>" as a line end.
+  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string name() const;  // "bytes-256" or "words-10000 (task.vocab)"
+
+ private:
+  int32_t word_id(const std::string& word, const std::string& where) const;
+  std::vector<std::string> words_;
+  std::unordered_map<std::string, int32_t> ids_;
+};
+
+class LanguageModel : public nn::Module {
+ public:
+  LanguageModel(const config::Config& cfg, int64_t vocab_size, Generator& gen);
+  // x (L, B) i64 token ids; state: the encoder state carried in (empty = zeros), replaced by the state
+  // after the last step. Returns logits (L*B, V).
+  Tensor forward(const Tensor& x, std::vector<Tensor>& state) const;
+
+ private:
+  config::ModelConfig cfg_;
+  Generator* gen_;
+  std::shared_ptr<nn::Embedding> embedding_;
+  std::shared_ptr<nn::SequenceEncoder> rnn_;
+  std::shared_ptr<nn::Linear> output_;
+};
+
+// Total cross-entropy (nats) and number of predictions over `tokens` cut into `streams` parallel
+// streams, `chunk` tokens at a time with carried state (at most max_chunks chunks; 0 = all).
+struct StreamLoss {
+  double nats = 0;
+  int64_t predictions = 0;
+};
+StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& tokens, int64_t streams, int64_t chunk,
+                       int64_t max_chunks = 0);
+
+class LanguageModelTask : public Task, public EvaluatesFiles, public Generates {
+ public:
+  // A byte-level model (charlm) or a word-level one (wordlm); `checkpoint` supplies a word vocabulary.
+  LanguageModelTask(const config::Config& cfg, Generator& gen, bool words, const TaskContext& context);
+  nn::Module& model() override { return *model_; }
+  int64_t model_size() const override { return cfg_.model.hidden_size; }
+  int64_t steps_per_epoch() const override;
+  void start_epoch(int64_t epoch, int64_t first_step) override;
+  void reset_carried_state() override { state_.clear(); }
+  StepResult forward_step(int64_t index) override;
+  Metrics evaluate(const std::string& split, int64_t max_batches) override;
+  std::vector<MetricSpec> metrics() const override;
+  std::string token_name() const override { return vocab_.is_bytes() ? "chars" : "words"; }
+  std::string vocabulary_name() const override { return vocab_.name(); }
+  nn::NamedTensors extra_state() override;
+  void load_extra_state(const safetensors::File& file) override;
+
+  EvaluatesFiles* file_evaluation() override { return this; }
+  Generates* generation() override { return this; }
+  // One stream from a zero state; the result does not depend on chunk (0 = data.bptt).
+  Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) override;
+  std::string generate(const std::string& prompt, int64_t n, double temperature, Generator& gen) override;
+
+ private:
+  Metrics metrics_of(const StreamLoss& loss) const;
+
+  config::Config cfg_;
+  LMOptions options_;
+  StreamVocabulary vocab_;
+  std::unique_ptr<LanguageModel> model_;
+  std::vector<int32_t> train_, valid_, test_;
+  int64_t stream_length_ = 0;   // of the training streams
+  std::vector<Tensor> state_;  // carried across training steps, detached
+};
+
+TaskSpec charlm_task();
+TaskSpec wordlm_task();
+
+}  // namespace sru::tasks

@@ -1,0 +1,58 @@
+// The task registry: every task srutrain and srueval can run, each as one entry {name, help, its
+// config keys, a factory, an optional cross-validation plan}. A new task is a source file pair that
+// defines its Task and a TaskSpec, plus one line in src/tasks/registry.cpp; the trainer and srueval
+// never name a task.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
+#include "nn/encoder.h"
+#include "tasks/task.h"
+
+namespace sru::tasks {
+
+struct TaskContext {
+  // false when evaluating a checkpoint on a user's file: the config's data files are not read.
+  bool load_data = true;
+  // When the weights will come from a checkpoint: what the task would otherwise derive from the data
+  // (a vocabulary, the number of classes).
+  const safetensors::File* checkpoint = nullptr;
+};
+
+// A k-fold cross-validation a config asks for: `run` runs, fold i setting `fold_key` to i.
+struct CrossValidationPlan {
+  int64_t folds = 0;
+  int64_t run = 0;
+  std::string fold_key;
+};
+
+struct TaskSpec {
+  std::string name, help;
+  std::function<config::Options()> make_options;  // the task's own config keys with their defaults
+  std::function<std::unique_ptr<Task>(const config::Config&, Generator&, const TaskContext&)> create;
+  // Set for tasks that can cross-validate: the plan when this config asks for it, else nullopt.
+  std::function<std::optional<CrossValidationPlan>(const config::Config&)> cross_validation;
+};
+
+// Every registered task, in the order the docs list them.
+const std::vector<TaskSpec>& task_specs();
+// The task named `name`; an unknown name is an error listing the choices and the nearest one.
+const TaskSpec& find_task(const std::string& name);
+// Builds the task cfg.task names.
+std::unique_ptr<Task> make_task(const config::Config& cfg, Generator& gen, const TaskContext& context = {});
+// The cross-validation cfg asks for, if any (only tasks with a plan can).
+std::optional<CrossValidationPlan> cross_validation_plan(const config::Config& cfg);
+
+// The sequence encoder model.type names, built from the model section (input_size: what the task feeds
+// it; vocab_size: the task's token vocabulary, for encoders with per-token parameters).
+std::shared_ptr<nn::SequenceEncoder> make_encoder(const config::Config& cfg, int64_t input_size, Generator& gen,
+                                                  int64_t vocab_size = 0);
+
+}  // namespace sru::tasks

@@ -1,0 +1,128 @@
+// The k-fold cross-validation driver (see cross_validation.h).
+#include "train/cross_validation.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "train/loop.h"
+#include "train/run_files.h"
+
+namespace sru::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? std::nan("") : s / static_cast<double>(v.size());
+}
+
+double sample_std(const std::vector<double>& v) {  // n - 1 in the denominator
+  if (v.size() < 2) return 0.0;
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+double number_at(const nlohmann::json& j, const std::string& a, const std::string& b, const std::string& c = "") {
+  const nlohmann::json* at = &j;
+  for (const std::string& key : {a, b, c}) {
+    if (key.empty()) break;
+    if (!at->contains(key)) return std::nan("");
+    at = &(*at)[key];
+  }
+  return at->is_number() ? at->get<double>() : std::nan("");
+}
+
+}  // namespace
+
+int cross_validate(const RunOptions& options, const config::Config& cfg, const tasks::CrossValidationPlan& plan) {
+  std::string run_dir = options.run_dir;
+  if (options.resume) {
+    SRU_CHECK(!run_dir.empty(), "--resume needs the run directory to continue (--resume DIR)");
+  } else {
+    if (run_dir.empty()) run_dir = default_run_dir(options.config_path);
+    SRU_CHECK(!fs::exists(fs::path(run_dir) / "config.yaml"), "run directory '", run_dir,
+              "' already holds a run: continue it with --resume ", run_dir, ", or choose another --run-dir");
+    prepare_run_dir(run_dir);
+    config::Config copy = cfg;
+    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), copy.to_yaml());
+  }
+  spdlog::info("cross-validation: {} of {} folds in {}", plan.run, plan.folds, run_dir);
+  nlohmann::ordered_json folds = nlohmann::ordered_json::array();
+  std::string metric;
+  bool higher_is_better = false;
+  std::map<std::string, std::vector<double>> per_split;  // split -> the metric of each fold
+  std::vector<double> epoch_seconds;
+  for (int64_t fold = 0; fold < plan.run; ++fold) {
+    const fs::path fold_dir = fs::path(run_dir) / ("fold-" + std::to_string(fold));
+    if (fs::exists(fold_dir / "summary.json")) {
+      spdlog::info("fold {} of {}: already finished ({}), not rerun", fold + 1, plan.run, fold_dir.string());
+    } else {
+      RunOptions o;
+      o.run_dir = fold_dir.string();
+      if (fs::exists(fold_dir / "last.safetensors")) {
+        o.resume = true;
+      } else {
+        o.config_path = (fs::path(run_dir) / "config.yaml").string();
+        o.overrides = {plan.fold_key + "=" + std::to_string(fold)};
+      }
+      spdlog::info("fold {} of {}: {}", fold + 1, plan.run, o.resume ? "resuming" : "training");
+      const int rc = run_training(o);
+      if (rc != 0) {
+        spdlog::error("fold {} stopped (exit {}); continue the cross-validation with: srutrain --resume {}", fold + 1,
+                      rc, run_dir);
+        return rc;
+      }
+    }
+    const std::string summary_path = (fold_dir / "summary.json").string();
+    const nlohmann::json s = nlohmann::json::parse(read_text_file(summary_path));
+    SRU_CHECK(s.contains("best") && s["best"].contains("metric"), summary_path, " has no best checkpoint's metrics");
+    metric = s["best"]["metric"].get<std::string>();
+    higher_is_better = s["best"].value("higher_is_better", false);
+    nlohmann::ordered_json f;
+    f["fold"] = fold;
+    for (const auto& [split, values] : s["best"].items()) {
+      if (!values.is_object()) continue;  // "step", "metric", ...
+      const double v = number_at(values, metric, "");
+      f[split + "_" + metric] = v;
+      per_split[split].push_back(v);
+    }
+    f["best_step"] = number_at(s, "best", "step");
+    f["epochs"] = number_at(s, "epochs", "");
+    f["seconds_per_epoch"] = number_at(s, "seconds_per_epoch", "");
+    epoch_seconds.push_back(f["seconds_per_epoch"].get<double>());
+    folds.push_back(f);
+  }
+  nlohmann::ordered_json summary;
+  summary["task"] = cfg.task;
+  summary["model"] = cfg.model.type;
+  summary["data"] = cfg.data.path;
+  summary["folds"] = plan.folds;
+  summary["folds_run"] = plan.run;
+  summary["metric"] = metric;
+  summary["higher_is_better"] = higher_is_better;
+  std::string line;
+  for (const auto& [split, values] : per_split) {
+    summary[split + "_" + metric + "_mean"] = mean(values);
+    summary[split + "_" + metric + "_std"] = sample_std(values);
+    line += fmt::format("{}{} {} {:.4f} +- {:.4f}", line.empty() ? "" : ", ", split, metric, mean(values),
+                        sample_std(values));
+  }
+  summary["seconds_per_epoch_mean"] = mean(epoch_seconds);
+  summary["per_fold"] = folds;
+  summary["commit"] = build_commit();
+  write_file_atomic((fs::path(run_dir) / "cv_summary.json").string(), summary.dump(2) + "\n");
+  spdlog::info("cross-validation ({} of {} folds, best checkpoint of each): {} (mean +- sample std), {:.1f} s per epoch; "
+               "{}/cv_summary.json", plan.run, plan.folds, line, mean(epoch_seconds), run_dir);
+  return 0;
+}
+
+}  // namespace sru::train

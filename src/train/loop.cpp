@@ -1,0 +1,320 @@
+// The training loop of one run (see loop.h and docs/configs.md for the keys it reads).
+#include "train/loop.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "core/allocator.h"
+#include "core/cuda/runtime.h"
+#include "core/parallel.h"
+#include "tasks/registry.h"
+#include "train/run_files.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+namespace sru::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+nlohmann::ordered_json to_json(const tasks::Metrics& m) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j;
+}
+
+std::string format_duration(double seconds) {
+  const long s = static_cast<long>(seconds);
+  std::ostringstream os;
+  os << std::setfill('0') << s / 3600 << ":" << std::setw(2) << (s / 60) % 60 << ":" << std::setw(2) << s % 60;
+  return os.str();
+}
+
+class Trainer {
+ public:
+  explicit Trainer(const RunOptions& options) : options_(options) {}
+  int run();
+
+ private:
+  void setup();
+  bool train_one_step(int64_t index);  // false: stop requested by a non-finite value
+  void log_window(const StepOutcome& outcome);
+  void evaluate_and_checkpoint();
+  void save(const std::string& name);
+  void finish(const std::string& reason);
+  void progress_line(double loss);
+  std::vector<std::string> final_splits() const;
+
+  RunOptions options_;
+  OpenedRun run_;
+  const config::Config& cfg() const { return run_.cfg; }
+  Device train_device_;
+  Generator gen_;
+  std::unique_ptr<tasks::Task> task_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<TrainingStep> step_;
+  Progress progress_;
+  std::unique_ptr<MetricsLog> log_;
+  tasks::MetricSpec metric_;
+  int64_t total_steps_ = 0, steps_per_epoch_ = 0;
+  bool tty_ = false, stop_for_patience_ = false, out_of_time_ = false;
+  int64_t last_eval_step_ = -1;
+  double epochs_done() const {
+    return static_cast<double>(progress_.epoch) +
+           static_cast<double>(progress_.step_in_epoch) / static_cast<double>(steps_per_epoch_);
+  }
+  // Throughput since the last log line, and over the whole run.
+  Clock::time_point started_, window_start_;
+  double window_loss_ = 0, train_seconds_ = 0;
+  int64_t window_steps_ = 0, window_tokens_ = 0, tokens_total_ = 0, skipped_ = 0, timed_steps_ = 0;
+};
+
+void Trainer::setup() {
+  run_ = open_run(options_);
+  const config::Config& c = cfg();
+  train_device_ = resolve_train_device(c.train.device);
+  set_num_threads(static_cast<int>(c.train.threads));
+
+  gen_.manual_seed(static_cast<uint64_t>(c.train.seed));
+  task_ = tasks::make_task(c, gen_, {true, run_.checkpoint ? &run_.checkpoint->file : nullptr});
+  steps_per_epoch_ = task_->steps_per_epoch();
+  SRU_CHECK(steps_per_epoch_ > 0, "task ", c.task, " gives no training steps: its training data (data.path '",
+            c.data.path, "') is too small for data.batch_size ", c.data.batch_size);
+  total_steps_ = c.train.max_steps > 0 ? c.train.max_steps : c.train.epochs * steps_per_epoch_;
+  metric_ = task_->metric(c.eval.metric.empty() ? task_->metrics().front().name : c.eval.metric);
+
+  task_->model().to(train_device_);  // before the optimiser, whose state follows the parameters' device
+  optimizer_ = make_optimizer(c.train, task_->model());
+  step_ = std::make_unique<TrainingStep>(*task_, *optimizer_, c.train,
+                                         schedule_options(c.train, task_->model_size(), total_steps_));
+
+  prepare_run_dir(run_.dir);
+  if (run_.checkpoint) {
+    const LoadedCheckpoint& ckpt = *run_.checkpoint;
+    load_model(task_->model(), ckpt.file, (fs::path(run_.dir) / "last.safetensors").string());
+    optimizer_->load_state(ckpt.file.tensors);
+    task_->load_extra_state(ckpt.file);
+    progress_ = ckpt.progress;
+    gen_.set_state(progress_.rng_seed, progress_.rng_offset);
+    spdlog::info("resuming {} at step {} (epoch {}, {} of {} steps done)", run_.dir, progress_.step,
+                 progress_.epoch + 1, progress_.step_in_epoch, steps_per_epoch_);
+  }
+  write_file_atomic((fs::path(run_.dir) / "config.yaml").string(), run_.config_yaml);
+  log_ = std::make_unique<MetricsLog>((fs::path(run_.dir) / "metrics.jsonl").string());
+  tty_ = c.log.progress && ::isatty(STDOUT_FILENO);
+}
+
+void Trainer::save(const std::string& name) {
+  progress_.rng_seed = gen_.seed();
+  progress_.rng_offset = gen_.offset();
+  save_run_checkpoint(run_.dir, name, *task_, optimizer_.get(), run_.config_yaml, progress_);
+}
+
+bool Trainer::train_one_step(int64_t index) {
+  const auto t0 = Clock::now();
+  const StepOutcome r = step_->run(index, progress_.step + 1, progress_.epoch);
+  if (r.kind == StepOutcome::Kind::NonFinite) {
+    spdlog::error("non-finite {} at step {} (loss {}); stopping. The weights were not updated with it, and "
+                  "{}/last.safetensors is the last good checkpoint (lower train.lr, or set train.clip_grad_norm)",
+                  r.nonfinite, progress_.step + 1, r.loss, run_.dir);
+    log_->write({{"step", progress_.step + 1}, {"event", "nonfinite"}, {"what", r.nonfinite}});
+    return false;
+  }
+  ++progress_.step;
+  ++progress_.step_in_epoch;
+  if (r.kind == StepOutcome::Kind::Skipped) {
+    ++skipped_;
+    spdlog::warn("non-finite {} at step {}: update skipped, carried state reset ({} so far)", r.nonfinite,
+                 progress_.step, skipped_);
+    log_->write({{"step", progress_.step}, {"event", "skipped"}, {"what", r.nonfinite}});
+    return true;
+  }
+  train_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  ++timed_steps_;
+  tokens_total_ += r.tokens;
+  window_loss_ += r.loss;
+  window_tokens_ += r.tokens;
+  ++window_steps_;
+  if (progress_.step % cfg().log.every_steps == 0 || progress_.step == total_steps_) log_window(r);
+  return true;
+}
+
+void Trainer::log_window(const StepOutcome& r) {
+  const double window = std::chrono::duration<double>(Clock::now() - window_start_).count();
+  // Memory of the device the model trains on (tensors in use, and their peak).
+  const AllocatorStats mem = train_device_.is_cuda() ? cuda::allocator_stats(train_device_.index)
+                                                     : CpuAllocator::instance().stats();
+  nlohmann::ordered_json rec;
+  rec["step"] = progress_.step;
+  rec["epoch"] = epochs_done();
+  rec["loss"] = window_loss_ / window_steps_;
+  rec["lr"] = r.lr;
+  rec["grad_norm"] = r.grad_norm;
+  rec["tokens_per_s"] = window_tokens_ / window;
+  rec["ms_per_step"] = 1000.0 * window / window_steps_;
+  rec["memory_mb"] = static_cast<double>(mem.allocated) / (1 << 20);
+  rec["peak_memory_mb"] = static_cast<double>(mem.peak_allocated) / (1 << 20);
+  log_->write(rec);
+  if (tty_) {
+    progress_line(window_loss_ / window_steps_);
+  } else {
+    spdlog::info("step {:>7}/{}  epoch {}  loss {:.4f}  lr {:.3g}  |g| {:.3g}  {:.0f} {}/s  {:.1f} ms/step  mem {:.0f} MB",
+                 progress_.step, total_steps_, progress_.epoch + 1, window_loss_ / window_steps_, r.lr, r.grad_norm,
+                 window_tokens_ / window, task_->token_name(), 1000.0 * window / window_steps_,
+                 rec["memory_mb"].get<double>());
+  }
+  window_loss_ = 0;
+  window_steps_ = 0;
+  window_tokens_ = 0;
+  window_start_ = Clock::now();
+}
+
+void Trainer::progress_line(double loss) {
+  const double done = static_cast<double>(progress_.step) / static_cast<double>(total_steps_);
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+  const int width = 30, filled = static_cast<int>(done * width);
+  std::cout << "\r[" << std::string(filled, '=') << std::string(width - filled, ' ') << "] " << progress_.step << "/"
+            << total_steps_ << "  loss " << std::fixed << std::setprecision(4) << loss << "  ETA "
+            << format_duration(done > 0 ? elapsed / done * (1 - done) : 0) << "   " << std::flush;
+}
+
+void Trainer::evaluate_and_checkpoint() {
+  if (tty_) std::cout << "\n";
+  const std::string split = task_->validation_split();
+  const tasks::Metrics m = task_->evaluate(split, cfg().eval.max_batches);
+  const double value = m.at(metric_.name);
+  const bool improved = std::isfinite(value) &&
+                        (!progress_.has_best || (metric_.higher_is_better ? value > progress_.best_metric
+                                                                          : value < progress_.best_metric));
+  if (improved) {
+    progress_.best_metric = value;
+    progress_.has_best = true;
+    progress_.best_step = progress_.step;
+    progress_.evals_without_improvement = 0;
+  } else {
+    ++progress_.evals_without_improvement;
+  }
+  last_eval_step_ = progress_.step;
+  nlohmann::ordered_json rec;
+  rec["step"] = progress_.step;
+  rec["epoch"] = epochs_done();
+  rec["split"] = split;
+  rec["eval"] = to_json(m);
+  log_->write(rec);
+  spdlog::info("eval step {} (epoch {:.2f}): {} {}{}", progress_.step, epochs_done(), split,
+               tasks::format_metrics(*task_, m), improved ? "  (best)" : "");
+  save("last.safetensors");
+  if (improved) save("best.safetensors");
+  if (cfg().train.early_stop_patience > 0 && progress_.evals_without_improvement >= cfg().train.early_stop_patience)
+    stop_for_patience_ = true;
+}
+
+std::vector<std::string> Trainer::final_splits() const {
+  std::vector<std::string> out;
+  for (const std::string& s : task_->splits())
+    if (s != "train") out.push_back(s);
+  return out;
+}
+
+void Trainer::finish(const std::string& reason) {
+  save("last.safetensors");
+  nlohmann::ordered_json summary;
+  summary["task"] = cfg().task;
+  summary["stopped"] = reason;
+  summary["steps"] = progress_.step;
+  summary["epochs"] = epochs_done();
+  nlohmann::ordered_json final_metrics;
+  std::string final_line;
+  for (const std::string& split : final_splits()) {
+    const tasks::Metrics m = task_->evaluate(split, 0);
+    final_metrics[split] = to_json(m);
+    final_line += (final_line.empty() ? "" : "; ") + split + " " + tasks::format_metrics(*task_, m);
+  }
+  summary["final"] = final_metrics;
+  const std::string best_path = (fs::path(run_.dir) / "best.safetensors").string();
+  if (fs::exists(best_path)) {
+    load_model(task_->model(), safetensors::load(best_path), best_path);
+    nlohmann::ordered_json best;
+    best["step"] = progress_.best_step;
+    best["metric"] = metric_.name;
+    best["higher_is_better"] = metric_.higher_is_better;
+    for (const std::string& split : final_splits()) best[split] = to_json(task_->evaluate(split, 0));
+    summary["best"] = best;
+  }
+  summary["parameters"] = task_->model().num_parameters();
+  summary["wall_time_s"] = std::chrono::duration<double>(Clock::now() - started_).count();
+  summary["train_tokens_per_s"] = train_seconds_ > 0 ? tokens_total_ / train_seconds_ : 0.0;
+  // Time in training steps (forward, backward, update), without evaluation; this process only.
+  summary["train_seconds"] = train_seconds_;
+  summary["train_steps_timed"] = timed_steps_;
+  summary["seconds_per_epoch"] = timed_steps_ > 0 ? train_seconds_ / timed_steps_ * steps_per_epoch_ : 0.0;
+  summary["token"] = task_->token_name();
+  summary["skipped_steps"] = skipped_;
+  summary["device"] = train_device_.str();
+  summary["threads"] = num_threads();
+  summary["commit"] = build_commit();
+  write_file_atomic((fs::path(run_.dir) / "summary.json").string(), summary.dump(2) + "\n");
+  spdlog::info("final: {}", final_line);
+  spdlog::info("run directory {}: config.yaml, metrics.jsonl, last.safetensors{}, summary.json", run_.dir,
+               fs::exists(best_path) ? ", best.safetensors" : "");
+}
+
+int Trainer::run() {
+  setup();
+  started_ = window_start_ = Clock::now();
+  install_stop_handlers();
+  const config::Config& c = cfg();
+  spdlog::info("{} {} model: {} parameters; {} steps per epoch, {} steps in all; device {} ({} threads); run dir {}",
+               c.task, c.model.type, task_->model().num_parameters(), steps_per_epoch_, total_steps_,
+               train_device_.str(), num_threads(), run_.dir);
+  while (progress_.step < total_steps_ && progress_.epoch < c.train.epochs && !stop_for_patience_) {
+    task_->start_epoch(progress_.epoch, progress_.step_in_epoch);
+    while (progress_.step_in_epoch < steps_per_epoch_ && progress_.step < total_steps_ && !stop_for_patience_) {
+      if (stop_requested()) {
+        save("last.safetensors");
+        if (tty_) std::cout << "\n";
+        spdlog::warn("interrupted at step {}: checkpoint saved; continue with: srutrain --resume {}", progress_.step,
+                     run_.dir);
+        return kExitInterrupted;
+      }
+      if (!train_one_step(progress_.step_in_epoch)) return 1;
+      if (c.eval.every_steps > 0 && progress_.step % c.eval.every_steps == 0) evaluate_and_checkpoint();
+      if (c.train.max_seconds > 0 &&
+          std::chrono::duration<double>(Clock::now() - started_).count() >= c.train.max_seconds) {
+        out_of_time_ = true;
+        break;
+      }
+    }
+    if (out_of_time_) break;
+    if (progress_.step_in_epoch >= steps_per_epoch_) {
+      // Advance first, so a checkpoint written by the evaluation resumes in the next epoch.
+      ++progress_.epoch;
+      progress_.step_in_epoch = 0;
+      if (c.eval.every_steps == 0) evaluate_and_checkpoint();
+    }
+  }
+  if (tty_) std::cout << "\n";
+  if (last_eval_step_ != progress_.step) evaluate_and_checkpoint();  // the final weights are always evaluated
+  const std::string reason = out_of_time_         ? "time limit"
+                             : stop_for_patience_ ? "early stop"
+                             : progress_.step >= total_steps_ ? "max steps" : "epochs";
+  finish(reason);
+  return 0;
+}
+
+}  // namespace
+
+int run_training(const RunOptions& options) { return Trainer(options).run(); }
+
+}  // namespace sru::train
