@@ -395,3 +395,37 @@ TEST(CudaParity, SruModuleOnDevice) {
       {rand_leaf({5, 3, 8}, 60)}, 1e-4);
   expect_same_parameters_and_grads(cpu, gpu, 1e-4);
 }
+
+// masked_softmax / masked_log_softmax with every mask broadcast form and mask dtype; rows of 300
+// (more than one pass of a block) and of 5 (most threads idle); fully masked rows and rows with one
+// unmasked entry. The random output weights reach the masked positions too, so the CUDA backward
+// must ignore them as the CPU does.
+TEST(CudaParity, MaskedSoftmaxEveryBroadcastForm) {
+  SKIP_WITHOUT_CUDA();
+  struct Case {
+    Shape x, mask;
+  };
+  const std::vector<Case> cases = {{{4, 3, 300}, {4, 1, 300}}, {{6, 5, 300}, {5, 300}}, {{7, 300}, {7, 300}},
+                                   {{2, 3, 4, 300}, {2, 1, 1, 300}}, {{4, 5, 300}, {1, 5, 1}}, {{9, 5}, {9, 5}},
+                                   {{3, 4, 5}, {5}}};
+  uint64_t seed = 200;
+  for (DType dt : {DType::F32, DType::F64})
+    for (const Case& c : cases)
+      for (DType mask_dtype : {DType::I32, DType::F32, DType::I64}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " x " + shape_str(c.x) + " mask " + shape_str(c.mask) + " " +
+                     std::string(dtype_name(mask_dtype)));
+        const double tol = dt == DType::F32 ? 1e-5 : 1e-10;
+        const Tensor x = rand_leaf(c.x, ++seed, dt, -5, 5);
+        std::vector<int32_t> bits;
+        for (double u : rand_leaf(c.mask, ++seed, DType::F64, 0, 1).to_vector<double>()) bits.push_back(u < 0.3);
+        const int64_t C = c.mask.back();
+        if (C > 1 && bits.size() >= 2 * static_cast<size_t>(C)) {
+          std::fill(bits.begin(), bits.begin() + C, 1);      // row 0 fully masked
+          std::fill(bits.begin() + C, bits.begin() + 2 * C, 1);
+          bits[C + C / 2] = 0;                               // row 1 has a single unmasked entry
+        }
+        const Tensor mask = Tensor::from_vector(bits, c.mask).to(mask_dtype);
+        expect_parity(one([](const Inputs& v) { return masked_softmax(v[0], v[1]); }), {x, mask}, tol);
+        expect_parity(one([](const Inputs& v) { return masked_log_softmax(v[0], v[1]); }), {x, mask}, tol);
+      }
+}
