@@ -12,7 +12,8 @@
 
 namespace sru::testing {
 
-// Asserts t has `shape` and its values equal `expected` within atol + rtol * |expected|.
+// Asserts t has `shape` and its values equal `expected` within atol + rtol * |expected| (equal
+// infinities match).
 inline ::testing::AssertionResult values_near(const Tensor& t, const Shape& shape, const std::vector<double>& expected,
                                               double atol = 1e-6, double rtol = 1e-6) {
   if (t.shape() != shape)
@@ -21,7 +22,7 @@ inline ::testing::AssertionResult values_near(const Tensor& t, const Shape& shap
   if (v.size() != expected.size())
     return ::testing::AssertionFailure() << v.size() << " values, expected " << expected.size();
   for (size_t i = 0; i < v.size(); ++i)
-    if (!(std::abs(v[i] - expected[i]) <= atol + rtol * std::abs(expected[i])))
+    if (!(v[i] == expected[i] || std::abs(v[i] - expected[i]) <= atol + rtol * std::abs(expected[i])))
       return ::testing::AssertionFailure() << "element " << i << ": " << v[i] << " vs expected " << expected[i];
   return ::testing::AssertionSuccess();
 }

@@ -5,6 +5,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
+#include "ops/masked_softmax.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/select.h"

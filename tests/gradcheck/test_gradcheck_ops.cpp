@@ -1,6 +1,8 @@
 // Every op's backward against central finite differences in float64 (autograd/gradcheck.h).
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "ops/ops.h"
@@ -14,6 +16,7 @@ using Inputs = std::vector<Tensor>;
 namespace {
 
 Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
+Tensor mask_of(std::vector<int32_t> v, Shape s) { return Tensor::from_vector(v, s); }
 
 }  // namespace
 
@@ -94,6 +97,46 @@ TEST(Gradcheck, CrossEntropyMeanAndSumWithIgnoredRows) {
   expect_gradients_match([=](const Inputs& x) { return cross_entropy(x[0], target); }, {leaf({4, 5}, 1, -3, 3)});
   expect_gradients_match([=](const Inputs& x) { return cross_entropy(x[0], target, -100, Reduction::Sum) * 0.5; },
                          {leaf({4, 5}, 2, -3, 3)});
+}
+
+TEST(Gradcheck, MaskedSoftmaxEveryBroadcastFormAndFullyMaskedRows) {
+  struct Case {
+    Shape x;
+    Tensor mask;
+  };
+  const std::vector<Case> cases = {
+      // (B, 1, C) key padding; batch 1 fully masked.
+      {{2, 3, 4}, mask_of({0, 0, 1, 1, 1, 1, 1, 1}, {2, 1, 4})},
+      // (R, C) causal over (B*H, R, C), one key of memory.
+      {{3, 3, 4}, mask_of({0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0}, {3, 4})},
+      // (B, C) on (B, C): row 1 fully masked, row 2 a single unmasked entry.
+      {{3, 4}, mask_of({0, 1, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1}, {3, 4})},
+      // (1, R, 1): whole rows masked by a broadcast last dim.
+      {{2, 3, 4}, mask_of({0, 1, 0}, {1, 3, 1})},
+      // (B, 1, 1, C) over (B, H, R, C).
+      {{2, 2, 2, 3}, mask_of({0, 0, 1, 1, 0, 0}, {2, 1, 1, 3})},
+  };
+  uint64_t seed = 1;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.x) + " mask " + shape_str(c.mask.shape()));
+    const Tensor mask = c.mask;
+    expect_gradients_match([=](const Inputs& x) { return masked_softmax(x[0], mask); }, {leaf(c.x, ++seed, -3, 3)});
+    // exp() maps the -inf outputs to 0, so the finite differences stay finite.
+    expect_gradients_match([=](const Inputs& x) { return exp(masked_log_softmax(x[0], mask)); },
+                           {leaf(c.x, ++seed, -3, 3)});
+  }
+}
+
+TEST(Gradcheck, MaskedLogSoftmaxThroughTheLoss) {
+  const Tensor mask = mask_of({0, 0, 1, 1, 0, 0, 0, 1}, {2, 4});
+  const Tensor target = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
+  expect_gradients_match([=](const Inputs& x) { return cross_entropy(masked_log_softmax(x[0], mask), target); },
+                         {leaf({2, 4}, 20, -3, 3)});
+  expect_gradients_match(
+      [=](const Inputs& x) {
+        return cross_entropy(masked_fill(x[0], mask, -std::numeric_limits<double>::infinity()), target);
+      },
+      {leaf({2, 4}, 21, -3, 3)});
 }
 
 TEST(Gradcheck, EmbeddingWithRepeatsAndPadding) {

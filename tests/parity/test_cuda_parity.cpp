@@ -13,6 +13,7 @@
 #include "autograd/engine.h"
 #include "core/cuda/device_info.h"
 #include "core/cuda/runtime.h"
+#include "nn/attention.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
 #include "ops/ops.h"
@@ -394,4 +395,94 @@ TEST(CudaParity, SruModuleOnDevice) {
       },
       {rand_leaf({5, 3, 8}, 60)}, 1e-4);
   expect_same_parameters_and_grads(cpu, gpu, 1e-4);
+}
+
+// masked_softmax / masked_log_softmax with every mask broadcast form and mask dtype; rows of 300
+// (more than one pass of a block) and of 5 (most threads idle); fully masked rows and rows with one
+// unmasked entry. The random output weights reach the masked positions too, so the CUDA backward
+// must ignore them as the CPU does.
+TEST(CudaParity, MaskedSoftmaxEveryBroadcastForm) {
+  SKIP_WITHOUT_CUDA();
+  struct Case {
+    Shape x, mask;
+  };
+  const std::vector<Case> cases = {{{4, 3, 300}, {4, 1, 300}}, {{6, 5, 300}, {5, 300}}, {{7, 300}, {7, 300}},
+                                   {{2, 3, 4, 300}, {2, 1, 1, 300}}, {{4, 5, 300}, {1, 5, 1}}, {{9, 5}, {9, 5}},
+                                   {{3, 4, 5}, {5}}};
+  uint64_t seed = 200;
+  for (DType dt : {DType::F32, DType::F64})
+    for (const Case& c : cases)
+      for (DType mask_dtype : {DType::I32, DType::F32, DType::I64}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " x " + shape_str(c.x) + " mask " + shape_str(c.mask) + " " +
+                     std::string(dtype_name(mask_dtype)));
+        const double tol = dt == DType::F32 ? 1e-5 : 1e-10;
+        const Tensor x = rand_leaf(c.x, ++seed, dt, -5, 5);
+        std::vector<int32_t> bits;
+        for (double u : rand_leaf(c.mask, ++seed, DType::F64, 0, 1).to_vector<double>()) bits.push_back(u < 0.3);
+        const int64_t C = c.mask.back();
+        if (C > 1 && bits.size() >= 2 * static_cast<size_t>(C)) {
+          std::fill(bits.begin(), bits.begin() + C, 1);      // row 0 fully masked
+          std::fill(bits.begin() + C, bits.begin() + 2 * C, 1);
+          bits[C + C / 2] = 0;                               // row 1 has a single unmasked entry
+        }
+        const Tensor mask = Tensor::from_vector(bits, c.mask).to(mask_dtype);
+        expect_parity(one([](const Inputs& v) { return masked_softmax(v[0], v[1]); }), {x, mask}, tol);
+        expect_parity(one([](const Inputs& v) { return masked_log_softmax(v[0], v[1]); }), {x, mask}, tol);
+      }
+}
+
+// Multi-head attention with a causal mask over [memory | segment] and with a per-batch padding
+// mask, dropout on the weights (same Philox masks on both devices), and DrQA's layers with their
+// parameter gradients.
+TEST(CudaParity, AttentionAndDrQALayers) {
+  SKIP_WITHOUT_CUDA();
+  for (DType dt : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const double tol = dt == DType::F32 ? 1e-4 : 1e-10;
+    const int64_t L = 6, M = 4, B = 3, H = 2, dh = 8;
+    const Tensor causal = nn::causal_mask(L, M + L, M);
+    expect_parity(
+        [&](const Inputs& v) {
+          Generator gen(5);
+          const Tensor kv = concat({v[1], v[0]}, 0);
+          const nn::AttentionResult r = nn::scaled_dot_product_attention_with_weights(
+              nn::split_heads(v[0], H), nn::split_heads(kv, H), nn::split_heads(kv, H), v[2], 0.2, true, gen);
+          return std::vector<Tensor>{nn::merge_heads(r.output, H), r.weights};
+        },
+        {rand_leaf({L, B, H * dh}, 70, dt), rand_leaf({M, B, H * dh}, 71, dt), causal}, tol);
+    const Tensor pad = nn::padding_mask({6, 2, 4}, L).view({B, 1, 1, L});
+    expect_parity(
+        [&](const Inputs& v) {
+          auto heads = [&](const Tensor& t) { return reshape(nn::split_heads(t, H), {B, H, L, dh}); };
+          return std::vector<Tensor>{nn::merge_heads(
+              nn::scaled_dot_product_attention(heads(v[0]), heads(v[1]), heads(v[2]), v[3]), H)};
+        },
+        {rand_leaf({L, B, H * dh}, 72, dt), rand_leaf({L, B, H * dh}, 73, dt), rand_leaf({L, B, H * dh}, 74, dt), pad},
+        tol);
+
+    const int64_t Lp = 7, Lq = 4, d = 10;
+    Generator g_cpu(80), g_gpu(80);
+    nn::SeqAttnMatch match_cpu(d, dt, g_cpu), match_gpu(d, dt, g_gpu);
+    nn::LinearSeqAttn pool_cpu(d, dt, g_cpu), pool_gpu(d, dt, g_gpu);
+    nn::BilinearSeqAttn bilinear_cpu(d, d, dt, g_cpu), bilinear_gpu(d, d, dt, g_gpu);
+    match_gpu.to(kCuda);
+    pool_gpu.to(kCuda);
+    bilinear_gpu.to(kCuda);
+    const Tensor p_mask = nn::padding_mask({7, 3, 5}, Lp), q_mask = nn::padding_mask({2, 4, 1}, Lq);
+    const Tensor target = Tensor::from_vector(std::vector<int64_t>{6, 0, 4}, {B});
+    expect_parity(
+        [&](const Inputs& v) {
+          const bool gpu = v[0].device().is_cuda();
+          const Tensor aligned = (gpu ? match_gpu : match_cpu).forward(v[0], v[1], v[3]);
+          const Tensor question = nn::weighted_average(v[1], (gpu ? pool_gpu : pool_cpu).forward(v[1], v[3]));
+          const nn::BilinearSeqAttn& bilinear = gpu ? bilinear_gpu : bilinear_cpu;
+          const Tensor p = v[0] + aligned;
+          return std::vector<Tensor>{aligned, bilinear.forward(p, question, v[2]),
+                                     cross_entropy(bilinear.log_probs(p, question, v[2]), v[4])};
+        },
+        {rand_leaf({B, Lp, d}, 81, dt), rand_leaf({B, Lq, d}, 82, dt), p_mask, q_mask, target}, tol);
+    expect_same_parameters_and_grads(match_cpu, match_gpu, tol);
+    expect_same_parameters_and_grads(pool_cpu, pool_gpu, tol);
+    expect_same_parameters_and_grads(bilinear_cpu, bilinear_gpu, tol);
+  }
 }

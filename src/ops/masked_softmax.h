@@ -1,0 +1,46 @@
+// Softmax and log-softmax over the last dim with a mask of positions to leave out (attention over
+// padded keys, causal attention, answer spans that may not start in padding).
+//
+// Shapes: x (..., C) viewed as rows (N, C). mask: any dtype, nonzero = masked, a shape that
+// broadcasts to x by right-aligned numpy rules (each mask dim equals x's or is 1; leading dims may
+// be missing), e.g. a key-padding mask (B, 1, C) on scores (B, R, C), a causal mask (R, C) on
+// (B*H, R, C), a (B, C) mask on (B, C) scores. No copy of the mask is made: the kernels locate each
+// row's mask elements by broadcast strides (MaskIndex, ops/masked_softmax_math.h).
+//   masked_softmax:      y = exp(x - lse) at unmasked positions, lse = logsumexp of the unmasked x;
+//                        masked positions exactly 0; a fully masked row is all 0.
+//   masked_log_softmax:  y = x - lse at unmasked positions; masked positions -inf; a fully masked
+//                        row is all -inf.
+// Backward (saves y and the mask): softmax dx = y (g - sum_unmasked g y), log dx = g - exp(y)
+// sum_unmasked g; dx is exactly 0 at masked positions and in fully masked rows (never NaN).
+// An undefined mask gives the plain softmax / log_softmax (ops/softmax.h).
+//
+// Loss on masked scores: cross_entropy (ops/softmax.h) accepts -inf logits, so the negative
+// log-likelihood of target positions is cross_entropy(masked_log_softmax(s, m), t) or, the same,
+// cross_entropy(masked_fill(s, m, -inf), t); a target at a masked position gives an infinite loss.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/masked_softmax_math.h"
+
+namespace sru {
+
+Tensor masked_softmax(const Tensor& x, const Tensor& mask);
+Tensor masked_log_softmax(const Tensor& x, const Tensor& mask);
+
+// The broadcast strides of `mask` over x's rows; throws, naming `op` and both shapes, when the mask
+// does not broadcast to x.
+MaskIndex broadcast_mask_index(const Shape& x, const Shape& mask, const char* op);
+
+namespace cpu {
+void masked_softmax_forward(const Tensor& x, const Tensor& mask, const MaskIndex& index, bool log, const Tensor& y);
+void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mask, const MaskIndex& index, bool log,
+                             const Tensor& gx);
+}  // namespace cpu
+// The CUDA twins (ops/cuda/masked_softmax.cu): same contracts, tensors on one CUDA device.
+namespace cuda {
+void masked_softmax_forward(const Tensor& x, const Tensor& mask, const MaskIndex& index, bool log, const Tensor& y);
+void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mask, const MaskIndex& index, bool log,
+                             const Tensor& gx);
+}  // namespace cuda
+
+}  // namespace sru

@@ -1,0 +1,57 @@
+// Shared pieces of the masked softmax kernels (ops/cpu/masked_softmax.cpp, ops/cuda/masked_softmax.cu):
+// where a row's mask elements live under broadcasting, and the per-element math of forward and
+// backward, written once as SRU_HD functions so both backends compute exactly the same function.
+#pragma once
+
+#include <cmath>
+
+#include "core/hd.h"
+
+namespace sru {
+
+// The mask element of x's element (row n, column c), x viewed as rows (N, C), sits at
+//   row_offset(n) + c * column_stride
+// in the contiguous mask. The leading dims of x are kept (collapsed where the mask's layout allows)
+// with the mask's stride along each: 0 where the mask is broadcast (its dim is 1 or missing).
+struct MaskIndex {
+  static constexpr int kMaxDims = 8;
+  int rank = 0;
+  long long size[kMaxDims] = {};
+  long long stride[kMaxDims] = {};
+  long long column_stride = 0;  // 1, or 0 when the mask's last dim is broadcast
+
+  SRU_HD long long row_offset(long long n) const {
+    long long offset = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      offset += (n % size[d]) * stride[d];
+      n /= size[d];
+    }
+    return offset;
+  }
+};
+
+// A row is reduced in two passes, max then sum of exp; masked elements take no part. A row whose
+// max is -inf (every element masked) has logsumexp -inf and counts as fully masked.
+SRU_HD double masked_max_term(double x, bool masked) { return masked ? -INFINITY : x; }
+SRU_HD double masked_exp_term(double x, double row_max, bool masked) { return masked ? 0.0 : std::exp(x - row_max); }
+
+// Forward: softmax y = exp(x - lse), log y = x - lse; masked elements and fully masked rows give
+// 0 (softmax) or -inf (log).
+SRU_HD double masked_softmax_value(double x, double lse, bool masked, bool log_out) {
+  if (masked || lse == -INFINITY) return log_out ? -INFINITY : 0.0;
+  const double v = x - lse;
+  return log_out ? v : std::exp(v);
+}
+
+// Backward: dot = sum over unmasked c of (log ? g_c : g_c y_c); then
+//   softmax dx = y (g - dot),  log dx = g - exp(y) dot,  and exactly 0 at masked elements
+// (whatever the incoming gradient holds there, so an -inf output never produces NaN).
+SRU_HD double masked_softmax_dot_term(double g, double y, bool masked, bool log_out) {
+  return masked ? 0.0 : (log_out ? g : g * y);
+}
+SRU_HD double masked_softmax_grad(double g, double y, double dot, bool masked, bool log_out) {
+  if (masked) return 0.0;
+  return log_out ? g - std::exp(y) * dot : y * (g - dot);
+}
+
+}  // namespace sru
