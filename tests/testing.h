@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,13 @@ std::string error_of(F&& fn) {
     return e.what();
   }
   return "";
+}
+
+// Writes bytes to a file named `name` in GoogleTest's temporary directory; returns its path.
+inline std::string temp_file(const std::string& name, const std::string& bytes) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
 }
 
 // Expects f's autograd gradients to match central finite differences (autograd/gradcheck.h).

@@ -266,6 +266,33 @@ PY
       bash "$src/scripts/get_data.sh" classify --mirror "$work/none" --dest "$work/dest"
     expect_error "unknown data set 'imagenet'" bash "$src/scripts/get_data.sh" imagenet
     matches "get_data.sh classify" "$(bash "$src/scripts/get_data.sh" --help)" || fail "--help"
+    # SQuAD: a wrong dev file is refused the same way.
+    mkdir -p "$work/sq/squad"
+    echo '{"data": [], "version": "1.1"}' > "$work/sq/squad/dev-v1.1.json"
+    expect_error "dev-v1.1.json has md5 [0-9a-f]+, expected 3e85deb501d4e538b6bc56f786231552" \
+      bash "$src/scripts/get_data.sh" squad --mirror "$work/sq" --dest "$work/sqdest"
+    [ -z "$(ls -A "$work/sqdest")" ] || fail "an unverified SQuAD file was left in the destination"
+    real=$src/../shared/data  # the project's local mirror; the rest needs its genuine dev-v1.1.json
+    if [ ! -f "$real/squad/dev-v1.1.json" ]; then echo "note: no $real/squad: SQuAD mirror checks skipped"; else
+      cp "$real/squad/dev-v1.1.json" "$work/sq/squad/"
+      echo '{"data": []}' > "$work/sq/squad/train-v1.1.json"  # a wrong full train file is never replaced by a subset
+      echo '{"data": []}' > "$work/sq/squad/train-v1.1.subset-1-articles.json"
+      expect_error "train-v1.1.json has md5 [0-9a-f]+, expected 981b29407e0affa3b1b156f72073b945" \
+        bash "$src/scripts/get_data.sh" squad --mirror "$work/sq" --dest "$work/sqdest"
+      [ "$(ls "$work/sqdest")" = dev-v1.1.json ] || fail "expected only the verified dev file in the destination"
+      rm "$work/sq/squad/train-v1.1.json"
+      expect_error "MD5SUMS lists no checksum for squad/train-v1.1.subset-1-articles.json" \
+        bash "$src/scripts/get_data.sh" squad --mirror "$work/sq" --dest "$work/sqdest"
+      echo "0123456789abcdef0123456789abcdef  squad/train-v1.1.subset-1-articles.json" > "$work/sq/MD5SUMS"
+      expect_error "train-v1.1.subset-1-articles.json has md5 [0-9a-f]+, expected 0123456789abcdef0123456789abcdef" \
+        bash "$src/scripts/get_data.sh" squad --mirror "$work/sq" --dest "$work/sqdest"
+      out=$(bash "$src/scripts/get_data.sh" squad --mirror "$real" --dest "$work/sqreal" 2>&1) || fail "squad from $real: $out"
+      echo "$out"
+      matches "only a SUBSET of train-v1.1.json" "$out" || fail "the train subset was not announced as a subset"
+      [ -f "$work/sqreal/dev-v1.1.json" ] && [ -f "$work/sqreal/train-v1.1.subset-44-articles.json" ] \
+        || fail "dev and the train subset were not installed"
+      [ ! -e "$work/sqreal/train-v1.1.json" ] || fail "a subset was installed as train-v1.1.json"
+    fi
     ;;
   *) fail "unknown case $case" ;;
 esac

@@ -20,14 +20,9 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::temp_file;
 
 namespace {
-
-std::string temp_file(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
-}
 
 // Sentences of 1-12 filler words ending in "yes" (label 1) or "no" (label 0): only the last word
 // tells the class, so a model must read each sentence's state at its own last word.

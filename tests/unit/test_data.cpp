@@ -16,6 +16,7 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::temp_file;
 
 namespace {
 
@@ -54,12 +55,6 @@ std::string make_zip(const std::string& name, const std::string& content, bool c
   put32(zip, 0x06054b50); put16(zip, 0); put16(zip, 0); put16(zip, 1); put16(zip, 1);
   put32(zip, central_size); put32(zip, central); put16(zip, 0);
   return zip;
-}
-
-std::string temp_file(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  return path;
 }
 
 void put64(std::string& s, uint64_t v) { put32(s, static_cast<uint32_t>(v)), put32(s, static_cast<uint32_t>(v >> 32)); }

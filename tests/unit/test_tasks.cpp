@@ -24,14 +24,9 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::temp_file;
 
 namespace {
-
-std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
 
 // A word "corpus" with a learnable pattern: "a b c d" repeated, with a few other words.
 std::string word_text(int lines, uint32_t seed) {
@@ -59,9 +54,9 @@ config::Config tiny_lm(const std::string& task) {
 
 config::Config tiny_wordlm() {
   config::Config c = tiny_lm("wordlm");
-  c.data.path = write_temp("ptb_like.train.txt", word_text(60, 1));
-  c.task_as<tasks::LMOptions>().valid_path = write_temp("ptb_like.valid.txt", word_text(12, 2));
-  c.task_as<tasks::LMOptions>().test_path = write_temp("ptb_like.test.txt", word_text(12, 3));
+  c.data.path = temp_file("ptb_like.train.txt", word_text(60, 1));
+  c.task_as<tasks::LMOptions>().valid_path = temp_file("ptb_like.valid.txt", word_text(12, 2));
+  c.task_as<tasks::LMOptions>().test_path = temp_file("ptb_like.test.txt", word_text(12, 3));
   return c;
 }
 
@@ -108,25 +103,25 @@ TEST(WordLM, VocabularyFromTheTrainingFileWithEosAndPerplexity) {
 
 TEST(WordLM, WordsOutsideTheVocabularyAreUnkOrAnErrorNamingTheLine) {
   config::Config cfg = tiny_wordlm();
-  cfg.task_as<tasks::LMOptions>().valid_path = write_temp("oov.valid.txt", " a b\n a zebra\n");
+  cfg.task_as<tasks::LMOptions>().valid_path = temp_file("oov.valid.txt", " a b\n a zebra\n");
   Generator gen(1);
   auto task = tasks::make_task(cfg, gen);  // the training file has <unk>: zebra reads as <unk>
   EXPECT_EQ(task->evaluate("valid", 0).at("words"), 6 - 2) << "5 tokens + 1 eos in 2 streams of 3: 2x(3-1) predictions";
-  cfg.data.path = write_temp("no_unk.train.txt", " a b c\n c b a\n a a b b c c\n a b c a b c a b c\n");
+  cfg.data.path = temp_file("no_unk.train.txt", " a b c\n c b a\n a a b b c c\n a b c a b c a b c\n");
   EXPECT_NE(error_of([&] { tasks::make_task(cfg, gen); }).find("oov.valid.txt:2: word 'zebra' is not in the vocabulary"),
             std::string::npos);
 }
 
 TEST(Tasks, UnknownSplitsAreRefusedNamingTheTaskAndItsSplits) {
   config::Config cfg = tiny_lm("charlm");
-  cfg.data.path = write_temp("bytes.txt", std::string(400, 'x'));
+  cfg.data.path = temp_file("bytes.txt", std::string(400, 'x'));
   Generator gen(1);
   auto lm = tasks::make_task(cfg, gen);
   EXPECT_EQ(error_of([&] { lm->evaluate("dev", 0); }), "task charlm has no split 'dev' (its splits: train, valid, test)");
   EXPECT_EQ(error_of([&] { lm->metric("chars"); }), "task charlm reports no metric 'chars' (its metrics: bpc, loss)");
   EXPECT_EQ(lm->prediction(), nullptr) << "a language model does not classify";
   config::Config c = config::Config::defaults("classify", "lstm");
-  c.data.path = write_temp("two.txt", "0 a b\n1 c d\n0 a\n1 d\n0 b\n1 c\n0 a a\n1 d d\n0 b b\n1 c c\n");
+  c.data.path = temp_file("two.txt", "0 a b\n1 c d\n0 a\n1 d\n0 b\n1 c\n0 a a\n1 d d\n0 b b\n1 c c\n");
   c.task_as<tasks::ClassifyOptions>().fold = 0;
   c.task_as<tasks::ClassifyOptions>().folds = 2;
   c.task_as<tasks::ClassifyOptions>().valid_fraction = 0.2;
@@ -138,7 +133,7 @@ TEST(Tasks, UnknownSplitsAreRefusedNamingTheTaskAndItsSplits) {
 TEST(LanguageModel, TiedWeightsAreOneParameterUpdatedOnceAndSavedOnce) {
   config::Config cfg = tiny_lm("charlm");
   cfg.task_as<tasks::LMOptions>().tie_weights = true;
-  cfg.data.path = write_temp("tied.txt", std::string("abcabdabcabd", 12) + std::string(600, 'q'));
+  cfg.data.path = temp_file("tied.txt", std::string("abcabdabcabd", 12) + std::string(600, 'q'));
   cfg.train.optimizer = "sgd";
   cfg.train.lr = 0.5;
   Generator gen(1);
@@ -185,7 +180,7 @@ TEST(LanguageModel, TiedWeightsAreOneParameterUpdatedOnceAndSavedOnce) {
 
 TEST(TrainingStep, FollowsTheScheduleAndTheNonFinitePolicy) {
   config::Config cfg = tiny_lm("charlm");
-  cfg.data.path = write_temp("sched.txt", std::string(2000, 'z'));
+  cfg.data.path = temp_file("sched.txt", std::string(2000, 'z'));
   cfg.train.schedule = "step";
   cfg.train.decay_steps = 2;
   cfg.train.decay_rate = 0.5;
@@ -241,8 +236,8 @@ TEST(CrossValidation, DrivenByTheMetricTheRunsChoseTheBestCheckpointBy) {
   std::mt19937 rng(4);
   std::string text;
   for (int i = 0; i < 90; ++i) text += (i % 2 ? "1 w" : "0 v") + std::to_string(rng() % 5) + (i % 2 ? " yes\n" : " no\n");
-  const std::string data = write_temp("cv_tiny.txt", text);
-  const std::string config = write_temp("cv_tiny.yaml",
+  const std::string data = temp_file("cv_tiny.txt", text);
+  const std::string config = temp_file("cv_tiny.yaml",
                                         "task: classify\ndata:\n  path: " + data + "\n  folds: 3\n  valid_fraction: 0.2\n"
                                         "  batch_size: 8\n  eval_batch_size: 32\nmodel:\n  type: lstm\n"
                                         "  embedding_size: 8\n  hidden_size: 8\n  num_layers: 1\ntrain:\n  epochs: 2\n"
