@@ -35,6 +35,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();
+  // Called by the training step after every optimiser update, children first: for constraints a
+  // plain gradient step cannot keep (rows of an embedding held fixed, gates clipped to a range).
+  virtual void after_update();
   // Moves every parameter and buffer (children included) to `device`, in place.
   void to(Device device);
   // Where the parameters live (the first parameter's device; the CPU for a module without any).

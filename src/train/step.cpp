@@ -44,6 +44,7 @@ StepOutcome TrainingStep::run(int64_t index, int64_t step, int64_t epoch) {
   }
   optimizer_.step(out.lr);
   optimizer_.zero_grad();
+  task_.model().after_update();
   return out;
 }
 

@@ -1,5 +1,5 @@
 // One training step — forward, loss, backward, the non-finite policy, gradient clipping, the
-// optimiser update at the scheduled learning rate — shared by srutrain's loop, srubench train-epoch
+// optimiser update at the scheduled learning rate, the model's after_update() constraints — shared by srutrain's loop, srubench train-epoch
 // and the tests, so that all three train the same way.
 #pragma once
 
