@@ -3,7 +3,8 @@
 // this project's VMs a fresh 24 MB GEMM output made the GEMM 3x slower). Blocks of at least
 // kCachedMinBytes are rounded up to a multiple of kCachedGranularity and kept on per-size free
 // lists when freed, for reuse; smaller blocks go straight to the C library, which already caches
-// them. Thread-safe. The CUDA backend's allocator will offer the same statistics.
+// them. Thread-safe. The CUDA backend's allocator (core/block_pool.h) offers the same statistics.
+// With the NaN-fill debug mode on (core/debug_fill.h) every block handed out is filled with 0xFF bytes.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,9 @@ struct AllocatorStats {
   size_t allocated = 0;       // bytes in live tensors (as rounded)
   size_t reserved = 0;        // allocated + cached free blocks
   size_t peak_allocated = 0;  // high-water mark of `allocated`
+  size_t peak_reserved = 0;   // high-water mark of `reserved`
+  size_t segments = 0;        // memory regions held from the system / driver
+  size_t system_allocations = 0;  // calls that got memory from the system / driver, since the start
 };
 
 class CpuAllocator {
