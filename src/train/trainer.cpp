@@ -18,6 +18,7 @@
 #include "core/allocator.h"
 #include "core/cuda/device_info.h"
 #include "core/cuda/runtime.h"
+#include "core/host_sync.h"
 #include "core/parallel.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
@@ -173,14 +174,15 @@ bool Trainer::train_one_step(int64_t index) {
   const auto t0 = Clock::now();
   const double lr = optim::learning_rate(schedule_, progress_.step + 1, progress_.epoch);
   tasks::StepResult r = task_->forward_step(index);
-  const double loss = r.loss.item<double>();
-  double grad_norm = std::numeric_limits<double>::quiet_NaN();
-  bool finite = std::isfinite(loss);
-  if (finite) {
-    autograd::backward(r.loss);
-    grad_norm = optim::clip_grad_norm(optimizer_->parameters(), cfg_.train.clip_grad_norm);
-    finite = std::isfinite(grad_norm);
-  }
+  // Backward and clipping run before the loss is looked at, so that the loss and the gradient norm come
+  // to the host together: the step's one host wait on a GPU. A non-finite loss gives non-finite
+  // gradients, which clipping leaves alone and the update below never uses.
+  autograd::backward(r.loss);
+  const Tensor norm = optim::clip_grad_norm_tensor(optimizer_->parameters(), cfg_.train.clip_grad_norm);
+  const std::vector<double> values = read_scalars({r.loss, norm});
+  const double loss = values[0];
+  const double grad_norm = std::isfinite(loss) ? values[1] : std::numeric_limits<double>::quiet_NaN();
+  const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
   if (!finite) {
     optimizer_->zero_grad();
     const std::string what = std::isfinite(loss) ? "gradient norm" : "loss";

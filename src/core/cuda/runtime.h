@@ -48,7 +48,9 @@ std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars)
 // wait on that device the log is read in the same wait, and the first recorded error is thrown as
 // sru::Error with describe(position) as its message. describe runs on the host and may read tensors
 // (it is called only when an error was recorded). Slots are reused after each check; when all are
-// pending a check is forced (one host wait).
+// pending a check is forced (one host wait). A slot must be used by a kernel launched by the thread
+// that reserved it before that thread's next host wait (the ops do both in one call; srutrain drives a
+// device from one host thread).
 using ErrorDescriber = std::function<std::string(int64_t position)>;
 unsigned long long* reserve_error_slot(int device, ErrorDescriber describe);
 // The value a slot holds when no error was recorded (all bits set: atomicMin leaves it for any position).
