@@ -12,10 +12,11 @@ namespace {
 
 std::atomic<uint64_t> value_reads{0}, device_waits{0};
 std::mutex recorder_mutex;
-bool recording = false;
+std::atomic<bool> recording{false};  // checked before taking the mutex: counting stays cheap
 std::vector<std::string> recorded;
 
 void note(const char* kind, const char* what) {
+  if (!recording.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(recorder_mutex);
   if (recording) recorded.push_back(std::string(kind) + ": " + what);
 }

@@ -235,11 +235,13 @@ TEST(CudaHardening, MismatchedDevicesAreRefusedByEveryOpFamily) {
          sru_recurrence(Tensor::ones({2, 1, 3}, DType::F32, kCuda), Tensor::ones({2, 1, 1}, DType::F32, kCuda), w, w,
                         Tensor(), Tensor(), Tensor(), o);
        }},
+#if defined(SRU_WITH_CUDA)  // built with the CUDA backend only
       {"lstm_cudnn_layer",
        [&] {
          const Tensor w = Tensor::ones({4, 3}), u = Tensor::ones({4, 1}), b = Tensor::ones({4});
          lstm_cudnn_layer(Tensor::ones({2, 1, 3}, DType::F32, kCuda), Tensor(), Tensor(), {{w, u, b, b}}, {2});
        }},
+#endif
       {"optimizer step",
        [&] {
          Tensor p = Tensor::ones({3}, DType::F32, kCuda).set_requires_grad(true);
@@ -272,7 +274,9 @@ TEST(CudaHardening, KernelFoundErrorsSurfaceAtTheNextHostWait) {
   HostWaitRecorder recorder;
   const Tensor out = embedding(w, bad);
   autograd::backward(sum(mul(out, weights.to(kCuda))));
-  if (cuda::allocator_caches()) EXPECT_EQ(recorder.counts().device_waits, 0u);  // else each free is a cudaFree
+  if (cuda::allocator_caches()) {  // else each free is a cudaFree
+    EXPECT_EQ(recorder.counts().device_waits, 0u);
+  }
   const std::string message = error_of([&] { read_scalars({sum(out)}); });
   EXPECT_NE(message.find("embedding: index 50 at position 2 is outside the vocabulary [0, 50)"), std::string::npos)
       << message;
@@ -298,7 +302,9 @@ TEST(CudaHardening, CopiesToTheDeviceDoNotWait) {
   HostWaitRecorder recorder;
   const Tensor dev = host.to(kCuda);
   host.fill_(-7.0);  // overwrite the source at once
-  if (cuda::allocator_caches()) EXPECT_EQ(recorder.counts().device_waits, 0u);  // else each free is a cudaFree
+  if (cuda::allocator_caches()) {  // else each free is a cudaFree
+    EXPECT_EQ(recorder.counts().device_waits, 0u);
+  }
   EXPECT_EQ(dev.to_vector<float>(), original);
   std::vector<Tensor> many;
   for (int i = 0; i < 400; ++i) many.push_back(Tensor::full({1 << 18}, i).to(kCuda));  // 400 MiB > the budget
