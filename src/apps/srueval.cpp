@@ -88,6 +88,9 @@ int main(int argc, char** argv) {
     auto task = sru::tasks::make_task(ckpt.config, gen, {/*load_data=*/!on_file, &ckpt.file});
     sru::train::load_model(task->model(), ckpt.file, checkpoint);
     task->model().eval();
+    // What the options ask of the task is checked before any work.
+    if (generate > 0) require(task->generation(), *task, "--generate", "generate text");
+    if (!text_file.empty()) require(task->file_evaluation(), *task, "--text", "evaluate a file");
 
     if (!predict_file.empty()) {
       require(task->prediction(), *task, "--predict", "predict").predict_file(predict_file, std::cout);

@@ -100,11 +100,13 @@ std::pair<Tensor, Tensor> SRULayer::forward(const Tensor& x, const Tensor& c0, c
   ro.k = static_cast<int>(k);
   ro.has_skip_term = options.has_skip_term;
   ro.use_tanh = options.use_tanh;
-  ro.scale_x = options.rescale ? scale_x.item<double>() : 1.0;
+  const bool fused = implementation == SRUImplementation::Fused;
+  // The fused kernel reads scale_x on the device (no host wait per layer); the composed oracle needs it here.
+  if (options.rescale && fused) ro.scale_x_tensor = scale_x;
+  else ro.scale_x = options.rescale ? scale_x.item<double>() : 1.0;
   // The skip term reads the layer's own input (before layer norm and rnn_dropout), as `sru` does.
-  auto [h, c] = implementation == SRUImplementation::Fused
-                    ? sru_recurrence(U, x, weight_c, bias, c0, mask_c, mask_pad, ro)
-                    : sru_recurrence_composed(U, x, weight_c, bias, c0, mask_c, mask_pad, ro);
+  auto [h, c] = fused ? sru_recurrence(U, x, weight_c, bias, c0, mask_c, mask_pad, ro)
+                      : sru_recurrence_composed(U, x, weight_c, bias, c0, mask_c, mask_pad, ro);
   if (layer_norm && options.normalize_after) h = layer_norm->forward(h);
   return {h, c};
 }
@@ -124,11 +126,14 @@ std::pair<Tensor, Tensor> SRU::forward(const Tensor& x, const Tensor& c0, const 
   if (c0.defined())
     SRU_CHECK(c0.dim() == 3 && c0.size(0) == n, "SRU: c0 must be (num_layers = ", n, ", B, out), got ",
               shape_str(c0.shape()));
+  // A padding mask made on the host may come with x on a device: one copy here (no host wait) serves
+  // every layer.
+  const Tensor pad = mask_pad.defined() ? mask_pad.to(x.device()) : mask_pad;
   Tensor h = x;
   std::vector<Tensor> last_states;
   for (int64_t i = 0; i < n; ++i) {
     const Tensor c0_i = c0.defined() ? reshape(slice(c0, 0, i, i + 1), {c0.size(1), c0.size(2)}) : Tensor();
-    auto [h_i, c_i] = layers[i]->forward(h, c0_i, mask_pad);
+    auto [h_i, c_i] = layers[i]->forward(h, c0_i, pad);
     h = h_i;
     last_states.push_back(reshape(c_i, {1, c_i.size(0), c_i.size(1)}));
   }

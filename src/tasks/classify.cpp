@@ -90,7 +90,8 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
     float* m = mask.data<float>();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = lengths[b]; t < L; ++t) m[t * B + b] = 1.0f;
-    mask = mask.to(device);
+    // Left on the CPU: the encoders take it from there (the cuDNN LSTM reads its lengths from it, the
+    // SRU moves it to its device once), so no device value is read back.
   }
   std::vector<Tensor> state;
   const Tensor h = rnn_->forward_sequence({e, mask, ids}, state);

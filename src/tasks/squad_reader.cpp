@@ -30,7 +30,8 @@ std::pair<Tensor, Tensor> DocumentReader::forward(const ReaderBatch& b) const {
   const bool training = is_training();
   const Device device = this->device();  // batches are made on the CPU
   const Tensor doc = b.doc.to(device), question = b.question.to(device);
-  const Tensor doc_mask = b.doc_mask.to(device), question_mask = b.question_mask.to(device);
+  // The encoders take their (L, B) masks on the CPU (see tasks/classify.cpp); the attention layers
+  // read theirs on the device.
   const Tensor doc_mask_bf = b.doc_mask_bf.to(device), question_mask_bf = b.question_mask_bf.to(device);
 
   const Tensor p = dropout(embedding_->forward(doc), cfg_.embedding_dropout, training, *gen_);       // (Ld, B, E)
@@ -38,9 +39,9 @@ std::pair<Tensor, Tensor> DocumentReader::forward(const ReaderBatch& b) const {
   const Tensor aligned = qemb_match_->forward(transpose(p, 0, 1), transpose(q, 0, 1), question_mask_bf);  // (B, Ld, E)
   const Tensor doc_in = concat({p, b.doc_features.to(device), transpose(aligned, 0, 1)}, 2);
   std::vector<Tensor> doc_state, question_state;
-  const Tensor P = dropout(doc_rnn_->forward_sequence({doc_in, doc_mask, doc}, doc_state), cfg_.output_dropout,
+  const Tensor P = dropout(doc_rnn_->forward_sequence({doc_in, b.doc_mask, doc}, doc_state), cfg_.output_dropout,
                            training, *gen_);
-  const Tensor Q = dropout(question_rnn_->forward_sequence({q, question_mask, question}, question_state),
+  const Tensor Q = dropout(question_rnn_->forward_sequence({q, b.question_mask, question}, question_state),
                            cfg_.output_dropout, training, *gen_);
   const Tensor P_bf = transpose(P, 0, 1), Q_bf = transpose(Q, 0, 1);  // (B, L, out)
   const Tensor u = nn::weighted_average(Q_bf, self_attn_->forward(Q_bf, question_mask_bf));  // (B, out)
