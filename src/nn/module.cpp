@@ -84,6 +84,11 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+void Module::after_update() {
+  on_after_update();
+  for (auto& [name, child] : children_) child->after_update();
+}
+
 void Module::to(Device device) {
   for (auto& [name, t] : state()) t.to_(device);
 }
