@@ -1,7 +1,9 @@
 // srubench: speed tables. `srubench ceilings` measures this machine's own limits — sgemm GFLOP/s at
 // the SRU's GEMM shapes and elementwise / copy GB/s — so later benchmarks can be read against them.
 // `srubench sru-vs-lstm` times one layer; `srubench train-epoch` times whole training epochs of
-// experiment configs (forward, backward, clipping, update: what srutrain does per step).
+// experiment configs (forward, backward, clipping, update: what srutrain does per step); `srubench eval`
+// times inference: evaluating checkpoints, and their encoder alone (e.g. a Super-Embed-SRU against the
+// SRU it was converted from).
 #include <algorithm>
 #include <cstring>
 #include <iostream>
@@ -24,6 +26,7 @@
 #include "optim/optimizer.h"
 #include "config/config.h"
 #include "tasks/registry.h"
+#include "train/checkpoint.h"
 #include "train/step.h"
 #include "train/trainer.h"
 
@@ -251,6 +254,68 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
   }
 }
 
+struct EvalBenchOptions {
+  std::vector<std::string> checkpoints;
+  std::vector<std::string> overrides;
+  std::string split;  // "" = the task's validation split
+  int64_t max_batches = 0;
+  int64_t length = 35, batch = 10;  // the encoder row's input shape
+  sru::bench::TimingOptions timing{1, 5};
+};
+
+// Inference of each checkpoint, two rows each: the task's evaluation of a split (forward passes without
+// gradients; words/s over the split) and the encoder alone (model.type built from the checkpoint's
+// config, fresh weights: speed does not depend on their values) on one (--length, --batch) batch of
+// random token ids and inputs. Median of the repeats;
+// vs_first = the first checkpoint's time over this one's.
+void bench_eval(Report& report, const EvalBenchOptions& o) {
+  double first_model_ms = 0, first_encoder_ms = 0;
+  for (const std::string& path : o.checkpoints) {
+    const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(path, o.overrides);
+    const sru::config::Config& cfg = ckpt.config;
+    sru::Generator gen(1);
+    auto task = sru::tasks::make_task(cfg, gen, {/*load_data=*/true, &ckpt.file});
+    sru::train::load_model(task->model(), ckpt.file, path);
+    task->model().eval();
+    const std::string split = o.split.empty() ? task->validation_split() : o.split;
+    sru::tasks::Metrics m;
+    const auto t_model = sru::bench::time_cpu([&] { m = task->evaluate(split, o.max_batches); }, o.timing);
+    const std::string count = task->token_name();
+    const double tokens = m.count(count) ? m.at(count) : 0.0;
+    const sru::tasks::MetricSpec metric = task->metrics().front();
+    if (first_model_ms == 0) first_model_ms = t_model.median_ms;
+    Row model_row{cfg.model.type + " model", "cpu", {}};
+    model_row.set("params", static_cast<double>(task->model().num_parameters())).set(count, tokens);
+    model_row.set("ms", t_model.median_ms).set(count + "_per_s", tokens / (t_model.median_ms / 1000.0));
+    model_row.set(metric.name, m.at(metric.name)).set("vs_first", first_model_ms / t_model.median_ms);
+    report.add(model_row);
+
+    // The encoder alone on one evaluation batch.
+    int64_t vocab = 0;
+    for (const auto& [name, t] : task->model().state())
+      if (name == "embedding.weight") vocab = t.size(0);
+    const auto encoder = sru::tasks::make_encoder(cfg, cfg.model.embedding_size, gen, vocab);
+    encoder->eval();
+    const int64_t L = o.length, B = o.batch;
+    const Tensor x = Tensor::uniform({L, B, cfg.model.embedding_size}, -1, 1, sru::DType::F32, gen);
+    const Tensor tokens_in = Tensor::uniform({L, B}, 0, static_cast<double>(std::max<int64_t>(vocab, 1)) - 0.5,
+                                             sru::DType::F64, gen).to(sru::DType::I64);
+    const auto t_encoder = sru::bench::time_cpu(
+        [&] {
+          sru::autograd::NoGradGuard no_grad;
+          std::vector<Tensor> state;
+          encoder->forward_sequence({x, Tensor(), tokens_in}, state);
+        },
+        {o.timing.warmup, o.timing.repeats * 10});
+    if (first_encoder_ms == 0) first_encoder_ms = t_encoder.median_ms;
+    Row encoder_row{cfg.model.type + " encoder", "cpu", {}};
+    encoder_row.set("params", static_cast<double>(encoder->num_parameters())).set(count, static_cast<double>(L * B));
+    encoder_row.set("ms", t_encoder.median_ms).set(count + "_per_s", L * B / (t_encoder.median_ms / 1000.0));
+    encoder_row.set("vs_first", first_encoder_ms / t_encoder.median_ms);
+    report.add(encoder_row);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,10 +372,33 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   epoch_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
+  EvalBenchOptions eval;
+  auto* eval_cmd = cli.add_subcommand("eval", "Inference: evaluation of checkpoints on a split, and their encoder "
+                                               "alone on one batch (e.g. Super-Embed-SRU against the SRU it came from)");
+  eval_cmd->add_option("--checkpoint", eval.checkpoints, "Checkpoints (repeat the option)")->required()
+      ->check(CLI::ExistingFile);
+  eval_cmd->add_option("--set", eval.overrides, "Override a key of every stored config, e.g. --set data.path=...");
+  eval_cmd->add_option("--split", eval.split, "Split to evaluate (default: the task's validation split)");
+  eval_cmd->add_option("--max-batches", eval.max_batches, "Evaluate at most this many batches (0 = all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  eval_cmd->add_option("--length", eval.length, "The encoder row's sequence length")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--batch", eval.batch, "The encoder row's batch size")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--repeats", eval.timing.repeats, "Timed repeats (the median is reported; the encoder row "
+                                                         "takes 10x as many)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--warmup", eval.timing.warmup, "Untimed warm-up runs")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  eval_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
+
   CLI11_PARSE(cli, argc, argv);
   return sru::apps::run_main("srubench", [&] {
     sru::set_num_threads(threads);
-    const std::string name = ceil_cmd->parsed() ? "ceilings" : epoch_cmd->parsed() ? "train-epoch" : "sru-vs-lstm";
+    const std::string name = ceil_cmd->parsed()    ? "ceilings"
+                             : epoch_cmd->parsed() ? "train-epoch"
+                             : eval_cmd->parsed()  ? "eval"
+                                                   : "sru-vs-lstm";
     layer.device = sru::Device::parse(device);
     SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed(), "srubench ", name, ": --device ", device,
               " is not supported: only sru-vs-lstm measures CUDA devices");
@@ -322,6 +410,8 @@ int main(int argc, char** argv) {
     sru::bench::warm_up_cpu(warm_up_seconds);
     if (epoch_cmd->parsed()) {
       bench_train_epoch(report, epoch);
+    } else if (eval_cmd->parsed()) {
+      bench_eval(report, eval);
     } else if (ceil_cmd->parsed()) {
       for (int64_t d : ceilings.hidden) SRU_CHECK(d > 0, "srubench ceilings: --hidden sizes must be positive, got ", d);
       bench_sgemm(report, ceilings);
