@@ -282,13 +282,16 @@ void bench_eval(Report& report, const EvalBenchOptions& o) {
     const auto t_model = sru::bench::time_cpu([&] { m = task->evaluate(split, o.max_batches); }, o.timing);
     const std::string count = task->token_name();
     const double tokens = m.count(count) ? m.at(count) : 0.0;
-    const sru::tasks::MetricSpec metric = task->metrics().front();
-    if (first_model_ms == 0) first_model_ms = t_model.median_ms;
-    Row model_row{cfg.model.type + " model", "cpu", {}};
-    model_row.set("params", static_cast<double>(task->model().num_parameters())).set(count, tokens);
-    model_row.set("ms", t_model.median_ms).set(count + "_per_s", tokens / (t_model.median_ms / 1000.0));
-    model_row.set(metric.name, m.at(metric.name)).set("vs_first", first_model_ms / t_model.median_ms);
-    report.add(model_row);
+    // A row of `n` tokens in `ms` (median), relative to the first checkpoint's time `first_ms`.
+    auto row = [&](const std::string& part, const sru::nn::Module& params, double n, double ms, double& first_ms) {
+      if (first_ms == 0) first_ms = ms;
+      Row r{cfg.model.type + " " + part, "cpu", {}};
+      r.set("params", static_cast<double>(params.num_parameters())).set(count, n).set("ms", ms);
+      r.set(count + "_per_s", n / (ms / 1000.0)).set("vs_first", first_ms / ms);
+      return r;
+    };
+    const std::string metric = task->metrics().front().name;
+    report.add(row("model", task->model(), tokens, t_model.median_ms, first_model_ms).set(metric, m.at(metric)));
 
     // The encoder alone on one evaluation batch.
     int64_t vocab = 0;
@@ -307,13 +310,16 @@ void bench_eval(Report& report, const EvalBenchOptions& o) {
           encoder->forward_sequence({x, Tensor(), tokens_in}, state);
         },
         {o.timing.warmup, o.timing.repeats * 10});
-    if (first_encoder_ms == 0) first_encoder_ms = t_encoder.median_ms;
-    Row encoder_row{cfg.model.type + " encoder", "cpu", {}};
-    encoder_row.set("params", static_cast<double>(encoder->num_parameters())).set(count, static_cast<double>(L * B));
-    encoder_row.set("ms", t_encoder.median_ms).set(count + "_per_s", L * B / (t_encoder.median_ms / 1000.0));
-    encoder_row.set("vs_first", first_encoder_ms / t_encoder.median_ms);
-    report.add(encoder_row);
+    report.add(row("encoder", *encoder, static_cast<double>(L * B), t_encoder.median_ms, first_encoder_ms));
   }
+}
+
+// --repeats and --warmup of a subcommand that times with TimingOptions.
+void add_timing_options(CLI::App* cmd, sru::bench::TimingOptions& timing,
+                        const std::string& repeats_help = "Timed repeats (the median is reported)") {
+  cmd->add_option("--repeats", timing.repeats, repeats_help)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", timing.warmup, "Untimed warm-up runs")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 }  // namespace
@@ -336,10 +342,7 @@ int main(int argc, char** argv) {
   ceil_cmd->add_option("--hidden", ceilings.hidden, "Hidden sizes d")->capture_default_str();
   ceil_cmd->add_option("--length", ceilings.length, "Sequence length L")->capture_default_str()->check(CLI::PositiveNumber);
   ceil_cmd->add_option("--batch", ceilings.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
-  ceil_cmd->add_option("--repeats", ceilings.timing.repeats, "Timed repeats (the median is reported)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  ceil_cmd->add_option("--warmup", ceilings.timing.warmup, "Untimed warm-up runs")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_timing_options(ceil_cmd, ceilings.timing);
   ceil_cmd->add_option("--device", device, "Device to measure (cpu)")->capture_default_str();
   ceil_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
@@ -351,10 +354,7 @@ int main(int argc, char** argv) {
   layer_cmd->add_option("--batch", layer.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
   layer_cmd->add_option("--impls", layer.impls, "Implementations to run")->capture_default_str()
       ->check(CLI::IsMember({"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm", "lstm_cudnn"}));
-  layer_cmd->add_option("--repeats", layer.timing.repeats, "Timed repeats (the median is reported)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  layer_cmd->add_option("--warmup", layer.timing.warmup, "Untimed warm-up runs")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_timing_options(layer_cmd, layer.timing);
   layer_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
   layer_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
@@ -385,11 +385,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   eval_cmd->add_option("--batch", eval.batch, "The encoder row's batch size")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  eval_cmd->add_option("--repeats", eval.timing.repeats, "Timed repeats (the median is reported; the encoder row "
-                                                         "takes 10x as many)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  eval_cmd->add_option("--warmup", eval.timing.warmup, "Untimed warm-up runs")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_timing_options(eval_cmd, eval.timing, "Timed repeats (the median is reported; the encoder row takes 10x as many)");
   eval_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
   CLI11_PARSE(cli, argc, argv);

@@ -21,13 +21,8 @@ TEST(GradcheckEmbedSru, RecurrenceAllInputsBothForms) {
     o.use_tanh = bits & 2;
     const bool extras = bits & 4;  // c0, dropout mask and padding
     SCOPED_TRACE(::testing::Message() << "bits=" << bits);
-    Tensor mask_c, mask_pad;
-    if (extras) {
-      mask_c = Tensor::from_vector(std::vector<double>(B * d, 1.0), {B, d});
-      mask_c.data<double>()[1] = 0.0;
-      mask_c.data<double>()[2] = 2.0;
-      mask_pad = Tensor::from_vector(std::vector<int64_t>{0, 0, 0, 0, 0, 1, 0, 1}, {L, B});
-    }
+    const auto [mask_c, mask_pad] =
+        extras ? sru::testing::gradcheck_mask_and_padding(d) : sru::testing::MaskAndPadding{};
     // Gates inside (0, 1), as the clipped tables keep them.
     Inputs inputs = {leaf({L, B, d}, 1), leaf({L, B, d}, 2, 0.05, 0.95), leaf({L, B, d}, 3, 0.05, 0.95),
                      leaf({L, B, d}, 4), extras ? leaf({B, d}, 5) : Tensor()};

@@ -90,6 +90,14 @@ void expect_parity(const Fn& f, const Inputs& inputs, double tol) {
   }
 }
 
+// A float (L, B) padding mask where sequence b has length L - b (padded at the end).
+Tensor padding_at_end(int64_t L, int64_t B) {
+  std::vector<float> pad(L * B, 0.0f);
+  for (int64_t b = 1; b < B; ++b)
+    for (int64_t t = L - b; t < L; ++t) pad[t * B + b] = 1.0f;
+  return Tensor::from_vector(pad, {L, B});
+}
+
 Fn one(std::function<Tensor(const Inputs&)> f) {
   return [f](const Inputs& x) { return std::vector<Tensor>{f(x)}; };
 }
@@ -275,10 +283,7 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
                 c0 = rand_leaf({B, out}, ++seed, dt);
                 Generator g(++seed);
                 mask_c = dropout_mask({B, out}, 0.3, dt, g);
-                std::vector<float> pad(L * B, 0.0f);
-                for (int64_t b = 1; b < B; ++b)  // sequence b has length L - b (padded at the end)
-                  for (int64_t t = L - b; t < L; ++t) pad[t * B + b] = 1.0f;
-                mask_pad = Tensor::from_vector(pad, {L, B});
+                mask_pad = padding_at_end(L, B);
               }
               const std::string what = std::string(dtype_name(dt)) + " k=" + std::to_string(k) + (bidir ? " bidir" : "") +
                                        (skip ? " skip" : "") + (use_tanh ? " tanh" : "") + (masks ? " masks" : "");
@@ -512,10 +517,7 @@ TEST(CudaParity, EmbedSruRecurrenceBothForms) {
             c0 = rand_leaf({B, d}, ++seed, dt);
             Generator g(++seed);
             mask_c = dropout_mask({B, d}, 0.3, dt, g);
-            std::vector<float> pad(L * B, 0.0f);
-            for (int64_t b = 1; b < B; ++b)
-              for (int64_t t = L - b; t < L; ++t) pad[t * B + b] = 1.0f;
-            mask_pad = Tensor::from_vector(pad, {L, B});
+            mask_pad = padding_at_end(L, B);
           }
           expect_parity(
               [o](const Inputs& v) {
