@@ -1,7 +1,8 @@
 // The PTB word-LM variants: the Embed-SRU / Super-Embed-SRU recurrence against a step loop of basic ops,
 // the after-update hook (gate clipping) inside the shared training step, checkpoints of both variants,
 // the exact conversion of a trained v1 SRU into Super-Embed form (same perplexity before and after),
-// refused conversions and encoder settings, and the Zaremba schedule.
+// refused conversions and encoder settings, the Zaremba schedule, and that model.v1 + use_tanh is the
+// study's SRU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -341,4 +342,40 @@ TEST(EmbedSru, ZarembaScheduleKeepsTheRateSixEpochsThenDividesBy1Point2) {
   o.decay_rate = 0.85;
   EXPECT_DOUBLE_EQ(optim::learning_rate(o, 1, 0), 1.0);
   EXPECT_DOUBLE_EQ(optim::learning_rate(o, 1, 2), 0.85 * 0.85);
+}
+
+// The study's SRU is the first version of the unit with tanh: f = sigmoid(W_f x + b_f), r = sigmoid(W_r x +
+// b_r), c = f c + (1 - f) W x, h = r tanh(c) + (1 - r) x. model.v1 + model.use_tanh (rescale off, so the
+// skip term is x itself) give exactly that: checked against the equations written out here.
+TEST(EmbedSru, V1SruWithTanhIsTheStudysUnit) {
+  nn::SRUOptions o;
+  o.input_size = o.hidden_size = 3;
+  o.num_layers = 1;
+  o.v1 = true;
+  o.use_tanh = true;
+  o.dtype = DType::F64;
+  Generator gen(2);
+  nn::SRU sru(o, gen);
+  nn::SRULayer& layer = *sru.layers[0];
+  EXPECT_FALSE(layer.weight_c.requires_grad()) << "no c_{t-1} terms, and they stay absent";
+  layer.bias.copy_(leaf({6}, 11).detach());  // non-zero b_f, b_r
+  const int64_t L = 4, B = 2, d = 3;
+  const Tensor x = leaf({L, B, d}, 12).detach();
+  const auto [h, c_last] = sru.forward(x);
+  const auto W = layer.weight.to_vector<double>(), b = layer.bias.to_vector<double>(), xs = x.to_vector<double>();
+  const auto hs = h.to_vector<double>();
+  auto sigmoid = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  for (int64_t bi = 0; bi < B; ++bi) {
+    std::vector<double> c(d, 0.0);
+    for (int64_t t = 0; t < L; ++t)
+      for (int64_t j = 0; j < d; ++j) {
+        double u[3] = {0, 0, 0};  // candidate, forget, reset: columns j*3 + m of W (d, 3d)
+        for (int64_t i = 0; i < d; ++i)
+          for (int m = 0; m < 3; ++m) u[m] += xs[(t * B + bi) * d + i] * W[i * 3 * d + j * 3 + m];
+        const double f = sigmoid(u[1] + b[j]), r = sigmoid(u[2] + b[d + j]);
+        c[j] = f * c[j] + (1 - f) * u[0];
+        const double expected = r * std::tanh(c[j]) + (1 - r) * xs[(t * B + bi) * d + j];
+        ASSERT_NEAR(hs[(t * B + bi) * d + j], expected, 1e-12) << "t=" << t << " b=" << bi << " j=" << j;
+      }
+  }
 }
