@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Builds srutrain with the CUDA backend on a machine with an NVIDIA GPU and runs the `cuda` tests
 # (CPU-vs-CUDA parity of every op, the fused SRU kernels, the cuDNN LSTM, the optimisers, device
-# tensors and the allocator; a tiny training run on the GPU against the CPU), then the GPU benchmarks.
+# tensors and the allocator, the hardening tests; a tiny training run on the GPU against the CPU)
+# three ways: as they are; with SRU_DEBUG_NAN_FILL=1 (every device block handed out starts as NaN, so
+# an output left partly unwritten cannot pass by luck); and under compute-sanitizer — memcheck and
+# initcheck over the CUDA test binary, racecheck over the SRU and the shared-memory kernels — with
+# SRU_CUDA_NO_CACHING=1 so that every tensor is its own allocation the sanitizer can see. Then the GPU
+# benchmarks.
 # For machines without a package registry, carry the build's Debian packages in .devdeps/ beside the
 # checkout (made on a machine with one by a packer such as ../shared/tools/device-deps.sh); this script
-# sources .devdeps/env.sh when it exists. Output: the device line, the test log (also in $LOG_DIR,
-# default build-gpu/logs), and a one-line verdict. Usage: scripts/gpu_check.sh [ctest args...]
+# sources .devdeps/env.sh when it exists. Output: the device line, the test logs (in $LOG_DIR, default
+# build-gpu/logs), and a one-line verdict per stage. Usage: scripts/gpu_check.sh [ctest args...]
+# SKIP_SANITIZER=1 skips the compute-sanitizer stage (then the verdict says so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -f .devdeps/env.sh ]; then
@@ -40,14 +46,55 @@ if grep -q "SKIPPED" "$log_dir/device.log"; then
   echo "gpu_check: FAILED: no usable CUDA device (see $log_dir/device.log)"
   exit 1
 fi
-status=0
-(cd "$build_dir" && ctest -L cuda --output-on-failure "$@") > "$log_dir/ctest.log" 2>&1 || status=$?
-tail -25 "$log_dir/ctest.log"
-if [ $status -ne 0 ]; then
-  echo "gpu_check: FAILED: cuda tests (log: $log_dir/ctest.log)"
-  exit $status
+# Stage 1: the cuda tests as they are. Stage 2: the same with NaN-filled device blocks.
+run_ctest() {  # NAME [VAR=VALUE...]: ctest -L cuda with those variables set, log in $log_dir/NAME.log
+  local name=$1 status=0
+  shift
+  (cd "$build_dir" && env "$@" ctest -L cuda --output-on-failure "${ctest_args[@]}") > "$log_dir/$name.log" 2>&1 || status=$?
+  tail -25 "$log_dir/$name.log"
+  if [ $status -ne 0 ]; then
+    echo "gpu_check: FAILED: cuda tests ($name; log: $log_dir/$name.log)"
+    exit $status
+  fi
+  echo "gpu_check: OK: cuda tests ($name)"
+}
+ctest_args=("$@")
+run_ctest ctest
+run_ctest ctest-nanfill SRU_DEBUG_NAN_FILL=1
+
+# Stage 3: compute-sanitizer. memcheck and initcheck over the CUDA test binary (without the tests
+# that move gigabytes, which would take hours under the sanitizer); racecheck (shared-memory hazards)
+# over the SRU kernels, and over the kernels that do use shared memory: the fixed-tree block
+# reductions of softmax, cross-entropy, layer norm, row sums and the gradient-norm blocks.
+sanitizer_status="not run"
+sanitizer=$(command -v compute-sanitizer || true)
+[ -z "$sanitizer" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && sanitizer=/usr/local/cuda/bin/compute-sanitizer
+if [ "${SKIP_SANITIZER:-0}" = 1 ]; then
+  sanitizer_status="skipped (SKIP_SANITIZER=1)"
+elif [ -z "$sanitizer" ]; then
+  sanitizer_status="NOT RUN: compute-sanitizer not found (install the CUDA Toolkit's compute-sanitizer)"
+else
+  big='CudaHardening.LoopsBeyondOneGrid:CudaHardening.ConcatAndSliceWithRowsOver2GiB:CudaHardening.CopiesToTheDeviceDoNotWait'
+  sanitize() {  # TOOL FILTER
+    local log="$log_dir/sanitizer-$1.log"
+    if SRU_CUDA_NO_CACHING=1 "$sanitizer" --tool "$1" --error-exitcode 1 "$build_dir"/tests/test_cuda \
+        --gtest_filter="$2" > "$log" 2>&1; then
+      echo "gpu_check: OK: compute-sanitizer $1"
+    else
+      grep -E "=========|FAILED" "$log" | head -30
+      echo "gpu_check: FAILED: compute-sanitizer $1 (log: $log)"
+      return 1
+    fi
+  }
+  sanitizer_status=OK
+  sanitize memcheck "-$big" || sanitizer_status=FAILED
+  sanitize initcheck "-$big" || sanitizer_status=FAILED
+  shared='*Sru*:CudaParity.SoftmaxAndCrossEntropy:CudaParity.LayerNorm:CudaParity.Reductions'
+  shared+=':CudaParity.OptimizerStepsAndGradientClipping:CudaHardening.TinyWidthsAndEmptyInnerDimension'
+  sanitize racecheck "$shared" || sanitizer_status=FAILED
 fi
-echo "gpu_check: OK: all cuda tests passed"
+echo "gpu_check: compute-sanitizer: $sanitizer_status"
+
 # Benchmarks (tables printed; JSON rows in $log_dir): one layer, SRU vs cuDNN LSTM with the recurrence's
 # and a copy's bandwidth; then training steps of the enwik8-small SRU and LSTM configs on the GPU.
 "$build_dir"/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths 32 128 256 --hidden 256 512 1024 \
@@ -57,3 +104,8 @@ if [ -f data/enwik8-sample/enwik8.head1M ]; then
     --config configs/enwik8-small-lstm.yaml --set train.device=cuda --set data.path=data/enwik8-sample/enwik8.head1M \
     --steps 50 --repeats 3 --json "$log_dir/train_epoch_cuda.json" | tee "$log_dir/train_epoch_cuda.txt"
 fi
+if [ "$sanitizer_status" != OK ]; then
+  echo "gpu_check: INCOMPLETE: compute-sanitizer $sanitizer_status"
+  exit 1
+fi
+echo "gpu_check: OK: all stages passed"

@@ -322,6 +322,61 @@ void add_timing_options(CLI::App* cmd, sru::bench::TimingOptions& timing,
       ->check(CLI::NonNegativeNumber);
 }
 
+struct ReaderBenchOptions {
+  int64_t hidden = 128, embedding = 300, batch = 32;
+  int64_t doc_length = 148, question_length = 12;  // dev-v1.1's mean paragraph and question (tokens)
+  int64_t sru_layers = 6, lstm_layers = 3;         // the paper's SRU reader and DrQA's LSTM
+  int64_t questions = 87599;                       // train-v1.1
+  sru::bench::TimingOptions timing{1, 5};
+  sru::Device device;
+};
+
+// The Document Reader's recurrent part, the paper's "time in RNN": the paragraph encoder (input
+// 2E + 3: embedding, aligned question embedding, features) and the question encoder (input E), both
+// bidirectional, forward + backward of a training batch with the configs' dropout, per batch and per
+// epoch of `questions` questions.
+void bench_reader_rnn(Report& report, const ReaderBenchOptions& o) {
+  double lstm_ms = 0;
+  std::vector<std::pair<std::string, double>> totals;
+  for (const std::string type : {"lstm", "sru"}) {
+    sru::config::Config cfg = sru::config::Config::defaults("squad", type);
+    cfg.model.hidden_size = o.hidden;
+    cfg.model.num_layers = type == "sru" ? o.sru_layers : o.lstm_layers;
+    cfg.model.bidirectional = true;
+    cfg.model.dropout = 0.2;
+    if (type == "sru") cfg.encoder_options.as<sru::nn::SRUOptions>().rnn_dropout = 0.2;
+    sru::Generator gen(1);
+    const auto doc_rnn = sru::tasks::make_encoder(cfg, 2 * o.embedding + 3, gen);
+    const auto question_rnn = sru::tasks::make_encoder(cfg, o.embedding, gen);
+    const std::string name = type == "lstm" && o.device.is_cuda() ? "lstm_cudnn" : type;
+    double both = 0;
+    for (const auto& [part, rnn, L, n_in] :
+         {std::tuple{"paragraph", doc_rnn, o.doc_length, 2 * o.embedding + 3},
+          std::tuple{"question", question_rnn, o.question_length, o.embedding}}) {
+      rnn->to(o.device);
+      rnn->train(true);
+      const Tensor x = Tensor::uniform({L, o.batch, n_in}, -1, 1, sru::DType::F32, gen).to(o.device).set_requires_grad(true);
+      const Tensor grad = Tensor::ones({L, o.batch, rnn->output_size()}, sru::DType::F32, o.device);
+      const auto t = sru::bench::time_on(o.device, [&, rnn = rnn] {
+        std::vector<Tensor> state;
+        rnn->zero_grad();
+        sru::autograd::backward(rnn->forward_sequence({x, Tensor(), Tensor()}, state), grad);
+      }, o.timing);
+      both += t.median_ms;
+      Row row{name + "/" + part, o.device.str(), {}};
+      row.set("layers", static_cast<double>(cfg.model.num_layers)).set("L", L).set("B", o.batch).set("d", o.hidden);
+      row.set("ms_per_batch", t.median_ms);
+      report.add(row);
+    }
+    if (type == "lstm") lstm_ms = both;
+    Row row{name + "/both", o.device.str(), {}};
+    row.set("layers", static_cast<double>(cfg.model.num_layers)).set("ms_per_batch", both);
+    row.set("s_per_epoch", both / 1000.0 * static_cast<double>((o.questions + o.batch - 1) / o.batch));
+    row.set("lstm_over_this", lstm_ms / both);
+    report.add(row);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -387,17 +442,39 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   add_timing_options(eval_cmd, eval.timing, "Timed repeats (the median is reported; the encoder row takes 10x as many)");
   eval_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
+  ReaderBenchOptions reader;
+  auto* reader_cmd = cli.add_subcommand("reader-rnn", "The SQuAD Document Reader's encoders (paragraph + question, "
+                                                      "bidirectional), SRU vs LSTM: forward + backward per batch and "
+                                                      "per epoch (the paper's time in RNN)");
+  reader_cmd->add_option("--hidden", reader.hidden, "Hidden size per direction")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  reader_cmd->add_option("--embedding", reader.embedding, "Word embedding size E")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  reader_cmd->add_option("--batch", reader.batch, "Questions per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  reader_cmd->add_option("--doc-length", reader.doc_length, "Paragraph tokens")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  reader_cmd->add_option("--question-length", reader.question_length, "Question tokens")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  reader_cmd->add_option("--sru-layers", reader.sru_layers, "SRU layers")->capture_default_str()->check(CLI::PositiveNumber);
+  reader_cmd->add_option("--lstm-layers", reader.lstm_layers, "LSTM layers")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  reader_cmd->add_option("--questions", reader.questions, "Questions per epoch (train-v1.1: 87599)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_timing_options(reader_cmd, reader.timing);
+  reader_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
+  reader_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
   CLI11_PARSE(cli, argc, argv);
   return sru::apps::run_main("srubench", [&] {
     sru::set_num_threads(threads);
-    const std::string name = ceil_cmd->parsed()    ? "ceilings"
-                             : epoch_cmd->parsed() ? "train-epoch"
-                             : eval_cmd->parsed()  ? "eval"
-                                                   : "sru-vs-lstm";
-    layer.device = sru::Device::parse(device);
-    SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed(), "srubench ", name, ": --device ", device,
-              " is not supported: only sru-vs-lstm measures CUDA devices");
+    const std::string name = ceil_cmd->parsed()     ? "ceilings"
+                             : epoch_cmd->parsed()  ? "train-epoch"
+                             : eval_cmd->parsed()   ? "eval"
+                             : reader_cmd->parsed() ? "reader-rnn"
+                                                    : "sru-vs-lstm";
+    layer.device = reader.device = sru::Device::parse(device);
+    SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed() || reader_cmd->parsed(), "srubench ", name, ": --device ",
+              device, " is not supported: only sru-vs-lstm and reader-rnn measure CUDA devices");
     if (layer.device.is_cuda()) {
       const std::string why = sru::cuda::unavailable_reason(layer.device.index);
       SRU_CHECK(why.empty(), "srubench ", name, ": --device ", device, " is not available: ", why);
@@ -408,6 +485,8 @@ int main(int argc, char** argv) {
       bench_train_epoch(report, epoch);
     } else if (eval_cmd->parsed()) {
       bench_eval(report, eval);
+    } else if (reader_cmd->parsed()) {
+      bench_reader_rnn(report, reader);
     } else if (ceil_cmd->parsed()) {
       for (int64_t d : ceilings.hidden) SRU_CHECK(d > 0, "srubench ceilings: --hidden sizes must be positive, got ", d);
       bench_sgemm(report, ceilings);

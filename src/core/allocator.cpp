@@ -2,21 +2,36 @@
 #include "core/allocator.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "core/block_pool.h"
+#include "core/debug_fill.h"
 #include "core/error.h"
 
 namespace sru {
 
 namespace {
 
-std::mutex mutex;
-std::map<size_t, std::vector<void*>> free_blocks;  // rounded size -> cached blocks
-AllocatorStats totals;
-
 size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// Segments for the block pool, from the C library, kAlignment-aligned (blocks start at multiples of
+// BlockPool::kRound = 512 bytes inside them, so they stay aligned).
+class CHeap : public RawMemory {
+ public:
+  void* allocate(size_t nbytes) override { return std::aligned_alloc(CpuAllocator::kAlignment, nbytes); }
+  void release(void* ptr, size_t) override { std::free(ptr); }
+};
+
+std::mutex mutex;
+CHeap heap;
+// Blocks of at least kCachedMinBytes come from size classes with splitting and merging (as the CUDA
+// allocator's), so the variable shapes of length-sorted batches reuse cached memory instead of
+// caching one block per distinct size (which grew without bound over a SQuAD epoch).
+BlockPool pool(heap, "the CPU");
+AllocatorStats small;  // blocks below kCachedMinBytes: straight from and back to the C library
 
 }  // namespace
 
@@ -26,52 +41,52 @@ CpuAllocator& CpuAllocator::instance() {
 }
 
 void* CpuAllocator::allocate(size_t nbytes, size_t* rounded) {
-  const bool cached = nbytes >= kCachedMinBytes;
-  const size_t size = cached ? round_up(nbytes, kCachedGranularity) : round_up(std::max<size_t>(nbytes, 1), kAlignment);
-  *rounded = size;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (cached) {
-    auto it = free_blocks.find(size);
-    if (it != free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      totals.allocated += size;
-      totals.peak_allocated = std::max(totals.peak_allocated, totals.allocated);
-      return p;
-    }
+  void* p = nullptr;
+  if (nbytes >= kCachedMinBytes) {
+    std::lock_guard<std::mutex> lock(mutex);
+    p = pool.allocate(nbytes, rounded);
+  } else {
+    const size_t size = round_up(std::max<size_t>(nbytes, 1), kAlignment);
+    *rounded = size;
+    p = std::aligned_alloc(kAlignment, size);
+    std::lock_guard<std::mutex> lock(mutex);
+    SRU_CHECK(p != nullptr, "out of memory allocating ", nbytes, " bytes on the CPU (",
+              small.allocated + pool.stats().allocated, " bytes in use)");
+    small.allocated += size;
+    small.peak_allocated = std::max(small.peak_allocated, small.allocated);
+    ++small.segments;
+    ++small.system_allocations;
   }
-  void* p = std::aligned_alloc(kAlignment, size);
-  SRU_CHECK(p != nullptr, "out of memory allocating ", nbytes, " bytes on the CPU (", totals.allocated,
-            " bytes in use, ", totals.reserved - totals.allocated, " cached)");
-  totals.allocated += size;
-  totals.reserved += size;
-  totals.peak_allocated = std::max(totals.peak_allocated, totals.allocated);
+  if (nan_fill_enabled()) std::memset(p, kNanFillByte, *rounded);
   return p;
 }
 
 void CpuAllocator::release(void* ptr, size_t rounded) {
   std::lock_guard<std::mutex> lock(mutex);
-  totals.allocated -= rounded;
   if (rounded >= kCachedMinBytes) {
-    free_blocks[rounded].push_back(ptr);
+    pool.release(ptr);
     return;
   }
-  totals.reserved -= rounded;
+  small.allocated -= rounded;
+  --small.segments;
   std::free(ptr);
 }
 
 void CpuAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(mutex);
-  for (auto& [size, blocks] : free_blocks) {
-    for (void* p : blocks) std::free(p);
-    totals.reserved -= size * blocks.size();
-  }
-  free_blocks.clear();
+  pool.empty_cache();
 }
 
 AllocatorStats CpuAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex);
-  return totals;
+  AllocatorStats s = pool.stats();
+  s.peak_allocated = std::max(s.peak_allocated, s.allocated + small.allocated);  // close enough for a log line
+  s.allocated += small.allocated;
+  s.reserved += small.allocated;
+  s.peak_reserved = std::max(s.peak_reserved, s.reserved);
+  s.segments += small.segments;
+  s.system_allocations += small.system_allocations;
+  return s;
 }
 
 }  // namespace sru

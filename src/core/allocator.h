@@ -1,9 +1,11 @@
 // CPU caching allocator. Training frees and re-allocates buffers of the same sizes every step
 // (activations, gradients); fresh memory from the OS costs page faults and zeroing each time (on
 // this project's VMs a fresh 24 MB GEMM output made the GEMM 3x slower). Blocks of at least
-// kCachedMinBytes are rounded up to a multiple of kCachedGranularity and kept on per-size free
-// lists when freed, for reuse; smaller blocks go straight to the C library, which already caches
-// them. Thread-safe. The CUDA backend's allocator will offer the same statistics.
+// kCachedMinBytes come from the same block pool as the CUDA allocator's (core/block_pool.h: size
+// classes, best fit, splitting and merging), over segments from the C library, so batches of varying
+// shapes reuse cached memory and reserved memory levels off; smaller blocks go straight to the C
+// library, which already caches them. Thread-safe.
+// With the NaN-fill debug mode on (core/debug_fill.h) every block handed out is filled with 0xFF bytes.
 #pragma once
 
 #include <cstddef>
@@ -15,13 +17,15 @@ struct AllocatorStats {
   size_t allocated = 0;       // bytes in live tensors (as rounded)
   size_t reserved = 0;        // allocated + cached free blocks
   size_t peak_allocated = 0;  // high-water mark of `allocated`
+  size_t peak_reserved = 0;   // high-water mark of `reserved`
+  size_t segments = 0;        // memory regions held from the system / driver
+  size_t system_allocations = 0;  // calls that got memory from the system / driver, since the start
 };
 
 class CpuAllocator {
  public:
   static constexpr size_t kAlignment = 64;
   static constexpr size_t kCachedMinBytes = 1 << 20;
-  static constexpr size_t kCachedGranularity = 1 << 16;
 
   static CpuAllocator& instance();
   // Returns at least nbytes, kAlignment-aligned; *rounded receives the size to pass back to release.

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/cuda/runtime.h"
+#include "core/host_sync.h"
 #include "core/parallel.h"
 #include "core/philox.h"
 #include "core/philox_fill.h"
@@ -120,10 +121,15 @@ void* Tensor::data_ptr() const {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  if (device().is_cuda()) return to(Device::cpu()).to_vector<T>();
+  detail::count_value_read("item / to_vector");
+  Tensor host = *this;
+  if (device().is_cuda()) {  // a copy to the host, not counted again as to(cpu)
+    host = empty(shape(), dtype());
+    host.copy_(*this);
+  }
   std::vector<T> out(numel());
   SRU_DISPATCH_ALL(dtype(), "to_vector", [&]<typename S>() {
-    const S* s = data<S>();
+    const S* s = host.data<S>();
     for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(s[i]);
   });
   return out;
@@ -154,6 +160,7 @@ Tensor& Tensor::to_(Device target) {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
+  if (target.is_cpu()) detail::count_value_read("to(cpu)");
   Tensor t = empty(shape(), dtype(), target);
   t.copy_(*this);
   return t;

@@ -82,10 +82,12 @@ Tensor EmbedSRU::forward_sequence(const EncoderInput& input, std::vector<Tensor>
   const Tensor c0 = state.empty() ? Tensor() : state[0];
   const int64_t n = options.num_layers;
   const char* what = name_of(first->form);
-  auto [h, c] = first->forward(input.x, input.tokens, layer_state(c0, 0, n, what), input.mask_pad);
+  // As in SRU::forward: a host-made padding mask goes to x's device once, for every layer.
+  const Tensor pad = input.mask_pad.defined() ? input.mask_pad.to(input.x.device()) : input.mask_pad;
+  auto [h, c] = first->forward(input.x, input.tokens, layer_state(c0, 0, n, what), pad);
   std::vector<Tensor> last_states = {c};
   for (int64_t i = 1; i < n; ++i) {
-    auto [h_i, c_i] = upper[i - 1]->forward(h, layer_state(c0, i, n, what), input.mask_pad);
+    auto [h_i, c_i] = upper[i - 1]->forward(h, layer_state(c0, i, n, what), pad);
     h = h_i;
     last_states.push_back(c_i);
   }

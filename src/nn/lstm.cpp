@@ -94,13 +94,16 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
 
 #if defined(SRU_WITH_CUDA)
 // One cuDNN call per layer: initial states (B, D*H) per layer become cuDNN's (D, B, H) and back;
-// mask_pad becomes per-sequence lengths.
+// mask_pad (on the CPU, or read back from the device: one host wait) becomes per-sequence lengths.
 RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad) const {
   const int64_t H = options.hidden_size, D = options.bidirectional ? 2 : 1, out = D * H;
   const int64_t n_layers = static_cast<int64_t>(layers_.size()), L = x.size(0), B = x.size(1);
   std::vector<int32_t> lengths(B, static_cast<int32_t>(L));
   if (mask_pad.defined()) {
-    const std::vector<double> pad = mask_pad.to_vector<double>();
+    // cuDNN takes the lengths on the host: a mask made on the CPU costs no host wait here.
+    SRU_CHECK(mask_pad.shape() == (Shape{L, B}), "LSTM: mask_pad must be (", L, ", ", B, "), got ",
+              shape_str(mask_pad.shape()));
+    const std::vector<uint8_t> pad = padded_flags(mask_pad);
     for (int64_t b = 0; b < B; ++b) {
       int64_t len = 0;
       while (len < L && pad[len * B + b] == 0) ++len;

@@ -8,7 +8,9 @@
 // Shapes: x (L, B, n_in); initial h0, c0 (layers, B, out) with out = D*H; mask_pad (L, B): a padded
 // step keeps (h, c) and outputs 0, as the SRU does. Returns the top layer's h (L, B, out) and the
 // last h and c of every layer (layers, B, out). Dropout (training only) between layers, as PyTorch, the
-// same masks on both devices. On CUDA, padding must sit at the end of each sequence (cuDNN's lengths).
+// same masks on both devices. On CUDA, padding must sit at the end of each sequence (cuDNN's lengths),
+// and mask_pad is best made on the CPU: cuDNN takes the lengths on the host, so a device mask costs a
+// host wait to read back.
 #pragma once
 
 #include <memory>

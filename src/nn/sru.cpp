@@ -93,11 +93,13 @@ std::pair<Tensor, Tensor> SRULayer::forward(const Tensor& x, const Tensor& c0, c
   ro.k = static_cast<int>(k);
   ro.has_skip_term = options.has_skip_term;
   ro.use_tanh = options.use_tanh;
-  ro.scale_x = options.rescale ? scale_x.item<double>() : 1.0;
+  const bool fused = implementation == SRUImplementation::Fused;
+  // The fused kernel reads scale_x on the device (no host wait per layer); the composed oracle needs it here.
+  if (options.rescale && fused) ro.scale_x_tensor = scale_x;
+  else ro.scale_x = options.rescale ? scale_x.item<double>() : 1.0;
   // The skip term reads the layer's own input (before layer norm and rnn_dropout), as `sru` does.
-  auto [h, c] = implementation == SRUImplementation::Fused
-                    ? sru_recurrence(U, x, weight_c, bias, c0, mask_c, mask_pad, ro)
-                    : sru_recurrence_composed(U, x, weight_c, bias, c0, mask_c, mask_pad, ro);
+  auto [h, c] = fused ? sru_recurrence(U, x, weight_c, bias, c0, mask_c, mask_pad, ro)
+                      : sru_recurrence_composed(U, x, weight_c, bias, c0, mask_c, mask_pad, ro);
   if (layer_norm && options.normalize_after) h = layer_norm->forward(h);
   return {h, c};
 }
@@ -137,10 +139,13 @@ Tensor stack_layer_states(const std::vector<Tensor>& last_states) {
 
 std::pair<Tensor, Tensor> SRU::forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const {
   const int64_t n = static_cast<int64_t>(layers.size());
+  // A padding mask made on the host may come with x on a device: one copy here (no host wait) serves
+  // every layer.
+  const Tensor pad = mask_pad.defined() ? mask_pad.to(x.device()) : mask_pad;
   Tensor h = x;
   std::vector<Tensor> last_states;
   for (int64_t i = 0; i < n; ++i) {
-    auto [h_i, c_i] = layers[i]->forward(h, layer_state(c0, i, n, "SRU"), mask_pad);
+    auto [h_i, c_i] = layers[i]->forward(h, layer_state(c0, i, n, "SRU"), pad);
     h = h_i;
     last_states.push_back(c_i);
   }

@@ -8,7 +8,8 @@
 //                                                    rescale and has_skip_term, else 1
 //   rnn_lst.{i}.layer_norm.{weight,bias}             (n_in), or (out) with normalize_after
 // k = 4 when has_skip_term and n_in != out (the 4th block projects the skip term), else 3.
-// Shapes: x (L, B, n_in); c0 (layers, B, out); mask_pad (L, B), nonzero = padded step.
+// Shapes: x (L, B, n_in); c0 (layers, B, out); mask_pad (L, B), nonzero = padded step (SRU::forward also
+// takes a mask made on the CPU with x on a device, and copies it there once, without a host wait).
 // The stack returns h of the top layer (L, B, out) and the last c of every layer (layers, B, out).
 #pragma once
 

@@ -33,6 +33,14 @@ struct EmbedSruTensors {
   Tensor u, f, r, x, c0, mask_c, mask_pad;
 };
 
+// For the dispatcher's device check (ops/dispatch.h): every tensor operand, and none in the options.
+template <typename F>
+void visit_tensors(const EmbedSruTensors& t, F&& f) {
+  for (const Tensor* p : {&t.u, &t.f, &t.r, &t.x, &t.c0, &t.mask_c, &t.mask_pad}) f(*p);
+}
+template <typename F>
+void visit_tensors(const EmbedSruRecurrenceOptions&, F&&) {}
+
 namespace cpu {
 // Writes h (L, B, d), c_all (L, B, d) and c_last (B, d).
 void embed_sru_recurrence_forward(const EmbedSruTensors& in, const EmbedSruRecurrenceOptions& o, const Tensor& h,

@@ -29,4 +29,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   return out;
 }
 
+std::string embedding_index_error(int64_t k, int64_t i, int64_t V) {
+  return detail::concat("embedding: index ", k, " at position ", i, " is outside the vocabulary [0, ", V, ")");
+}
+
 }  // namespace sru

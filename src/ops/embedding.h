@@ -4,11 +4,16 @@
 // padding_idx (when >= 0) get no gradient. Deterministic: each thread owns a range of columns.
 #pragma once
 
+#include <string>
+
 #include "core/tensor.h"
 
 namespace sru {
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+// The message for index k at position i outside [0, V), the same from both kernels (the CUDA forward
+// reports it at the next host wait: cuda::reserve_error_slot).
+std::string embedding_index_error(int64_t k, int64_t i, int64_t V);
 
 namespace cpu {
 void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor& out);

@@ -30,6 +30,12 @@ struct MaskIndex {
   }
 };
 
+#ifndef __CUDACC__
+// MaskIndex holds sizes and strides only: nothing for the dispatcher's device check to visit.
+template <typename F>
+void visit_tensors(const MaskIndex&, F&&) {}
+#endif
+
 // A row is reduced in two passes, max then sum of exp; masked elements take no part. A row whose
 // max is -inf (every element masked) has logsumexp -inf and counts as fully masked.
 SRU_HD double masked_max_term(double x, bool masked) { return masked ? -INFINITY : x; }

@@ -88,4 +88,12 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return c;
 }
 
+void check_gemm_sizes(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t batch) {
+  const std::pair<const char*, int64_t> sizes[] = {{"M", M},   {"N", N},   {"K", K},        {"lda", lda},
+                                                   {"ldb", ldb}, {"ldc", ldc}, {"batch", batch}};
+  for (const auto& [name, v] : sizes)
+    SRU_CHECK(v <= 2147483647LL, "gemm: ", name, " = ", v, " is over the 2^31 - 1 that BLAS and cuBLAS take (M = ", M,
+              ", N = ", N, ", K = ", K, ", batch = ", batch, "); split the product");
+}
+
 }  // namespace sru

@@ -16,6 +16,10 @@ namespace sru {
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
+// BLAS and cuBLAS take int sizes: both kernels refuse M, N, K, the leading dimensions (ca, cb, N) or
+// the batch count over 2^31 - 1, naming which, instead of letting them wrap.
+void check_gemm_sizes(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t batch);
+
 namespace cpu {
 // c = alpha * op(a) @ op(b) + beta * c for row-major matrices a (ra, ca), b (rb, cb), c (M, N), `batch`
 // of them stored back to back. beta = 0 ignores c's previous contents.

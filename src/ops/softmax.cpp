@@ -38,19 +38,23 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   SRU_CHECK(target.numel() == logits.size(0), "cross_entropy: ", target.numel(), " targets for ", logits.size(0),
             " rows of logits");
   Tensor lse = Tensor::empty({logits.size(0)}, logits.dtype(), logits.device());
-  const auto [total, counted] = SRU_KERNEL(logits.device(), cross_entropy_forward, logits, target, ignore_index, lse);
-  // Mean over zero counted rows is 0 (nothing to learn from), not NaN.
-  const double scale = reduction == Reduction::Sum ? 1.0 : (counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0);
-  Tensor loss = Tensor::full({}, total * scale, logits.dtype(), logits.device());
+  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  Tensor scale = Tensor::empty({}, DType::F64, logits.device());
+  SRU_KERNEL(logits.device(), cross_entropy_forward, logits, target, ignore_index, reduction, lse, loss, scale);
   if (autograd::needs_grad({logits})) {
     autograd::record("CrossEntropyBackward", {logits, target}, {loss},
                      [=, logits = logits.detach(), target = target.detach()](const std::vector<Tensor>& g) {
                        Tensor gx = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-                       SRU_KERNEL(gx.device(), cross_entropy_backward, logits, target, lse, ignore_index, scale * g[0].item<double>(), gx);
+                       SRU_KERNEL(gx.device(), cross_entropy_backward, logits, target, lse, ignore_index, scale, g[0], gx);
                        return std::vector<Tensor>{gx, Tensor()};
                      });
   }
   return loss;
+}
+
+std::string cross_entropy_target_error(int64_t k, int64_t n, int64_t C, int64_t ignore_index) {
+  return detail::concat("cross_entropy: target ", k, " at row ", n, " is outside [0, ", C,
+                        ") and is not the ignore index ", ignore_index);
 }
 
 }  // namespace sru

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "core/tensor.h"
 
@@ -21,24 +22,36 @@ Tensor log_softmax(const Tensor& x);
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      Reduction reduction = Reduction::Mean);
 
+// Shared by the CPU and CUDA kernels: d loss / d row loss for `counted` non-ignored rows, and the
+// message for a bad target k at row n.
+inline double cross_entropy_scale(Reduction reduction, int64_t counted) {
+  // Mean over zero counted rows is 0 (nothing to learn from), not NaN.
+  return reduction == Reduction::Sum ? 1.0 : (counted > 0 ? 1.0 / static_cast<double>(counted) : 0.0);
+}
+std::string cross_entropy_target_error(int64_t k, int64_t n, int64_t C, int64_t ignore_index);
+
+// The kernels leave the reduced loss on the device: forward writes the per-row logsumexp into lse (N),
+// the loss into loss (0-d, logits' dtype) and d loss / d row loss into scale (0-d f64: 1 for Sum,
+// 1 / counted rows for Mean, 0 when no row counts); backward reads scale and the incoming gradient
+// grad (0-d) there. So neither needs a host wait. A target outside [0, C) that is not the ignore index
+// is an error (on a GPU reported at the next host wait, cuda::reserve_error_slot).
 namespace cpu {
 void softmax_forward(const Tensor& x, bool log, const Tensor& y);
 void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& gx);
-// Writes the per-row logsumexp into lse (N) and returns (sum of counted losses, counted rows).
-std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                                 const Tensor& lse);
-// gx = (softmax(logits) - onehot(target)) * scale for counted rows, 0 for ignored rows.
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                           const Tensor& lse, const Tensor& loss, const Tensor& scale);
+// gx = (softmax(logits) - onehot(target)) * scale * grad for counted rows, 0 for ignored rows.
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
-                            double scale, const Tensor& gx);
+                            const Tensor& scale, const Tensor& grad, const Tensor& gx);
 }  // namespace cpu
 // The CUDA twins (ops/cuda/softmax.cu): same contracts, tensors on one CUDA device.
 namespace cuda {
 void softmax_forward(const Tensor& x, bool log, const Tensor& y);
 void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& gx);
-std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                                 const Tensor& lse);
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                           const Tensor& lse, const Tensor& loss, const Tensor& scale);
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
-                            double scale, const Tensor& gx);
+                            const Tensor& scale, const Tensor& grad, const Tensor& gx);
 }  // namespace cuda
 
 }  // namespace sru

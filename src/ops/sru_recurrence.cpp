@@ -10,6 +10,7 @@ namespace {
 
 void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const Tensor& bias, const Tensor& c0,
                 const Tensor& mask_c, const Tensor& mask_pad, const SruRecurrenceOptions& o) {
+  const Tensor& scale_x = o.scale_x_tensor;
   SRU_CHECK(o.k == 3 || o.k == 4, "sru_recurrence: k must be 3 or 4, got ", o.k);
   SRU_CHECK(o.hidden_size > 0, "sru_recurrence: hidden_size must be positive, got ", o.hidden_size);
   check_floating(U, "sru_recurrence");
@@ -28,6 +29,7 @@ void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const 
   expect(c0, {B, out}, "c0");
   expect(mask_c, {B, out}, "mask_c");
   expect(mask_pad, {L, B}, "mask_pad");
+  expect(scale_x, {1}, "scale_x");
   SRU_CHECK(weight_c.defined() && bias.defined(), "sru_recurrence: weight_c and bias are required");
   if (o.has_skip_term && o.k == 3) {
     SRU_CHECK(x.defined(), "sru_recurrence: the skip term with k = 3 needs the input x");
@@ -47,13 +49,13 @@ std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const
   Tensor h = Tensor::empty({L, B, out}, U.dtype(), U.device());
   Tensor c_all = Tensor::empty({L, B, out}, U.dtype(), U.device());
   Tensor c_last = Tensor::empty({B, out}, U.dtype(), U.device());
-  const SruTensors in{U, x_used, weight_c, bias, c0, mask_c, mask_pad};
+  const SruTensors in{U, x_used, weight_c, bias, c0, mask_c, mask_pad, o.scale_x_tensor};
   SRU_KERNEL(h.device(), sru_recurrence_forward, in, o, h, c_all, c_last);
 
   if (autograd::needs_grad({U, x_used, weight_c, bias, c0})) {
     auto saved = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
-    const SruTensors kept{saved(U), saved(x_used), saved(weight_c), saved(bias), saved(c0), saved(mask_c),
-                               saved(mask_pad)};
+    const SruTensors kept{saved(U),  saved(x_used), saved(weight_c), saved(bias),
+                          saved(c0), saved(mask_c), saved(mask_pad), saved(o.scale_x_tensor)};
     const bool need_x = x_used.defined() && x_used.requires_grad();
     const bool need_wc = weight_c.requires_grad(), need_b = bias.requires_grad();
     const bool need_c0 = c0.defined() && c0.requires_grad();

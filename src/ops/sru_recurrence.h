@@ -30,6 +30,9 @@ struct SruRecurrenceOptions {
   bool has_skip_term = true;
   bool use_tanh = false;
   double scale_x = 1.0;     // alpha, multiplies x when k == 3
+  // When defined: a (1) tensor of U's dtype on U's device (the layer's scale_x buffer) whose value is
+  // used instead of scale_x, read by the kernel itself, so the caller never reads it to the host.
+  Tensor scale_x_tensor;
 };
 
 std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& weight_c, const Tensor& bias,
@@ -37,8 +40,18 @@ std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const
                                          const SruRecurrenceOptions& options);
 
 struct SruTensors {
-  Tensor U, x, weight_c, bias, c0, mask_c, mask_pad;
+  Tensor U, x, weight_c, bias, c0, mask_c, mask_pad, scale_x;  // scale_x: options.scale_x_tensor
 };
+
+// The kernels' operands as SRU_KERNEL's device check sees them (ops/dispatch.h).
+template <typename F>
+void visit_tensors(const SruTensors& t, F&& f) {
+  for (const Tensor* p : {&t.U, &t.x, &t.weight_c, &t.bias, &t.c0, &t.mask_c, &t.mask_pad, &t.scale_x}) f(*p);
+}
+template <typename F>
+void visit_tensors(const SruRecurrenceOptions& o, F&& f) {
+  f(o.scale_x_tensor);
+}
 
 namespace cpu {
 

@@ -1,12 +1,12 @@
-// Optimiser updates (formulas in optimizer.h; per-element code in optimizer_math.h), elementwise over
-// each parameter: split across threads on the CPU, one CUDA kernel per parameter on a GPU.
+// Optimisers (formulas in optimizer.h): state, checkpoints, the per-step scalars, and the dispatch of
+// each parameter's update and of gradient clipping to the CPU or CUDA kernels (cpu/optimizer.cpp,
+// cuda/optimizer.cu), through SRU_KERNEL_IN so that every operand is checked to share a device.
 #include "optim/optimizer.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "core/parallel.h"
+#include "ops/dispatch.h"
 
 namespace sru::optim {
 
@@ -67,25 +67,7 @@ void Optimizer::step(double lr) {
     if (!g.defined()) continue;
     const Tensor& s0 = slots_[k][0];
     const Tensor& s1 = slots_[k].size() > 1 ? slots_[k][1] : slots_[k][0];  // SGD: one slot, s1 unused
-#if defined(SRU_WITH_CUDA)
-    if (p.device().is_cuda()) {
-      cuda::optimizer_update(kind_, p, g, s0, s1, sc);
-      continue;
-    }
-#endif
-    // One loop per kind (a template parameter), so that each is branch-free and vectorises.
-    SRU_DISPATCH_FLOATING(p.dtype(), "optimizer step", [&]<typename T>() {
-      T* __restrict w = p.data<T>();
-      const T* __restrict grad = g.data<T>();
-      T* __restrict m0 = s0.data<T>();
-      T* __restrict m1 = s1.data<T>();
-      const StepScalars scalars = sc;
-      with_optimizer_kind(kind_, [&]<OptimizerKind K>() {
-        parallel_for(0, p.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
-          for (int64_t i = lo; i < hi; ++i) update_element<K, T>(w[i], grad[i], m0[i], m1[i], scalars);
-        });
-      });
-    });
+    SRU_KERNEL_IN(::sru::optim, p.device(), optimizer_update, kind_, p, g, s0, s1, sc);
   }
 }
 
@@ -121,42 +103,32 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
   step_count_ = step->item<int64_t>();
 }
 
-double clip_grad_norm(const nn::NamedTensors& params, double max_norm) {
-  // Sums of squares over fixed blocks, added in block order: the same result for any thread count.
+Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm) {
   constexpr int64_t kBlock = 1 << 16;
-  double total = 0.0;
+  std::vector<Tensor> grads;
+  int64_t blocks = 0;
   for (const auto& [name, p] : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    const int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
-#if defined(SRU_WITH_CUDA)
-    if (g.device().is_cuda()) {
-      for (double v : cuda::block_sums_of_squares(g, kBlock)) total += v;
-      continue;
-    }
-#endif
-    std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
-    SRU_DISPATCH_FLOATING(g.dtype(), "clip_grad_norm", [&]<typename T>() {
-      const T* d = g.data<T>();
-      parallel_for(0, blocks, 2, [&](int64_t lo, int64_t hi) {
-        for (int64_t blk = lo; blk < hi; ++blk) {
-          double s = 0.0;
-          for (int64_t i = blk * kBlock, e = std::min(n, i + kBlock); i < e; ++i) s += static_cast<double>(d[i]) * d[i];
-          partial[blk] = s;
-        }
-      });
-    });
-    for (double s : partial) total += s;
+    grads.push_back(g);
+    blocks += (g.numel() + kBlock - 1) / kBlock;
   }
-  const double norm = std::sqrt(total);
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) {
-    const double factor = max_norm / (norm + 1e-6);
-    for (const auto& [name, p] : params) {
-      Tensor g = p.grad();
-      if (g.defined()) g.mul_(factor);
-    }
+  const Device device = grads.empty() ? (params.empty() ? Device::cpu() : params[0].second.device()) : grads[0].device();
+  const Tensor partial = Tensor::empty({blocks}, DType::F64, device);
+  int64_t at = 0;
+  for (const Tensor& g : grads) {
+    SRU_KERNEL_IN(::sru::optim, g.device(), sum_squares_blocks, g, kBlock, partial, at);
+    at += (g.numel() + kBlock - 1) / kBlock;
   }
-  return norm;
+  const Tensor result = Tensor::empty({2}, DType::F64, device);
+  SRU_KERNEL_IN(::sru::optim, device, finish_grad_norm, partial, max_norm, result);
+  if (max_norm > 0)
+    for (const Tensor& g : grads) SRU_KERNEL_IN(::sru::optim, g.device(), scale_by_clip_factor, g, result);
+  return result.narrow0(0, 1).view({});
+}
+
+double clip_grad_norm(const nn::NamedTensors& params, double max_norm) {
+  return clip_grad_norm_tensor(params, max_norm).item<double>();
 }
 
 }  // namespace sru::optim

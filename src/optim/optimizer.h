@@ -51,16 +51,38 @@ class Optimizer {
 };
 
 // Scales all gradients so their global L2 norm is at most max_norm (as torch.nn.utils.clip_grad_norm_:
-// factor max_norm / (norm + 1e-6) when norm > max_norm). Returns the norm before clipping (computed in
-// double; NaN/inf when a gradient is not finite). max_norm <= 0 only measures.
+// factor max_norm / (norm + 1e-6) when norm > max_norm), and returns the norm before clipping: NaN/inf
+// when a gradient is not finite (nothing is scaled then); max_norm <= 0 only measures. Sums of squares
+// over fixed blocks of 64 Ki elements, added in block order: the same result for any thread count.
+// clip_grad_norm_tensor leaves the norm as a 0-d f64 tensor on the gradients' device and scales them
+// there, without a host wait (read it with read_scalars, with the loss, once per step); clip_grad_norm
+// returns it as a double (one value read).
+Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm);
 double clip_grad_norm(const nn::NamedTensors& params, double max_norm);
 
-namespace cuda {
-// One optimiser step of parameter p (on a CUDA device) with gradient g and slots s0, s1 (cuda/optimizer.cu).
+// The kernels (CPU: optim/cpu/optimizer.cpp; CUDA: optim/cuda/optimizer.cu, same contracts), called
+// through SRU_KERNEL_IN (ops/dispatch.h), which checks that the operands share a device.
+namespace cpu {
+// One optimiser step of parameter p with gradient g and slots s0, s1 (s1 unused by SGD).
 void optimizer_update(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0, const Tensor& s1,
                       const StepScalars& scalars);
-// Sums of squares of g over consecutive blocks of block_size elements, in double, one per block.
-std::vector<double> block_sums_of_squares(const Tensor& g, int64_t block_size);
+// partial[at + i] = sum of g[j]^2 over block i (block_size elements), in double.
+void sum_squares_blocks(const Tensor& g, int64_t block_size, const Tensor& partial, int64_t at);
+// result (2) f64 = [norm = sqrt(sum of partial, in order), clip factor (1 when nothing is to be scaled)].
+void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result);
+// g *= result[1] (as g's dtype) unless the factor is 1.
+void scale_by_clip_factor(const Tensor& g, const Tensor& result);
+}  // namespace cpu
+namespace cuda {
+void optimizer_update(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0, const Tensor& s1,
+                      const StepScalars& scalars);
+void sum_squares_blocks(const Tensor& g, int64_t block_size, const Tensor& partial, int64_t at);
+void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result);
+void scale_by_clip_factor(const Tensor& g, const Tensor& result);
 }  // namespace cuda
+
+// StepScalars holds no tensor (for SRU_KERNEL_IN's device check).
+template <typename F>
+void visit_tensors(const StepScalars&, F&&) {}
 
 }  // namespace sru::optim

@@ -1,5 +1,5 @@
 // The per-element update of each optimiser (formulas in optim/optimizer.h), written once as SRU_HD
-// functions: the CPU loops (optimizer.cpp) and the CUDA kernel (cuda/optimizer.cu) run this code.
+// functions: the CPU loops (cpu/optimizer.cpp) and the CUDA kernel (cuda/optimizer.cu) run this code.
 // All arithmetic is in double, whatever the parameter's dtype.
 #pragma once
 
@@ -19,6 +19,12 @@ struct StepScalars {
   bool rectify;         // RAdam: rho_t > 5
   double rect;          // RAdam's rectification factor when rectify
 };
+
+// Gradient clipping's factor for the global norm: max_norm / (norm + 1e-6) when max_norm > 0 and the
+// norm is finite and above it, else 1 (nothing to scale).
+SRU_HD double clip_factor(double norm, double max_norm) {
+  return max_norm > 0 && std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
+}
 
 // Updates one element: weight w, gradient grad, slots s0 and s1 (s1 unused by SGD).
 template <OptimizerKind K, typename T>

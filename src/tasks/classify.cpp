@@ -15,6 +15,7 @@
 #include "ops/embedding.h"
 #include "ops/shape_ops.h"
 #include "ops/softmax.h"
+#include "tasks/batching.h"
 
 namespace sru::tasks {
 
@@ -42,23 +43,6 @@ Tensor pad_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < lengths[b]; ++t) p[t * B + b] = ids[batch[b]][t];
   return x;
-}
-
-// `order` stable-sorted by sentence length and cut into batches of `size`: similar lengths share a
-// batch, and sentences of equal length keep their order in `order`.
-std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<std::vector<int64_t>>& ids,
-                                                        std::vector<int64_t> order, int64_t size) {
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a].size() < ids[b].size(); });
-  std::vector<std::vector<int64_t>> batches;
-  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(size))
-    batches.emplace_back(order.begin() + i, order.begin() + std::min(order.size(), i + static_cast<size_t>(size)));
-  return batches;
-}
-
-std::vector<int64_t> identity_order(size_t n) {
-  std::vector<int64_t> order(n);
-  for (size_t i = 0; i < n; ++i) order[i] = static_cast<int64_t>(i);
-  return order;
 }
 
 // The highest-scoring class of row b of logits (B, C).
@@ -106,7 +90,8 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
     float* m = mask.data<float>();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = lengths[b]; t < L; ++t) m[t * B + b] = 1.0f;
-    mask = mask.to(device);
+    // Left on the CPU: the encoders take it from there (the cuDNN LSTM reads its lengths from it, the
+    // SRU moves it to its device once), so no device value is read back.
   }
   std::vector<Tensor> state;
   const Tensor h = rnn_->forward_sequence({e, mask, ids}, state);
@@ -253,13 +238,7 @@ int64_t ClassifyTask::steps_per_epoch() const {
 }
 
 void ClassifyTask::start_epoch(int64_t epoch, int64_t) {
-  // Shuffle, then sort by length (stable, so equal lengths stay shuffled), cut into batches and
-  // shuffle the batches: similar lengths share a batch, and the order depends only on (seed, epoch).
-  const uint64_t seed = static_cast<uint64_t>(cfg_.train.seed) * 1000003u + static_cast<uint64_t>(epoch);
-  const auto sorted =
-      length_sorted_batches(train_.ids, data::shuffled_indices(train_.size(), seed), cfg_.data.batch_size);
-  batches_.clear();
-  for (int64_t i : data::shuffled_indices(static_cast<int64_t>(sorted.size()), ~seed)) batches_.push_back(sorted[i]);
+  batches_ = epoch_batches(train_.lengths(), cfg_.data.batch_size, static_cast<uint64_t>(cfg_.train.seed), epoch);
 }
 
 StepResult ClassifyTask::forward_step(int64_t index) {
@@ -282,7 +261,7 @@ void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches,
   autograd::NoGradGuard no_grad;
   model_->eval();
   int64_t n_batches = 0;
-  for (const auto& batch : length_sorted_batches(split.ids, identity_order(split.ids.size()), cfg_.data.eval_batch_size)) {
+  for (const auto& batch : evaluation_batches(split.lengths(), cfg_.data.eval_batch_size)) {
     if (max_batches > 0 && n_batches++ >= max_batches) break;
     std::vector<int64_t> lengths;
     fn(batch, model_->forward(pad_batch(split.ids, batch, lengths), lengths).to(Device::cpu()));
@@ -290,15 +269,20 @@ void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches,
   model_->train(true);
 }
 
-Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_batches) {
+Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_batches, std::vector<int64_t>* predicted) {
   double loss = 0;
   int64_t correct = 0, seen = 0;
+  if (predicted) predicted->assign(split.labels.size(), -1);
   eval_batches(split, max_batches, [&](const std::vector<int64_t>& batch, const Tensor& logits) {
     std::vector<int64_t> labels;
     for (int64_t i : batch) labels.push_back(split.labels[i]);
     loss += cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}), -100,
                           Reduction::Sum).item<double>();
-    for (size_t b = 0; b < batch.size(); ++b) correct += argmax_row(logits, static_cast<int64_t>(b)) == labels[b];
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const int64_t label = argmax_row(logits, static_cast<int64_t>(b));
+      correct += label == labels[b];
+      if (predicted) (*predicted)[batch[b]] = label;
+    }
     seen += static_cast<int64_t>(batch.size());
   });
   return {{"accuracy", seen ? static_cast<double>(correct) / seen : 0.0},
@@ -311,12 +295,25 @@ Metrics ClassifyTask::evaluate(const std::string& split, int64_t max_batches) {
   return evaluate_encoded(split == "valid" ? valid_ : split == "test" ? test_ : train_, max_batches);
 }
 
-Metrics ClassifyTask::evaluate_file(const std::string& path, int64_t max_batches, int64_t) {
-  const EncodedSplit split = encode(read_sentences(path, "--text"));
+EncodedSplit ClassifyTask::encode_file(const std::string& path) const {
+  EncodedSplit split = encode(read_sentences(path, "--text"));
   for (int64_t y : split.labels)
     SRU_CHECK(y < model_->num_classes(), "'", path, "' has label ", y, " but the model has ", model_->num_classes(),
               " classes");
-  return evaluate_encoded(split, max_batches);
+  return split;
+}
+
+Metrics ClassifyTask::evaluate_file(const std::string& path, int64_t max_batches, int64_t) {
+  return evaluate_encoded(encode_file(path), max_batches);
+}
+
+Metrics ClassifyTask::evaluate_with_predictions(const std::string& split, const std::string& file, std::ostream& out) {
+  if (file.empty()) check_split(split);
+  const EncodedSplit data = !file.empty() ? encode_file(file) : split == "valid" ? valid_ : split == "test" ? test_ : train_;
+  std::vector<int64_t> predicted;
+  const Metrics m = evaluate_encoded(data, 0, &predicted);
+  for (int64_t label : predicted) out << label << "\n";  // one class a line, in the split's order
+  return m;
 }
 
 std::vector<int64_t> ClassifyTask::predict(const std::vector<std::string>& sentences) {

@@ -68,6 +68,11 @@ struct EncodedSplit {
   std::vector<std::vector<int64_t>> ids;
   std::vector<int64_t> labels;
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  std::vector<int64_t> lengths() const {
+    std::vector<int64_t> out;
+    for (const auto& s : ids) out.push_back(static_cast<int64_t>(s.size()));
+    return out;
+  }
 };
 
 class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
@@ -93,6 +98,8 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
   Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) override;
   // One predicted class a line, for a file of sentences without labels.
   void predict_file(const std::string& path, std::ostream& out) override;
+  // One predicted class a line for the split's (or a labelled file's) sentences, in their order.
+  Metrics evaluate_with_predictions(const std::string& split, const std::string& file, std::ostream& out) override;
   // The predicted class of each sentence (a text without a label).
   std::vector<int64_t> predict(const std::vector<std::string>& sentences);
   const data::Vocabulary& vocabulary() const { return vocab_; }
@@ -101,7 +108,9 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
  private:
   std::vector<std::string> tokens(const std::string& text) const;
   EncodedSplit encode(const std::vector<data::LabeledSentence>& sentences) const;
-  Metrics evaluate_encoded(const EncodedSplit& split, int64_t max_batches);
+  // Accuracy and loss; with `predicted`, also each example's predicted class (index order).
+  Metrics evaluate_encoded(const EncodedSplit& split, int64_t max_batches, std::vector<int64_t>* predicted = nullptr);
+  EncodedSplit encode_file(const std::string& path) const;
   // Runs the model in evaluation mode over length-sorted batches of split (at most max_batches; 0 =
   // all), calling fn(example indices, logits (B, C)) for each.
   void eval_batches(const EncodedSplit& split, int64_t max_batches,

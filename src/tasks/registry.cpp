@@ -4,6 +4,7 @@
 
 #include "tasks/classify.h"
 #include "tasks/lm.h"
+#include "tasks/squad.h"
 
 namespace sru::tasks {
 
@@ -12,6 +13,7 @@ const std::vector<TaskSpec>& task_specs() {
       charlm_task(),
       wordlm_task(),
       classify_task(),
+      squad_task(),
   };
   return list;
 }

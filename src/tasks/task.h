@@ -41,11 +41,15 @@ class EvaluatesFiles {
   virtual Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) = 0;
 };
 
-// srueval --predict FILE: answers for inputs without labels, written to `out` in the task's format.
+// srueval --predict FILE: answers for inputs without labels, written to `out` in the task's format;
+// srueval --predictions OUT: the answers behind an evaluation, in the format the task's scorer reads.
 class Predicts {
  public:
   virtual ~Predicts() = default;
   virtual void predict_file(const std::string& path, std::ostream& out) = 0;
+  // Evaluates a split (or, when `file` is not empty, a file as EvaluatesFiles reads it), writing the
+  // model's answers to `out`; returns the metrics of exactly those answers.
+  virtual Metrics evaluate_with_predictions(const std::string& split, const std::string& file, std::ostream& out) = 0;
 };
 
 // srueval --generate N: samples a continuation of `prompt`.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/engine.h"
+#include "core/host_sync.h"
 
 namespace sru::train {
 
@@ -26,14 +27,15 @@ StepOutcome TrainingStep::run(int64_t index, int64_t step, int64_t epoch) {
   out.lr = optim::learning_rate(schedule_, step, epoch);
   const tasks::StepResult r = task_.forward_step(index);
   out.tokens = r.tokens;
-  out.loss = r.loss.item<double>();
-  out.grad_norm = std::numeric_limits<double>::quiet_NaN();
-  bool finite = std::isfinite(out.loss);
-  if (finite) {
-    autograd::backward(r.loss);
-    out.grad_norm = optim::clip_grad_norm(optimizer_.parameters(), clip_grad_norm_);
-    finite = std::isfinite(out.grad_norm);
-  }
+  // Backward and clipping run before the loss is looked at, so that the loss and the gradient norm come
+  // to the host together: the step's one host wait on a GPU. A non-finite loss gives non-finite
+  // gradients, which clipping leaves alone and the update below never uses.
+  autograd::backward(r.loss);
+  const Tensor norm = optim::clip_grad_norm_tensor(optimizer_.parameters(), clip_grad_norm_);
+  const std::vector<double> values = read_scalars({r.loss, norm});
+  out.loss = values[0];
+  out.grad_norm = std::isfinite(out.loss) ? values[1] : std::numeric_limits<double>::quiet_NaN();
+  const bool finite = std::isfinite(out.loss) && std::isfinite(out.grad_norm);
   if (!finite) {
     // Never update with a non-finite value; a carried state may hold one too.
     optimizer_.zero_grad();

@@ -37,11 +37,11 @@ case $case in
     expect_error "negative.yaml:4: model.num_layers: -2 is out of range: must be >= 1" "$train" --config "$src/tests/data/negative.yaml"
     expect_error "no config given" "$train"
     # Names come from the registries; keys must belong to the chosen task and encoder.
-    expect_error "task: 'charlmm' is not one of: charlm, wordlm, classify \(did you mean 'charlm'\?\)" \
+    expect_error "task: 'charlmm' is not one of: charlm, wordlm, classify[a-z_, +-]* \(did you mean 'charlm'\?\)" \
       "$train" --config "$tiny" --set task=charlmm
     sed 's/type: sru/type: gru/' "$tiny" > "$work/gru.yaml"
-    expect_error "gru.yaml:[0-9]+: model.type: 'gru' is not one of: sru, lstm" "$train" --config "$work/gru.yaml"
-    expect_error "model.type: 'gru' is not one of: sru, lstm" "$train" --config "$tiny" --set model.type=gru
+    expect_error "gru.yaml:[0-9]+: model.type: 'gru' is not one of: sru, lstm\b" "$train" --config "$work/gru.yaml"
+    expect_error "model.type: 'gru' is not one of: sru, lstm\b" "$train" --config "$tiny" --set model.type=gru
     expect_error "--set data.folds=3: data.folds does not apply here: it is a key of task classify" \
       "$train" --config "$tiny" --set data.folds=3
     expect_error "--set model.rescale=true: model.rescale does not apply here: it is a key of encoder sru" \
@@ -182,6 +182,38 @@ PY
     grep -q '"stopped": "early stop"' "$work/run/summary.json" || fail "summary.json does not say early stop"
     grep -q '"steps": 4,' "$work/run/summary.json" || fail "did not stop at step 4"
     echo "ok: stopped early at step 4"
+    ;;
+  squad)
+    # A tiny reader trained on the shipped sample; srueval's answers score the same with the official
+    # metric (squad-score), new questions are answered, and what the task cannot do is refused.
+    sample=$src/data/squad-sample/dev-v1.1.sample.json
+    for model in sru lstm; do
+      "$train" --config "$src/tests/data/squad_tiny.yaml" --set data.path="$sample" --set data.valid_path="$sample" \
+        --set model.type=$model --run-dir "$work/$model" > "$work/train.log" 2>&1 || { tail -5 "$work/train.log"; fail "$model run failed"; }
+      grep -q '"f1"' "$work/$model/summary.json" || fail "summary.json has no f1"
+    done
+    out=$("$eval" --checkpoint "$work/sru/best.safetensors" --predictions "$work/preds.json") || fail "srueval --predictions failed"
+    echo "$out"
+    scored=$("$eval" squad-score --data "$sample" --predictions "$work/preds.json") || fail "squad-score failed"
+    echo "$scored"
+    python3 - "$out" "$scored" "$work/preds.json" <<'PY' || fail "squad-score disagrees with srueval"
+import json, re, sys
+em = float(re.search(r"exact_match ([0-9.e+-]+)", sys.argv[1]).group(1))
+f1 = float(re.search(r"f1 ([0-9.e+-]+)", sys.argv[1]).group(1))
+s = json.loads(sys.argv[2])
+preds = json.load(open(sys.argv[3]))
+print("srueval", em, f1, "squad-score", s, len(preds), "answers")
+sys.exit(0 if abs(s["exact_match"] - em) < 1e-3 and abs(s["f1"] - f1) < 1e-3 and len(preds) == 336 else 1)
+PY
+    printf '[{"id": "a", "context": "The Yuan dynasty was founded by Kublai Khan in 1271.", "question": "Who founded the Yuan dynasty?"}]' > "$work/ask.json"
+    answer=$("$eval" --checkpoint "$work/sru/best.safetensors" --predict "$work/ask.json") || fail "--predict failed"
+    echo "$answer"
+    python3 -c "import json, sys; a = json.loads(sys.argv[1])['a']; sys.exit(0 if a and a in 'The Yuan dynasty was founded by Kublai Khan in 1271.' else 1)" "$answer" \
+      || fail "--predict did not answer with a span of the context"
+    echo '["not", "an", "object"]' > "$work/bad.json"
+    expect_error "predictions file .*bad.json. must be a JSON object" "$eval" squad-score --data "$sample" --predictions "$work/bad.json"
+    expect_error "--generate: task squad cannot generate text" "$eval" --checkpoint "$work/sru/best.safetensors" --generate 5
+    echo "ok: squad end to end"
     ;;
   bench_schedule)
     # srubench train-epoch takes srutrain's steps, learning-rate schedule included: after 1 warm-up step

@@ -1,6 +1,8 @@
 // Tensor basics: factories, views sharing storage, conversions, in-place updates, and error messages.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "core/allocator.h"
 #include "core/device.h"
 #include "core/parallel.h"
@@ -154,6 +156,32 @@ TEST(CpuAllocator, ReusesLargeBlocksAndTracksStatistics) {
   again = Tensor();
   alloc.empty_cache();
   EXPECT_EQ(alloc.stats().reserved, before.reserved);
+}
+
+TEST(CpuAllocator, VariableShapesReuseTheCacheSoReservedMemoryLevelsOff) {
+  // Batches of varying length (length-sorted SQuAD paragraphs): caching one block per distinct size
+  // grew without bound; size classes with splitting keep reserved memory within a small factor of
+  // the peak in use, and it stops growing after the first pass.
+  auto& alloc = CpuAllocator::instance();
+  alloc.empty_cache();
+  std::mt19937 rng(3);
+  size_t reserved_after_first_pass = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    for (int batch = 0; batch < 60; ++batch) {
+      const int64_t L = 100 + static_cast<int64_t>(rng() % 600);  // 1.2 MB to 8.4 MB per tensor
+      std::vector<Tensor> activations;
+      for (int layer = 0; layer < 4; ++layer) activations.push_back(Tensor::empty({L, 32, 100}));
+      for (int layer = 0; layer < 4; layer += 2) activations[layer] = Tensor();
+      activations.push_back(Tensor::empty({L, 32, 50}));
+      for (const Tensor& t : activations)
+        if (t.defined()) EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % CpuAllocator::kAlignment, 0u);
+    }
+    if (pass == 0) reserved_after_first_pass = alloc.stats().reserved;
+  }
+  const AllocatorStats s = alloc.stats();
+  EXPECT_LE(s.reserved, 3 * s.peak_allocated) << "reserved " << s.reserved << ", peak in use " << s.peak_allocated;
+  EXPECT_LE(s.reserved, reserved_after_first_pass * 5 / 4) << "the cache keeps growing";
+  alloc.empty_cache();
 }
 
 TEST(CpuAllocator, SmallBlocksAreAlignedAndNotCached) {

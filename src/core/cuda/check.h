@@ -10,13 +10,25 @@
 
 namespace sru::cuda::detail {
 const char* cublas_status_name(cublasStatus_t status);
+// Throws sru::Error for a failed CUDA runtime call: the call, the error string, file:line, and for the
+// errors a faulting kernel leaves behind (illegal address, launch failure, ...), which kernel was
+// launched last — kernels run asynchronously, so the fault surfaces at a later, unrelated call.
+[[noreturn]] void fail_cuda(const char* call, cudaError_t err, const char* file, int line);
+// After a launch: records `kernel` as the last one launched and reports a failed launch by its name.
+// Builds without NDEBUG also wait for the kernel (not counted as a host wait), so that a fault is
+// reported at its own launch.
+void check_launch(const char* kernel, const char* file, int line);
+// The kernel most recently launched by this process ("none" before the first).
+const char* last_kernel();
+// Whether err is one of the errors that a faulting kernel leaves in the context (sticky).
+bool is_sticky_error(cudaError_t err);
 }  // namespace sru::cuda::detail
 
 #define CUDA_CHECK(call)                                                                              \
   do {                                                                                                \
     const cudaError_t sru_err_ = (call);                                                              \
     if (sru_err_ != cudaSuccess) [[unlikely]]                                                         \
-      SRU_FAIL("CUDA error in ", #call, ": ", cudaGetErrorString(sru_err_));                          \
+      ::sru::cuda::detail::fail_cuda(#call, sru_err_, __FILE__, __LINE__);                            \
   } while (0)
 
 #define CUBLAS_CHECK(call)                                                                            \
@@ -33,14 +45,5 @@ const char* cublas_status_name(cublasStatus_t status);
       SRU_FAIL("cuDNN error in ", #call, ": ", cudnnGetErrorString(sru_status_));                     \
   } while (0)
 
-// After every kernel launch: a bad launch configuration is reported here. Debug builds also wait for
-// the kernel, so a fault inside it is reported at its launch site rather than at a later call.
-#if defined(NDEBUG)
-#define SRU_CUDA_LAUNCH_CHECK(name) CUDA_CHECK(cudaGetLastError())
-#else
-#define SRU_CUDA_LAUNCH_CHECK(name)                                \
-  do {                                                             \
-    CUDA_CHECK(cudaGetLastError());                                \
-    CUDA_CHECK(cudaDeviceSynchronize());                           \
-  } while (0)
-#endif
+// After every kernel launch, with the kernel's name (see check_launch).
+#define SRU_CUDA_LAUNCH_CHECK(name) ::sru::cuda::detail::check_launch((name), __FILE__, __LINE__)

@@ -22,8 +22,11 @@ void* allocate(size_t, int, size_t*) { no_backend(); }
 void release(void*, size_t, int) { no_backend(); }
 AllocatorStats allocator_stats(int) { return {}; }
 void empty_cache() {}
+bool allocator_caches() { return true; }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_backend(); }
 void synchronize(int) {}
+std::vector<double> read_scalars(int, const std::vector<Tensor>&) { no_backend(); }
+unsigned long long* reserve_error_slot(int, ErrorDescriber) { no_backend(); }
 double time_on_stream_ms(int, const std::function<void()>&) { no_backend(); }
 void fill(const Tensor&, double) { no_backend(); }
 void add_scaled(const Tensor&, const Tensor&, double) { no_backend(); }

@@ -1,7 +1,12 @@
-// The CUDA backend's runtime: per-device contexts (stream, cuBLAS and cuDNN handles), the caching
-// device allocator, host<->device copies and the element-wise kernels behind Tensor's in-place
-// methods (fill, add_scaled, scale, convert: one thread per element, grid-stride loops).
-#include <map>
+// The CUDA backend's runtime: per-device contexts (stream, cuBLAS and cuDNN handles), error and launch
+// checks, copies between host and device (host-to-device through pinned staging buffers, so that
+// feeding a batch costs no host wait), the host waits themselves (each counted, core/host_sync.h, and
+// each reading the device error log), read_scalars, and the element-wise kernels behind Tensor's
+// in-place methods (fill, add_scaled, scale, convert: one thread per element, grid-stride loops).
+// The caching allocator is in allocator.cu.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -9,11 +14,13 @@
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/cuda/runtime.h"
+#include "core/host_sync.h"
 #include "core/tensor.h"
 
 namespace sru::cuda {
 
 namespace detail {
+
 const char* cublas_status_name(cublasStatus_t status) {
   switch (status) {
     case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
@@ -28,48 +35,188 @@ const char* cublas_status_name(cublasStatus_t status) {
     default: return "unknown cuBLAS status";
   }
 }
+
+namespace {
+std::atomic<const char*> last_launched{"none"};
+
+std::string sticky_note(cudaError_t err, const char* kernel) {
+  if (!is_sticky_error(err)) return "";
+  return ::sru::detail::concat(
+      "; a kernel fault leaves this error on every later call, and kernels run asynchronously: it comes from ",
+      "kernel ", kernel, " (the last one launched) or an earlier one (run with CUDA_LAUNCH_BLOCKING=1, a debug ",
+      "build or compute-sanitizer to stop at the faulting kernel)");
+}
+}  // namespace
+
+const char* last_kernel() { return last_launched.load(); }
+
+bool is_sticky_error(cudaError_t err) {
+  switch (err) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void fail_cuda(const char* call, cudaError_t err, const char* file, int line) {
+  ::sru::detail::throw_error(file, line, ::sru::detail::concat("CUDA error in ", call, ": ", cudaGetErrorString(err),
+                                                               sticky_note(err, last_kernel())));
+}
+
+void check_launch(const char* kernel, const char* file, int line) {
+  const char* previous = last_launched.exchange(kernel);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)  // a bad launch of this kernel, or a fault an earlier one left behind
+    ::sru::detail::throw_error(file, line, ::sru::detail::concat("CUDA error launching kernel ", kernel, ": ",
+                                                                 cudaGetErrorString(err), sticky_note(err, previous)));
+#if !defined(NDEBUG)
+  err = cudaDeviceSynchronize();
+  if (err != cudaSuccess)
+    ::sru::detail::throw_error(file, line,
+                               ::sru::detail::concat("CUDA error in kernel ", kernel, ": ", cudaGetErrorString(err)));
+#endif
+}
+
 }  // namespace detail
 
 namespace {
 
 constexpr int kMaxDevices = 64;
+constexpr int kErrorSlots = 1024;
+constexpr size_t kStagingMaxCopy = 64 << 20;  // larger host-to-device copies wait instead of staging
+constexpr size_t kStagingBudget = 256 << 20;  // pinned staging memory per device
+constexpr size_t kStagingMinChunk = 1 << 20;
 
-// Process-lifetime state, never destroyed: tensors in static objects may free memory during exit.
-std::mutex& context_mutex = *new std::mutex;
-std::unique_ptr<DeviceContext>* contexts = new std::unique_ptr<DeviceContext>[kMaxDevices];
+// A pinned host buffer for host-to-device copies; free again once its copy has run (its event).
+struct StagingChunk {
+  char* host = nullptr;
+  size_t size = 0;
+  cudaEvent_t done = nullptr;
+  bool in_flight = false;
+};
+
+// Everything per device besides the allocator. Never destroyed: tensors in static objects may use the
+// device during exit.
+struct DeviceState {
+  std::mutex mutex;  // guards everything below
+  std::unique_ptr<DeviceContext> ctx;
+  unsigned long long* error_slots = nullptr;  // device, kErrorSlots
+  std::vector<ErrorDescriber> pending_errors;  // describers of slots [0, size)
+  unsigned long long* error_slots_host = nullptr;  // pinned copy target
+  std::vector<StagingChunk> staging;
+  size_t staging_bytes = 0;
+  char* read_buffer = nullptr;  // pinned, for read_scalars
+  size_t read_buffer_size = 0;
+};
+
+DeviceState* states = new DeviceState[kMaxDevices];
 
 void check_device_index(int device) {
   SRU_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device, " out of range");
 }
 
-// ---- caching allocator ----
-// Sizes are rounded up (to 512 B below 1 MiB, to 2 MiB above) and freed blocks wait on a free list
-// per rounded size. All work of a device runs on its one stream, so a block freed by the host can be
-// handed out again at once: any later use is queued after every earlier use.
-constexpr size_t kSmallGranularity = 512;
-constexpr size_t kLargeThreshold = 1 << 20;
-constexpr size_t kLargeGranularity = 2 << 20;
-
-size_t round_size(size_t nbytes) {
-  const size_t g = nbytes < kLargeThreshold ? kSmallGranularity : kLargeGranularity;
-  return (std::max<size_t>(nbytes, 1) + g - 1) / g * g;
+DeviceState& state_of(int device) {
+  check_device_index(device);
+  return states[device];
 }
 
-struct DevicePool {
-  std::map<size_t, std::vector<void*>> free_blocks;
-  AllocatorStats stats;
-};
-
-std::mutex& pool_mutex = *new std::mutex;
-DevicePool* pools = new DevicePool[kMaxDevices];
-
-void free_cached(int device, DevicePool& pool) {
-  CUDA_CHECK(cudaSetDevice(device));
-  for (auto& [size, blocks] : pool.free_blocks) {
-    for (void* p : blocks) CUDA_CHECK(cudaFree(p));
-    pool.stats.reserved -= size * blocks.size();
+// The work of a host wait on `device`, with s.mutex held: runs `enqueue` (copies whose results the
+// caller wants), queues the error log's copy and reset when errors are pending, waits for the stream
+// (counted as `what`), then runs `collect` (reads the copies). Throws the first recorded error.
+void wait_for_stream(int device, const char* what, const std::function<void(cudaStream_t)>& enqueue = {},
+                     const std::function<void()>& collect = {}) {
+  DeviceState& s = state_of(device);
+  const cudaStream_t stream = context(device).stream;
+  std::vector<ErrorDescriber> pending;
+  std::vector<unsigned long long> positions;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (enqueue) enqueue(stream);
+    const size_t n = s.pending_errors.size();
+    if (n > 0) {
+      CUDA_CHECK(cudaMemcpyAsync(s.error_slots_host, s.error_slots, n * sizeof(unsigned long long),
+                                 cudaMemcpyDeviceToHost, stream));
+      CUDA_CHECK(cudaMemsetAsync(s.error_slots, 0xFF, n * sizeof(unsigned long long), stream));
+      pending.swap(s.pending_errors);
+    }
+    ::sru::detail::count_device_wait(what);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    positions.assign(s.error_slots_host, s.error_slots_host + n);
+    if (collect) collect();
   }
-  pool.free_blocks.clear();
+  for (size_t i = 0; i < positions.size(); ++i)
+    if (positions[i] != kNoError)
+      throw Error(pending[i](static_cast<int64_t>(positions[i])) + " (found by a kernel on cuda:" +
+                  std::to_string(device) + ", reported at the next host wait: " + what + ")");
+}
+
+// A free pinned chunk of at least n bytes (with s.mutex held), or null when the staging budget is spent
+// and no chunk is free or big enough.
+StagingChunk* free_staging_chunk(DeviceState& s, size_t n) {
+  StagingChunk* best = nullptr;
+  for (StagingChunk& c : s.staging) {
+    if (c.size < n || (best && c.size >= best->size)) continue;
+    if (c.in_flight) {
+      const cudaError_t q = cudaEventQuery(c.done);
+      if (q == cudaErrorNotReady) continue;
+      if (q != cudaSuccess) detail::fail_cuda("cudaEventQuery(staging)", q, __FILE__, __LINE__);
+      c.in_flight = false;
+    }
+    best = &c;
+  }
+  if (best) return best;
+  size_t size = kStagingMinChunk;
+  while (size < n) size *= 2;
+  if (s.staging_bytes + size > kStagingBudget) {
+    // Budget spent: wait for a big enough chunk's copy (counted), if there is such a chunk.
+    for (StagingChunk& c : s.staging)
+      if (c.size >= n) {
+        ::sru::detail::count_device_wait("cudaEventSynchronize (staging buffers all in flight)");
+        CUDA_CHECK(cudaEventSynchronize(c.done));
+        c.in_flight = false;
+        return &c;
+      }
+    return nullptr;
+  }
+  StagingChunk c;
+  if (cudaMallocHost(reinterpret_cast<void**>(&c.host), size) != cudaSuccess) {
+    cudaGetLastError();  // no pinned memory to be had: the caller copies directly
+    return nullptr;
+  }
+  c.size = size;
+  CUDA_CHECK(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
+  s.staging_bytes += size;
+  s.staging.push_back(c);
+  return &s.staging.back();
+}
+
+// Host -> device: through a pinned chunk, returning at once; or directly with a counted wait.
+void copy_to_device(void* dst, const void* src, size_t n, int device) {
+  DeviceState& s = state_of(device);
+  const cudaStream_t stream = context(device).stream;
+  if (n <= kStagingMaxCopy) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (StagingChunk* c = free_staging_chunk(s, n)) {
+      std::memcpy(c->host, src, n);
+      CUDA_CHECK(cudaMemcpyAsync(dst, c->host, n, cudaMemcpyHostToDevice, stream));
+      CUDA_CHECK(cudaEventRecord(c->done, stream));
+      c->in_flight = true;
+      return;
+    }
+  }
+  // Pageable source: wait until the copy has read it, so the caller may free it.
+  wait_for_stream(device, "cudaStreamSynchronize (large copy to the device)",
+                  [&](cudaStream_t st) { CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, st)); });
 }
 
 template <typename T, typename F>
@@ -118,10 +265,10 @@ void launch_map(const Tensor& t, F f) {
 }  // namespace
 
 DeviceContext& context(int device) {
-  check_device_index(device);
+  DeviceState& s = state_of(device);
   CUDA_CHECK(cudaSetDevice(device));
-  std::lock_guard<std::mutex> lock(context_mutex);
-  if (!contexts[device]) {
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.ctx) {
     auto ctx = std::make_unique<DeviceContext>();
     ctx->device = device;
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
@@ -129,81 +276,82 @@ DeviceContext& context(int device) {
     CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream));
     CUDNN_CHECK(cudnnCreate(&ctx->cudnn));
     CUDNN_CHECK(cudnnSetStream(ctx->cudnn, ctx->stream));
-    contexts[device] = std::move(ctx);
+    s.ctx = std::move(ctx);
   }
-  return *contexts[device];
+  return *s.ctx;
 }
 
-void* allocate(size_t nbytes, int device, size_t* rounded) {
-  check_device_index(device);
-  const size_t size = round_size(nbytes);
-  *rounded = size;
-  std::lock_guard<std::mutex> lock(pool_mutex);
-  DevicePool& pool = pools[device];
-  void* ptr = nullptr;
-  auto it = pool.free_blocks.find(size);
-  if (it != pool.free_blocks.end() && !it->second.empty()) {
-    ptr = it->second.back();
-    it->second.pop_back();
-  } else {
-    CUDA_CHECK(cudaSetDevice(device));
-    cudaError_t err = cudaMalloc(&ptr, size);
-    if (err == cudaErrorMemoryAllocation) {  // give the cache back to the driver and try once more
-      cudaGetLastError();
-      free_cached(device, pool);
-      err = cudaMalloc(&ptr, size);
+unsigned long long* reserve_error_slot(int device, ErrorDescriber describe) {
+  DeviceState& s = state_of(device);
+  const cudaStream_t stream = context(device).stream;
+  bool full = false;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.error_slots == nullptr) {
+      CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&s.error_slots), kErrorSlots * sizeof(unsigned long long)));
+      CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.error_slots_host), kErrorSlots * sizeof(unsigned long long)));
+      CUDA_CHECK(cudaMemsetAsync(s.error_slots, 0xFF, kErrorSlots * sizeof(unsigned long long), stream));
     }
-    if (err != cudaSuccess) {
-      cudaGetLastError();
-      SRU_FAIL("out of memory on cuda:", device, " allocating ", size, " bytes (", pool.stats.allocated,
-               " bytes in use by tensors, peak ", pool.stats.peak_allocated, "): ", cudaGetErrorString(err),
-               "; reduce the batch size or the model");
-    }
-    pool.stats.reserved += size;
+    full = s.pending_errors.size() == static_cast<size_t>(kErrorSlots);
   }
-  pool.stats.allocated += size;
-  pool.stats.peak_allocated = std::max(pool.stats.peak_allocated, pool.stats.allocated);
-  return ptr;
-}
-
-void release(void* ptr, size_t rounded, int device) {
-  if (ptr == nullptr) return;
-  std::lock_guard<std::mutex> lock(pool_mutex);
-  DevicePool& pool = pools[device];
-  pool.free_blocks[rounded].push_back(ptr);
-  pool.stats.allocated -= rounded;
-}
-
-AllocatorStats allocator_stats(int device) {
-  check_device_index(device);
-  std::lock_guard<std::mutex> lock(pool_mutex);
-  return pools[device].stats;
-}
-
-void empty_cache() {
-  std::lock_guard<std::mutex> lock(pool_mutex);
-  for (int d = 0; d < kMaxDevices; ++d)
-    if (!pools[d].free_blocks.empty()) free_cached(d, pools[d]);
+  if (full) wait_for_stream(device, "cudaStreamSynchronize (error log full)");
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.pending_errors.push_back(std::move(describe));
+  return s.error_slots + (s.pending_errors.size() - 1);
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;
-  const Device on = dst_device.is_cuda() ? dst_device : src_device;
-  SRU_CHECK(on.is_cuda(), "cuda::copy_bytes: neither side is on a CUDA device");
-  DeviceContext& ctx = context(on.index);
-  if (dst_device.is_cuda() && src_device.is_cuda() && dst_device.index != src_device.index) {
+  SRU_CHECK(dst_device.is_cuda() || src_device.is_cuda(), "cuda::copy_bytes: neither side is on a CUDA device");
+  if (dst_device.is_cuda() && src_device.is_cuda()) {
+    if (dst_device.index == src_device.index) {  // queued on the device's stream, no wait
+      CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, context(dst_device.index).stream));
+      return;
+    }
     // Peer copy: wait for the source device's queued work, then copy on the destination's stream.
-    CUDA_CHECK(cudaStreamSynchronize(context(src_device.index).stream));
-    CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, nbytes, ctx.stream));
-    CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    wait_for_stream(src_device.index, "cudaStreamSynchronize (peer copy, source)");
+    wait_for_stream(dst_device.index, "cudaStreamSynchronize (peer copy)", [&](cudaStream_t st) {
+      CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device.index, src, src_device.index, nbytes, st));
+    });
     return;
   }
-  CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, ctx.stream));
-  // Host memory is pageable: wait so the host buffer may be read (d2h) or freed (h2d) right away.
-  if (!dst_device.is_cuda() || !src_device.is_cuda()) CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  if (dst_device.is_cuda()) return copy_to_device(dst, src, nbytes, dst_device.index);
+  wait_for_stream(src_device.index, "cudaStreamSynchronize (copy to the host)",
+                  [&](cudaStream_t st) { CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, st)); });
 }
 
-void synchronize(int device) { CUDA_CHECK(cudaStreamSynchronize(context(device).stream)); }
+void synchronize(int device) { wait_for_stream(device, "cudaStreamSynchronize (synchronize)"); }
+
+std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars) {
+  DeviceState& s = state_of(device);
+  std::vector<char> bytes(scalars.size() * 8);
+  wait_for_stream(
+      device, "cudaStreamSynchronize (read_scalars)",
+      [&](cudaStream_t st) {
+        if (s.read_buffer_size < bytes.size()) {
+          if (s.read_buffer) CUDA_CHECK(cudaFreeHost(s.read_buffer));  // nothing queued reads it any more
+          s.read_buffer_size = std::max<size_t>(bytes.size(), 256);
+          CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&s.read_buffer), s.read_buffer_size));
+        }
+        for (size_t i = 0; i < scalars.size(); ++i) {
+          SRU_CHECK(scalars[i].device() == Device::cuda(device), "read_scalars: ", scalars[i].str(), " is not on cuda:",
+                    device);
+          CUDA_CHECK(cudaMemcpyAsync(s.read_buffer + 8 * i, scalars[i].data_ptr(), dtype_size(scalars[i].dtype()),
+                                     cudaMemcpyDeviceToHost, st));
+        }
+      },
+      [&] {
+        if (!bytes.empty()) std::memcpy(bytes.data(), s.read_buffer, bytes.size());
+      });
+  std::vector<double> out;
+  for (size_t i = 0; i < scalars.size(); ++i)
+    SRU_DISPATCH_ALL(scalars[i].dtype(), "read_scalars", [&]<typename T>() {
+      T v;
+      std::memcpy(&v, bytes.data() + 8 * i, sizeof(T));
+      out.push_back(static_cast<double>(v));
+    });
+  return out;
+}
 
 double time_on_stream_ms(int device, const std::function<void()>& fn) {
   DeviceContext& ctx = context(device);
@@ -213,6 +361,7 @@ double time_on_stream_ms(int device, const std::function<void()>& fn) {
   CUDA_CHECK(cudaEventRecord(start, ctx.stream));
   fn();
   CUDA_CHECK(cudaEventRecord(stop, ctx.stream));
+  ::sru::detail::count_device_wait("cudaEventSynchronize (timing)");
   CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));

@@ -1,11 +1,15 @@
 // The CUDA backend's host-side interface, callable from plain C++ (no CUDA headers here): memory,
-// copies between devices, the per-device stream, and the in-place tensor updates that Tensor's
-// methods need. Implemented in runtime.cu; builds without CUDA link none.cpp instead, whose
-// functions throw (they are unreachable there: no tensor can live on a CUDA device).
+// copies between devices, host waits (each one counted, core/host_sync.h), the device error log, and
+// the in-place tensor updates that Tensor's methods need. Implemented in runtime.cu and allocator.cu;
+// builds without CUDA link none.cpp instead, whose functions throw (they are unreachable there: no
+// tensor can live on a CUDA device).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "core/device.h"
@@ -16,18 +20,42 @@ class Tensor;
 
 namespace sru::cuda {
 
-// Device memory from the caching allocator (allocator.cu); *rounded receives the size to release.
+// Device memory from the caching allocator (allocator.cu over core/block_pool.h); *rounded receives the
+// size handed out (the allocator finds the block by its address on release).
 void* allocate(size_t nbytes, int device, size_t* rounded);
 void release(void* ptr, size_t rounded, int device);
 AllocatorStats allocator_stats(int device);
-// Returns the cached free blocks of every device to the driver.
+// Returns the cached free segments of every device to the driver.
 void empty_cache();
+// False when SRU_CUDA_NO_CACHING=1 gives every tensor its own cudaMalloc (for compute-sanitizer).
+bool allocator_caches();
 
-// Copies nbytes between any two of host and device memory, ordered on the device's stream. Returns
-// when the data can be used on the host (device -> host) or the source may be reused (host -> device).
+// Copies nbytes between any two of host and device memory, ordered on the device's stream.
+//   host -> device: the bytes go through a pinned staging buffer and the call returns at once (no host
+//     wait; the source may be reused); copies over 64 MiB wait instead (counted);
+//   device -> device on one device: queued, no wait;
+//   device -> host, and between devices: a host wait (counted), which also checks the error log.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
-// Waits until all work queued on the device's stream has finished.
+// Waits until all work queued on the device's stream has finished (a counted host wait; checks the
+// error log).
 void synchronize(int device = 0);
+// The values of one-element tensors on `device`, with one host wait that also checks the error log
+// (sru::read_scalars calls this for CUDA tensors).
+std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars);
+
+// Input errors found by kernels (an index out of range), reported without a host wait of their own:
+// a kernel atomicMin's the first bad position into a slot of the device's error log; at the next host
+// wait on that device the log is read in the same wait, and the first recorded error is thrown as
+// sru::Error with describe(position) as its message. describe runs on the host and may read tensors
+// (it is called only when an error was recorded). Slots are reused after each check; when all are
+// pending a check is forced (one host wait). A slot must be used by a kernel launched by the thread
+// that reserved it before that thread's next host wait (the ops do both in one call; srutrain drives a
+// device from one host thread).
+using ErrorDescriber = std::function<std::string(int64_t position)>;
+unsigned long long* reserve_error_slot(int device, ErrorDescriber describe);
+// The value a slot holds when no error was recorded (all bits set: atomicMin leaves it for any position).
+constexpr unsigned long long kNoError = ~0ull;
+
 // Milliseconds that the work fn queues on the device's stream takes, measured with CUDA events
 // recorded before and after it (waits for the work to finish).
 double time_on_stream_ms(int device, const std::function<void()>& fn);

@@ -12,8 +12,7 @@ void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor
   SRU_DISPATCH_FLOATING(weight.dtype(), "embedding", [&]<typename T>() {
     with_index_data(indices, [&](const auto* idx) {
       for (int64_t i = 0; i < n; ++i)
-        SRU_CHECK(idx[i] >= 0 && idx[i] < V, "embedding: index ", static_cast<int64_t>(idx[i]), " at position ", i,
-                  " is outside the vocabulary [0, ", V, ")");
+        SRU_CHECK(idx[i] >= 0 && idx[i] < V, embedding_index_error(static_cast<int64_t>(idx[i]), i, V));
       const T* w = weight.data<T>();
       T* o = out.data<T>();
       const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(D, 1));

@@ -10,6 +10,7 @@ void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int
           const Tensor& c, int64_t batch, double alpha, double beta) {
   const int64_t M = ta ? ca : ra, K = ta ? ra : ca, N = tb ? rb : cb;
   SRU_CHECK((tb ? cb : rb) == K, "gemm: inner dimensions differ (", K, " vs ", (tb ? cb : rb), ")");
+  if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ca, cb, N, batch);
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
   SRU_DISPATCH_FLOATING(c.dtype(), "gemm", [&]<typename T>() {
     const T* pa = a.data<T>();

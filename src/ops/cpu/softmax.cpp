@@ -27,8 +27,7 @@ template <typename I>
 void check_targets(const I* t, int64_t N, int64_t C, int64_t ignore_index) {
   for (int64_t n = 0; n < N; ++n) {
     const int64_t k = static_cast<int64_t>(t[n]);
-    SRU_CHECK(k == ignore_index || (k >= 0 && k < C), "cross_entropy: target ", k, " at row ", n,
-              " is outside [0, ", C, ") and is not the ignore index ", ignore_index);
+    SRU_CHECK(k == ignore_index || (k >= 0 && k < C), cross_entropy_target_error(k, n, C, ignore_index));
   }
 }
 
@@ -72,8 +71,8 @@ void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& 
   });
 }
 
-std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                                 const Tensor& lse) {
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                           const Tensor& lse, const Tensor& loss, const Tensor& scale) {
   const int64_t N = logits.size(0), C = logits.size(1);
   double total = 0.0;
   int64_t counted = 0;
@@ -97,14 +96,17 @@ std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Ten
         counted += static_cast<int64_t>(t[n]) != ignore_index;
       }
     });
+    const double s = cross_entropy_scale(reduction, counted);
+    *scale.data<double>() = s;
+    *loss.data<T>() = static_cast<T>(total * s);
   });
-  return {total, counted};
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
-                            double scale, const Tensor& gx) {
+                            const Tensor& scale, const Tensor& grad, const Tensor& gx) {
   const int64_t N = logits.size(0), C = logits.size(1);
   SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
+    const double factor = *scale.data<double>() * static_cast<double>(*grad.data<T>());
     with_index_data(target, [&](const auto* t) {
       const T *px = logits.data<T>(), *pl = lse.data<T>();
       T* po = gx.data<T>();
@@ -117,8 +119,8 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
             continue;
           }
           const double l = pl[n];
-          for (int64_t c = 0; c < C; ++c) out[c] = static_cast<T>(std::exp(static_cast<double>(px[n * C + c]) - l) * scale);
-          out[k] -= static_cast<T>(scale);
+          for (int64_t c = 0; c < C; ++c) out[c] = static_cast<T>(std::exp(static_cast<double>(px[n * C + c]) - l) * factor);
+          out[k] -= static_cast<T>(factor);
         }
       });
     });

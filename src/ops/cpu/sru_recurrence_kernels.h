@@ -32,7 +32,7 @@ Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const std::
   auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
   return {in.U.size(0), in.U.size(1), o.hidden_size, D, D * o.hidden_size, o.k, ptr(in.U), ptr(in.x),
           ptr(in.weight_c), ptr(in.bias), ptr(in.c0), ptr(in.mask_c), pad.empty() ? nullptr : pad.data(),
-          static_cast<T>(o.scale_x)};
+          in.scale_x.defined() ? *in.scale_x.data<T>() : static_cast<T>(o.scale_x)};
 }
 
 // The per-unit parameters of one (batch, direction) block.

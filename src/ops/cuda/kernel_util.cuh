@@ -1,9 +1,11 @@
 // Shared pieces of the ops' CUDA kernels (launch sizes and grid-stride loops: core/cuda/context.h): the
-// stream of a tensor's device, and fixed-order block reductions (same tree every run: reproducible).
+// stream of a tensor's device, fixed-order block reductions (same tree every run: reproducible), the
+// row-stride loop of the one-block-per-row kernels, and the int-size check for library calls.
 #pragma once
 
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/runtime.h"
 #include "core/tensor.h"
 
 namespace sru::cuda {
@@ -107,21 +109,16 @@ inline Tensor padding_as_int32(const Tensor& mask_pad) {
   return pad;
 }
 
-// A device flag for input checks inside kernels (an index out of range): kernels store the first
-// offending position with atomicMin; first_bad() copies it back (-1 when none).
-class BadIndexFlag {
- public:
-  explicit BadIndexFlag(const Tensor& like)
-      : flag_(Tensor::full({1}, static_cast<double>(kNone), DType::I64, like.device())) {}
-  unsigned long long* ptr() const { return reinterpret_cast<unsigned long long*>(flag_.data<int64_t>()); }
-  int64_t first_bad() const {
-    const int64_t v = flag_.item<int64_t>();
-    return v == kNone ? -1 : v;
-  }
-  static constexpr int64_t kNone = int64_t{1} << 62;  // exact in double (Tensor::full takes a double)
+// Row kernels run one block per row: for (n = block index; n < rows; n += blocks). Their grid is capped
+// like grid_for's, so any number of rows fits one launch (a block then takes several rows).
+#define SRU_ROW_STRIDE(n, rows) for (long long n = blockIdx.x; n < (rows); n += gridDim.x)
+inline unsigned rows_grid(long long rows) { return grid_for(rows, 1); }
 
- private:
-  Tensor flag_;
-};
+// v as an int for a library that takes int sizes (cuBLAS, cuDNN, cub): refuses values over INT_MAX,
+// naming what they are, instead of letting them wrap.
+inline int checked_int(long long v, const char* what, const char* op) {
+  SRU_CHECK(v >= 0 && v <= 2147483647LL, op, ": ", what, " = ", v, " is over the 2^31 - 1 the library takes");
+  return static_cast<int>(v);
+}
 
 }  // namespace sru::cuda

@@ -4,6 +4,9 @@
 // state descriptor, the flat weight space filled from the named parameters, and workspace / reserve
 // space from the caching allocator. Backward: cudnnRNNBackwardData_v8, then
 // cudnnRNNBackwardWeights_v8 adding into a zeroed flat gradient, which is unpacked per parameter.
+// y (forward) and dx (backward) are zeroed before the calls: cuDNN does not promise to write the steps
+// past a sequence's length, and the CPU LSTM's values there are exact zeros. Sizes cuDNN takes as int
+// are checked (checked_int) rather than truncated.
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/lstm_cudnn.h"
 
@@ -26,8 +29,9 @@ class RnnCall {
  public:
   RnnCall(const Tensor& x, int64_t hidden, int64_t directions, const std::vector<int32_t>& lengths,
           cudnnForwardMode_t mode)
-      : handle_(context(x.device().index).cudnn), L_(static_cast<int>(x.size(0))), B_(static_cast<int>(x.size(1))),
-        n_in_(static_cast<int>(x.size(2))), H_(static_cast<int>(hidden)), D_(static_cast<int>(directions)),
+      : handle_(context(x.device().index).cudnn), L_(checked_int(x.size(0), "L", "cuDNN LSTM")),
+        B_(checked_int(x.size(1), "B", "cuDNN LSTM")), n_in_(checked_int(x.size(2), "n_in", "cuDNN LSTM")),
+        H_(checked_int(hidden, "H", "cuDNN LSTM")), D_(static_cast<int>(directions)),
         type_(cudnn_type(x.dtype())), lengths_(lengths.begin(), lengths.end()) {
     CUDNN_CHECK(cudnnCreateDropoutDescriptor(&dropout_));
     // No dropout inside cuDNN (one layer per call; nn::LSTM applies its own between layers).
@@ -46,6 +50,7 @@ class RnnCall {
                                           lengths_.data(), fill));
     CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_, type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, L_, B_, D_ * H_,
                                           lengths_.data(), fill));
+    checked_int(x.size(1) * directions * hidden, "B * D * H (state elements)", "cuDNN LSTM");
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&h_desc_));
     const int dims[3] = {D_, B_, H_}, strides[3] = {B_ * H_, H_, 1};
     CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_, type_, 3, dims, strides));
@@ -134,6 +139,9 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
   saved.device_lengths =
       Tensor::from_vector(std::vector<int32_t>(lengths.begin(), lengths.end()), {x.size(1)}, DType::I32).to(x.device());
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
+  // Steps past a sequence's length: cuDNN is not documented to write them there; the CPU LSTM's are
+  // exact zeros, so start from zeros.
+  Tensor(y).zero_();
   CUDNN_CHECK(cudnnRNNForward(call.handle_, call.rnn_, mode, saved.device_lengths.data<int32_t>(), call.x_desc_,
                               x.data_ptr(), call.y_desc_, y.data_ptr(), call.h_desc_, data_ptr_or_null(h0), hy.data_ptr(),
                               call.h_desc_, data_ptr_or_null(c0), cy.data_ptr(), call.weight_bytes_,
@@ -152,6 +160,9 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
   const RnnCall call(x, H, D, lengths, CUDNN_FWD_MODE_TRAINING);
   const cudaStream_t stream = stream_of(x);
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
+  // dx at steps past a sequence's length: nothing in cuDNN promises to write it, and dx comes from a
+  // recycled block; those steps get no gradient, as on the CPU.
+  Tensor(dx).zero_();
   CUDNN_CHECK(cudnnRNNBackwardData_v8(call.handle_, call.rnn_, saved.device_lengths.data<int32_t>(), call.y_desc_,
                                       y.data_ptr(), dy.data_ptr(), call.x_desc_, dx.data_ptr(), call.h_desc_,
                                       data_ptr_or_null(h0), data_ptr_or_null(dhy), data_ptr_or_null(dh0), call.h_desc_,

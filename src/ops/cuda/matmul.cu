@@ -19,6 +19,7 @@ void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int
     else out.mul_(beta);
     return;
   }
+  check_gemm_sizes(M, N, K, ca, cb, N, batch);
   cublasHandle_t handle = context(c.device().index).cublas;
   const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   SRU_DISPATCH_FLOATING(c.dtype(), "gemm", [&]<typename T>() {

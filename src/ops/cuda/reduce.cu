@@ -1,6 +1,7 @@
 // CUDA kernels of sum/mean (CPU twins: ops/cpu/reduce.cpp). x is viewed as (outer, n, inner).
 // reduce_middle: out (outer, inner) = scale * sum over k of x[o, k, i], in double; with inner == 1 one
-// block per output row sums it with a fixed tree, otherwise column_sums (ops/cuda/kernel_util.cuh).
+// block per output row (SRU_ROW_STRIDE) sums it with a fixed tree, otherwise column_sums
+// (ops/cuda/kernel_util.cuh).
 // broadcast_middle: out (outer, n, inner) = scale * g (outer, inner), one thread per element.
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/reduce.h"
@@ -10,13 +11,15 @@ namespace sru::cuda {
 namespace {
 
 template <typename T>
-__global__ void reduce_rows_kernel(const T* x, long long n, double scale, T* out) {
+__global__ void reduce_rows_kernel(const T* x, long long rows, long long n, double scale, T* out) {
   __shared__ double shared[kBlock];
-  const T* row = x + blockIdx.x * n;
-  double acc = 0.0;
-  for (long long k = threadIdx.x; k < n; k += kBlock) acc += row[k];
-  acc = block_sum(acc, shared);
-  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<T>(acc * scale);
+  SRU_ROW_STRIDE(r, rows) {
+    const T* row = x + r * n;
+    double acc = 0.0;
+    for (long long k = threadIdx.x; k < n; k += kBlock) acc += row[k];
+    acc = block_sum(acc, shared);
+    if (threadIdx.x == 0) out[r] = static_cast<T>(acc * scale);
+  }
 }
 
 template <typename T>
@@ -42,8 +45,8 @@ void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, dou
   if (outer * inner == 0) return;
   const cudaStream_t s = stream_of(x);
   SRU_DISPATCH_FLOATING(x.dtype(), "reduce", [&]<typename T>() {
-    if (inner == 1 && outer <= 2147483647LL)
-      reduce_rows_kernel<<<static_cast<unsigned>(outer), kBlock, 0, s>>>(x.data<T>(), n, scale, out.data<T>());
+    if (inner == 1)
+      reduce_rows_kernel<<<rows_grid(outer), kBlock, 0, s>>>(x.data<T>(), outer, n, scale, out.data<T>());
     else
       column_sums(MiddleElement<T>{x.data<T>(), n, inner}, n, outer * inner, scale, out.data<T>(), x.device());
     SRU_CUDA_LAUNCH_CHECK("reduce_middle");

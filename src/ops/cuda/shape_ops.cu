@@ -1,7 +1,11 @@
 // CUDA kernels of the layout ops (see ops/shape_ops.h; CPU twins in ops/cpu/shape_ops.cpp).
 // copy_middle: src (outer, n_src, inner) <-> rows [at, at + rows) of dst (outer, n_dst, inner), one 2-D
-// strided copy (cudaMemcpy2DAsync: `outer` blocks of rows*inner elements). transpose_copy:
+// strided copy (cudaMemcpy2DAsync: `outer` blocks of rows*inner elements), or, when a pitch is over
+// what cudaMemcpy2D takes (2^31 - 1 bytes), a copy kernel (one thread per 4- or 8-byte element). transpose_copy:
 // dst[a, j, m, i, c] = src[a, i, m, j, c], one thread per element, moved as 4- or 8-byte words.
+#include <algorithm>
+#include <atomic>
+
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/shape_ops.h"
 
@@ -21,6 +25,28 @@ __global__ void transpose_kernel(const W* src, W* dst, long long A, long long n0
     dst[to] = src[(((a * n0 + i) * M + m) * n1 + j) * C + c];
   }
 }
+// dst[o * dst_pitch + k] = src[o * src_pitch + k] for o < outer, k < width (in words W).
+template <typename W>
+__global__ void copy_rows_kernel(const W* src, long long src_pitch, W* dst, long long dst_pitch, long long outer,
+                                 long long width) {
+  SRU_GRID_STRIDE(e, outer * width) {
+    const long long o = e / width, k = e % width;
+    dst[o * dst_pitch + k] = src[o * src_pitch + k];
+  }
+}
+
+// The largest pitch cudaMemcpy2D accepts on the device (2^31 - 1 bytes on current GPUs).
+size_t max_pitch(int device) {
+  static std::atomic<int> cached[64] = {};
+  if (device < 0 || device >= 64) return 0;
+  if (cached[device].load() == 0) {
+    int v = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxPitch, device));
+    cached[device].store(v);
+  }
+  return static_cast<size_t>(cached[device].load());
+}
+
 }  // namespace
 
 void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,
@@ -30,8 +56,21 @@ void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_
   if (outer == 0 || rows * inner == 0) return;
   const char* from = static_cast<const char*>(src.data_ptr()) + static_cast<size_t>((into ? 0 : at) * inner) * elem;
   char* to = static_cast<char*>(dst.data_ptr()) + static_cast<size_t>((into ? at : 0) * inner) * elem;
-  CUDA_CHECK(cudaMemcpy2DAsync(to, n_dst * inner * elem, from, n_src * inner * elem, rows * inner * elem, outer,
-                               cudaMemcpyDeviceToDevice, stream_of(dst)));
+  const size_t dst_pitch = n_dst * inner * elem, src_pitch = n_src * inner * elem;
+  const cudaStream_t s = stream_of(dst);
+  if (std::max(dst_pitch, src_pitch) <= max_pitch(dst.device().index)) {
+    CUDA_CHECK(cudaMemcpy2DAsync(to, dst_pitch, from, src_pitch, rows * inner * elem, outer, cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  // Rows longer than a 2-D copy takes: a copy kernel with 64-bit indexing.
+  const long long width = rows * inner, n = outer * width;
+  if (elem == 8)
+    copy_rows_kernel<<<grid_for(n), kBlock, 0, s>>>(reinterpret_cast<const uint64_t*>(from), n_src * inner,
+                                                    reinterpret_cast<uint64_t*>(to), n_dst * inner, outer, width);
+  else
+    copy_rows_kernel<<<grid_for(n), kBlock, 0, s>>>(reinterpret_cast<const uint32_t*>(from), n_src * inner,
+                                                    reinterpret_cast<uint32_t*>(to), n_dst * inner, outer, width);
+  SRU_CUDA_LAUNCH_CHECK("copy_rows_kernel");
 }
 
 void transpose_copy(const Tensor& src, const Tensor& dst, int64_t A, int64_t n0, int64_t M, int64_t n1, int64_t C) {

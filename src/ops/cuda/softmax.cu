@@ -1,8 +1,9 @@
 // CUDA kernels of softmax, log_softmax and cross-entropy (CPU twins: ops/cpu/softmax.cpp). One block of
-// kBlock threads per row of C classes; max, sums and logsumexp in double with fixed-tree block
-// reductions. Cross-entropy writes each row's logsumexp and loss on the device; the host sums the row
-// losses in row order (as the CPU does) after one copy, and reports an out-of-range target by row.
-#include <vector>
+// kBlock threads per row of C classes (rows beyond the capped grid loop: SRU_ROW_STRIDE); max, sums and
+// logsumexp in double with fixed-tree block reductions. Cross-entropy writes each row's logsumexp and
+// loss on the device, then one block sums the losses and counted rows into the loss and its scale
+// (fixed tree: the same every run), so no value comes back to the host; an out-of-range target is
+// recorded in the device error log (reported at the next host wait, with the CPU's message).
 
 #include "ops/dispatch.h"
 #include "ops/cuda/kernel_util.cuh"
@@ -26,68 +27,89 @@ __device__ double row_logsumexp(const T* row, long long C, double* shared) {
 }
 
 template <typename T>
-__global__ void softmax_kernel(const T* x, long long C, bool log_out, T* y) {
+__global__ void softmax_kernel(const T* x, long long N, long long C, bool log_out, T* y) {
   __shared__ double shared[kBlock];
-  const T* row = x + blockIdx.x * C;
-  T* out = y + blockIdx.x * C;
-  const double lse = row_logsumexp(row, C, shared);
-  for (long long c = threadIdx.x; c < C; c += kBlock) {
-    const double v = static_cast<double>(row[c]) - lse;
-    out[c] = static_cast<T>(log_out ? v : exp(v));
+  SRU_ROW_STRIDE(n, N) {
+    const T* row = x + n * C;
+    T* out = y + n * C;
+    const double lse = row_logsumexp(row, C, shared);
+    for (long long c = threadIdx.x; c < C; c += kBlock) {
+      const double v = static_cast<double>(row[c]) - lse;
+      out[c] = static_cast<T>(log_out ? v : exp(v));
+    }
   }
 }
 
 template <typename T>
-__global__ void softmax_backward_kernel(const T* g, const T* y, long long C, bool log_in, T* gx) {
+__global__ void softmax_backward_kernel(const T* g, const T* y, long long N, long long C, bool log_in, T* gx) {
   __shared__ double shared[kBlock];
-  const T *gr = g + blockIdx.x * C, *yr = y + blockIdx.x * C;
-  T* out = gx + blockIdx.x * C;
-  double dot = 0.0;
-  for (long long c = threadIdx.x; c < C; c += kBlock)
-    dot += log_in ? static_cast<double>(gr[c]) : static_cast<double>(gr[c]) * yr[c];
-  dot = block_sum(dot, shared);
-  for (long long c = threadIdx.x; c < C; c += kBlock)
-    out[c] = log_in ? static_cast<T>(gr[c] - exp(static_cast<double>(yr[c])) * dot) : static_cast<T>(yr[c] * (gr[c] - dot));
+  SRU_ROW_STRIDE(n, N) {
+    const T *gr = g + n * C, *yr = y + n * C;
+    T* out = gx + n * C;
+    double dot = 0.0;
+    for (long long c = threadIdx.x; c < C; c += kBlock)
+      dot += log_in ? static_cast<double>(gr[c]) : static_cast<double>(gr[c]) * yr[c];
+    dot = block_sum(dot, shared);
+    for (long long c = threadIdx.x; c < C; c += kBlock)
+      out[c] = log_in ? static_cast<T>(gr[c] - exp(static_cast<double>(yr[c])) * dot)
+                      : static_cast<T>(yr[c] * (gr[c] - dot));
+  }
 }
 
+// Per row: the logsumexp, the row's loss (0 when ignored or bad) and whether it counts; a bad target's
+// row goes into the error slot.
 template <typename T, typename I>
-__global__ void cross_entropy_kernel(const T* logits, const I* target, long long C, long long ignore_index, T* lse_out,
-                                     double* row_loss, unsigned long long* bad_row) {
+__global__ void cross_entropy_kernel(const T* logits, const I* target, long long N, long long C, long long ignore_index,
+                                     T* lse_out, double* row_loss, int* row_counts, unsigned long long* bad_row) {
   __shared__ double shared[kBlock];
-  const long long n = blockIdx.x;
-  const double l = row_logsumexp(logits + n * C, C, shared);
-  if (threadIdx.x != 0) return;
-  lse_out[n] = static_cast<T>(l);
-  const long long k = static_cast<long long>(target[n]);
-  if (k == ignore_index) {
-    row_loss[n] = 0.0;
-  } else if (k < 0 || k >= C) {
-    row_loss[n] = 0.0;
-    atomicMin(bad_row, static_cast<unsigned long long>(n));
-  } else {
-    row_loss[n] = l - static_cast<double>(logits[n * C + k]);
+  SRU_ROW_STRIDE(n, N) {
+    const double l = row_logsumexp(logits + n * C, C, shared);
+    if (threadIdx.x != 0) continue;
+    lse_out[n] = static_cast<T>(l);
+    const long long k = static_cast<long long>(target[n]);
+    const bool bad = k != ignore_index && (k < 0 || k >= C);
+    if (bad) atomicMin(bad_row, static_cast<unsigned long long>(n));
+    row_loss[n] = k == ignore_index || bad ? 0.0 : l - static_cast<double>(logits[n * C + k]);
+    row_counts[n] = k != ignore_index;
+  }
+}
+
+// One block: the loss = scale * (sum of the row losses) and scale = cross_entropy_scale(counted rows),
+// with fixed-tree sums (the same result every run).
+template <typename T>
+__global__ void cross_entropy_total_kernel(const double* row_loss, const int* row_counts, long long N, bool mean,
+                                           T* loss, double* scale) {
+  __shared__ double shared[kBlock];
+  double total = 0.0, counted = 0.0;
+  for (long long n = threadIdx.x; n < N; n += kBlock) {
+    total += row_loss[n];
+    counted += row_counts[n];
+  }
+  total = block_sum(total, shared);
+  counted = block_sum(counted, shared);
+  if (threadIdx.x == 0) {
+    const double s = mean ? (counted > 0 ? 1.0 / counted : 0.0) : 1.0;  // cross_entropy_scale
+    *scale = s;
+    *loss = static_cast<T>(total * s);
   }
 }
 
 template <typename T, typename I>
-__global__ void cross_entropy_backward_kernel(const T* logits, const I* target, const T* lse, long long C,
-                                              long long ignore_index, double scale, T* gx) {
-  const long long n = blockIdx.x;
-  const long long k = static_cast<long long>(target[n]);
-  const double l = lse[n];
-  for (long long c = threadIdx.x; c < C; c += kBlock) {
-    T v = T(0);
-    if (k != ignore_index) {
-      v = static_cast<T>(exp(static_cast<double>(logits[n * C + c]) - l) * scale);
-      if (c == k) v -= static_cast<T>(scale);
+__global__ void cross_entropy_backward_kernel(const T* logits, const I* target, const T* lse, long long N, long long C,
+                                              long long ignore_index, const double* scale, const T* grad, T* gx) {
+  const double factor = *scale * static_cast<double>(*grad);
+  SRU_ROW_STRIDE(n, N) {
+    const long long k = static_cast<long long>(target[n]);
+    const double l = lse[n];
+    for (long long c = threadIdx.x; c < C; c += kBlock) {
+      T v = T(0);
+      if (k != ignore_index) {
+        v = static_cast<T>(exp(static_cast<double>(logits[n * C + c]) - l) * factor);
+        if (c == k) v -= static_cast<T>(factor);
+      }
+      gx[n * C + c] = v;
     }
-    gx[n * C + c] = v;
   }
-}
-
-unsigned rows_grid(int64_t N) {
-  SRU_CHECK(N <= 2147483647LL, "softmax/cross_entropy: ", N, " rows are more than one launch can take");
-  return static_cast<unsigned>(N);
 }
 
 }  // namespace
@@ -96,7 +118,7 @@ void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
   const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
   if (N == 0) return;
   SRU_DISPATCH_FLOATING(x.dtype(), "softmax", [&]<typename T>() {
-    softmax_kernel<<<rows_grid(N), kBlock, 0, stream_of(x)>>>(x.data<T>(), C, log, y.data<T>());
+    softmax_kernel<<<rows_grid(N), kBlock, 0, stream_of(x)>>>(x.data<T>(), N, C, log, y.data<T>());
     SRU_CUDA_LAUNCH_CHECK("softmax_kernel");
   });
 }
@@ -105,49 +127,45 @@ void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& 
   const int64_t C = y.size(-1), N = C == 0 ? 0 : y.numel() / C;
   if (N == 0) return;
   SRU_DISPATCH_FLOATING(y.dtype(), "softmax_backward", [&]<typename T>() {
-    softmax_backward_kernel<<<rows_grid(N), kBlock, 0, stream_of(y)>>>(g.data<T>(), y.data<T>(), C, log, gx.data<T>());
+    softmax_backward_kernel<<<rows_grid(N), kBlock, 0, stream_of(y)>>>(g.data<T>(), y.data<T>(), N, C, log, gx.data<T>());
     SRU_CUDA_LAUNCH_CHECK("softmax_backward_kernel");
   });
 }
 
-std::pair<double, int64_t> cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                                                 const Tensor& lse) {
+void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                           const Tensor& lse, const Tensor& loss, const Tensor& scale) {
   const int64_t N = logits.size(0), C = logits.size(1);
-  if (N == 0) return {0.0, 0};
-  Tensor row_loss = Tensor::empty({N}, DType::F64, logits.device());
-  BadIndexFlag bad(logits);
+  const Device device = logits.device();
+  Tensor row_loss = Tensor::empty({N}, DType::F64, device);
+  Tensor row_counts = Tensor::empty({N}, DType::I32, device);
+  const cudaStream_t s = stream_of(logits);
   SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&]<typename T>() {
-    with_index_data(target, [&](const auto* t) {
-      cross_entropy_kernel<<<rows_grid(N), kBlock, 0, stream_of(logits)>>>(logits.data<T>(), t, C, ignore_index,
-                                                                          lse.data<T>(), row_loss.data<double>(), bad.ptr());
-      SRU_CUDA_LAUNCH_CHECK("cross_entropy_kernel");
-    });
+    if (N > 0) {
+      // The target tensor is kept by the describer until the check, so that the message can name the value.
+      unsigned long long* bad = reserve_error_slot(device.index, [target, C, ignore_index](int64_t row) {
+        const int64_t k = target.view({-1}).narrow0(row, 1).item<int64_t>();  // error path only
+        return cross_entropy_target_error(k, row, C, ignore_index);
+      });
+      with_index_data(target, [&](const auto* t) {
+        cross_entropy_kernel<<<rows_grid(N), kBlock, 0, s>>>(logits.data<T>(), t, N, C, ignore_index, lse.data<T>(),
+                                                            row_loss.data<double>(), row_counts.data<int32_t>(), bad);
+        SRU_CUDA_LAUNCH_CHECK("cross_entropy_kernel");
+      });
+    }
+    cross_entropy_total_kernel<<<1, kBlock, 0, s>>>(row_loss.data<double>(), row_counts.data<int32_t>(), N,
+                                                    reduction == Reduction::Mean, loss.data<T>(), scale.data<double>());
+    SRU_CUDA_LAUNCH_CHECK("cross_entropy_total_kernel");
   });
-  const int64_t bad_row = bad.first_bad();
-  if (bad_row >= 0) {
-    const int64_t k = target.narrow0(bad_row, 1).item<int64_t>();
-    SRU_FAIL("cross_entropy: target ", k, " at row ", bad_row, " is outside [0, ", C, ") and is not the ignore index ",
-             ignore_index);
-  }
-  const std::vector<double> losses = row_loss.to_vector<double>();
-  const std::vector<int64_t> targets = target.to_vector<int64_t>();
-  double total = 0.0;
-  int64_t counted = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    total += losses[n];
-    counted += targets[n] != ignore_index;
-  }
-  return {total, counted};
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
-                            double scale, const Tensor& gx) {
+                            const Tensor& scale, const Tensor& grad, const Tensor& gx) {
   const int64_t N = logits.size(0), C = logits.size(1);
   if (N == 0) return;
   SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
     with_index_data(target, [&](const auto* t) {
       cross_entropy_backward_kernel<<<rows_grid(N), kBlock, 0, stream_of(logits)>>>(
-          logits.data<T>(), t, lse.data<T>(), C, ignore_index, scale, gx.data<T>());
+          logits.data<T>(), t, lse.data<T>(), N, C, ignore_index, scale.data<double>(), grad.data<T>(), gx.data<T>());
       SRU_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");
     });
   });

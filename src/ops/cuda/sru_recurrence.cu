@@ -22,6 +22,7 @@ struct Args {
   long long L, B, d, out;
   const T *U, *x, *weight_c, *bias, *c0, *mask_c;
   const int32_t* pad;  // (L, B) or null
+  const T* scale_x;    // (1) on the device, or null: then `scale`
   T scale;
   bool has_skip, use_tanh;
 };
@@ -32,12 +33,13 @@ template <typename T>
 struct Column {
   const Args<T>& a;
   long long idx, b, col, dir;
-  T vf, vr, bf, br, mask, c0;
+  T vf, vr, bf, br, mask, c0, scale;
 
   __device__ Column(const Args<T>& args, long long i)
       : a(args), idx(i), b(i / args.out), col(i % args.out), dir(col / args.d), vf(args.weight_c[col]),
         vr(args.weight_c[args.out + col]), bf(args.bias[col]), br(args.bias[args.out + col]),
-        mask(args.mask_c ? args.mask_c[i] : T(1)), c0(args.c0 ? args.c0[i] : T(0)) {}
+        mask(args.mask_c ? args.mask_c[i] : T(1)), c0(args.c0 ? args.c0[i] : T(0)),
+        scale(args.scale_x ? args.scale_x[0] : args.scale) {}
   __device__ long long time_of(long long step) const { return dir == 0 ? step : a.L - 1 - step; }
   __device__ long long position_of(long long t) const { return (t * a.B + b) * a.out + col; }
   __device__ bool padded(long long t) const { return a.pad && a.pad[t * a.B + b]; }
@@ -51,7 +53,7 @@ struct Column {
     in.u1 = u[1];
     in.u2 = u[2];
     if constexpr (K == 4) in.x_skip = u[3];
-    else in.x_skip = a.has_skip ? a.scale * a.x[pos] : T(0);
+    else in.x_skip = a.has_skip ? scale * a.x[pos] : T(0);
     in.vf = vf;
     in.vr = vr;
     in.bf = bf;
@@ -147,7 +149,7 @@ __global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T*
         gU[pos * K + 1] = g.u1;
         gU[pos * K + 2] = g.u2;
         if constexpr (K == 4) gU[pos * K + 3] = g.x_skip;
-        if (K == 3 && a.has_skip && gx) gx[pos] = g.x_skip * a.scale;
+        if (K == 3 && a.has_skip && gx) gx[pos] = g.x_skip * column.scale;
         acc_vf += g.vf;
         acc_vr += g.vr;
         acc_bf += g.u1;
@@ -185,7 +187,7 @@ Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tenso
   return {in.U.size(0), in.U.size(1), o.hidden_size, D * o.hidden_size,
           in.U.data<T>(), data_or_null<T>(in.x), in.weight_c.data<T>(), in.bias.data<T>(),
           data_or_null<T>(in.c0), data_or_null<T>(in.mask_c), data_or_null<int32_t>(pad),
-          static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh};
+          data_or_null<T>(in.scale_x), static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh};
 }
 
 }  // namespace

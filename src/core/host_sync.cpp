@@ -1,0 +1,75 @@
+// Host-wait counters and read_scalars (see host_sync.h).
+#include "core/host_sync.h"
+
+#include <atomic>
+#include <mutex>
+
+#include "core/cuda/runtime.h"
+
+namespace sru {
+
+namespace {
+
+std::atomic<uint64_t> value_reads{0}, device_waits{0};
+std::mutex recorder_mutex;
+std::atomic<bool> recording{false};  // checked before taking the mutex: counting stays cheap
+std::vector<std::string> recorded;
+
+void note(const char* kind, const char* what) {
+  if (!recording.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(recorder_mutex);
+  if (recording) recorded.push_back(std::string(kind) + ": " + what);
+}
+
+}  // namespace
+
+namespace detail {
+void count_value_read(const char* what) {
+  value_reads.fetch_add(1, std::memory_order_relaxed);
+  note("value read", what);
+}
+void count_device_wait(const char* what) {
+  device_waits.fetch_add(1, std::memory_order_relaxed);
+  note("device wait", what);
+}
+}  // namespace detail
+
+HostWaitCounts host_wait_counts() { return {value_reads.load(), device_waits.load()}; }
+
+HostWaitRecorder::HostWaitRecorder() {
+  std::lock_guard<std::mutex> lock(recorder_mutex);
+  SRU_CHECK(!recording, "HostWaitRecorder: another recorder is active");
+  recording = true;
+  recorded.clear();
+  start_ = {value_reads.load(), device_waits.load()};
+}
+
+HostWaitRecorder::~HostWaitRecorder() {
+  std::lock_guard<std::mutex> lock(recorder_mutex);
+  recording = false;
+}
+
+HostWaitCounts HostWaitRecorder::counts() const {
+  return {value_reads.load() - start_.value_reads, device_waits.load() - start_.device_waits};
+}
+
+std::vector<std::string> HostWaitRecorder::events() const {
+  std::lock_guard<std::mutex> lock(recorder_mutex);
+  return recorded;
+}
+
+std::vector<double> read_scalars(const std::vector<Tensor>& scalars) {
+  for (const Tensor& t : scalars) {
+    SRU_CHECK(t.numel() == 1, "read_scalars: ", t.str(), " has ", t.numel(), " elements, expected 1");
+    SRU_CHECK(t.device() == scalars[0].device(), "read_scalars: tensors on ", scalars[0].device().str(), " and ",
+              t.device().str(), "; read each device's scalars separately");
+  }
+  detail::count_value_read("read_scalars");
+  if (!scalars.empty() && scalars[0].device().is_cuda()) return cuda::read_scalars(scalars[0].device().index, scalars);
+  std::vector<double> out;
+  for (const Tensor& t : scalars)
+    SRU_DISPATCH_ALL(t.dtype(), "read_scalars", [&]<typename T>() { out.push_back(static_cast<double>(*t.data<T>())); });
+  return out;
+}
+
+}  // namespace sru

@@ -1,0 +1,53 @@
+// Host waits: the points where host code stops until the device has caught up, counted so that a
+// test can hold a training step to at most one of them. Two counts, kept on every build:
+//   value_reads  — tensor values read by host code (Tensor::item, to_vector, a copy of a CUDA tensor
+//                  to the CPU, read_scalars): each is a host wait when the tensor lives on a GPU, and
+//                  the same calls are made on the CPU, so a CPU run counts what a GPU run would wait on;
+//   device_waits — host-blocking CUDA calls (stream and event synchronisation, blocking copies,
+//                  cudaFree): only CUDA builds on a GPU make them.
+// Also read_scalars: several scalars to the host with one wait (the step's loss and gradient norm).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sru {
+
+struct HostWaitCounts {
+  uint64_t value_reads = 0;
+  uint64_t device_waits = 0;
+};
+
+// Totals since the process started (all threads).
+HostWaitCounts host_wait_counts();
+
+// Counts and names the waits between its construction and counts()/events() (all threads). One at a
+// time; for tests and benchmarks.
+class HostWaitRecorder {
+ public:
+  HostWaitRecorder();
+  ~HostWaitRecorder();
+  HostWaitRecorder(const HostWaitRecorder&) = delete;
+  HostWaitRecorder& operator=(const HostWaitRecorder&) = delete;
+  HostWaitCounts counts() const;
+  // "value read: item", "device wait: cudaStreamSynchronize (copy to host)", ... in order.
+  std::vector<std::string> events() const;
+
+ private:
+  HostWaitCounts start_;
+};
+
+// The values of one-element tensors, all on one device, as doubles, with a single host wait (one
+// value read). On a CUDA device this is also where kernel-reported input errors surface (see
+// cuda::reserve_error_slot): it throws the first one, with the message the CPU kernel would throw.
+std::vector<double> read_scalars(const std::vector<Tensor>& scalars);
+
+namespace detail {
+void count_value_read(const char* what);
+void count_device_wait(const char* what);
+}  // namespace detail
+
+}  // namespace sru

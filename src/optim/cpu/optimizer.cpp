@@ -1,0 +1,60 @@
+// CPU kernels of the optimisers and of gradient clipping (contracts in optim/optimizer.h; CUDA twins in
+// optim/cuda/optimizer.cu). optimizer_update: update_element (optim/optimizer_math.h) over the elements,
+// split across threads, one loop per optimiser kind (a template parameter, so that each is branch-free
+// and vectorises). Clipping: sums of squares per fixed block in double, then the blocks added in
+// order, so the norm does not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+
+#include "core/parallel.h"
+#include "optim/optimizer.h"
+
+namespace sru::optim::cpu {
+
+void optimizer_update(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0, const Tensor& s1,
+                      const StepScalars& sc) {
+  SRU_DISPATCH_FLOATING(p.dtype(), "optimizer step", [&]<typename T>() {
+    T* __restrict w = p.data<T>();
+    const T* __restrict grad = g.data<T>();
+    T* __restrict m0 = s0.data<T>();
+    T* __restrict m1 = s1.data<T>();
+    const StepScalars scalars = sc;
+    with_optimizer_kind(kind, [&]<OptimizerKind K>() {
+      parallel_for(0, p.numel(), kParallelGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) update_element<K, T>(w[i], grad[i], m0[i], m1[i], scalars);
+      });
+    });
+  });
+}
+
+void sum_squares_blocks(const Tensor& g, int64_t block_size, const Tensor& partial, int64_t at) {
+  const int64_t n = g.numel(), blocks = (n + block_size - 1) / block_size;
+  double* out = partial.data<double>() + at;
+  SRU_DISPATCH_FLOATING(g.dtype(), "clip_grad_norm", [&]<typename T>() {
+    const T* d = g.data<T>();
+    parallel_for(0, blocks, 2, [&](int64_t lo, int64_t hi) {
+      for (int64_t blk = lo; blk < hi; ++blk) {
+        double s = 0.0;
+        for (int64_t i = blk * block_size, e = std::min(n, i + block_size); i < e; ++i) s += static_cast<double>(d[i]) * d[i];
+        out[blk] = s;
+      }
+    });
+  });
+}
+
+void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result) {
+  const double* p = partial.data<double>();
+  double total = 0.0;
+  for (int64_t i = 0; i < partial.numel(); ++i) total += p[i];
+  double* r = result.data<double>();
+  r[0] = std::sqrt(total);
+  r[1] = clip_factor(r[0], max_norm);
+}
+
+void scale_by_clip_factor(const Tensor& g, const Tensor& result) {
+  const double factor = result.data<double>()[1];
+  if (factor == 1.0) return;
+  Tensor(g).mul_(factor);
+}
+
+}  // namespace sru::optim::cpu

@@ -1,0 +1,34 @@
+// Length-bucketed batches (see batching.h).
+#include "tasks/batching.h"
+
+#include <algorithm>
+
+#include "data/labeled_text.h"
+
+namespace sru::tasks {
+
+std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<int64_t>& lengths,
+                                                        std::vector<int64_t> order, int64_t size) {
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lengths[a] < lengths[b]; });
+  std::vector<std::vector<int64_t>> batches;
+  for (size_t i = 0; i < order.size(); i += static_cast<size_t>(size))
+    batches.emplace_back(order.begin() + i, order.begin() + std::min(order.size(), i + static_cast<size_t>(size)));
+  return batches;
+}
+
+std::vector<std::vector<int64_t>> evaluation_batches(const std::vector<int64_t>& lengths, int64_t size) {
+  std::vector<int64_t> order(lengths.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  return length_sorted_batches(lengths, std::move(order), size);
+}
+
+std::vector<std::vector<int64_t>> epoch_batches(const std::vector<int64_t>& lengths, int64_t size, uint64_t seed,
+                                                int64_t epoch) {
+  const uint64_t s = seed * 1000003u + static_cast<uint64_t>(epoch);
+  const auto sorted = length_sorted_batches(lengths, data::shuffled_indices(static_cast<int64_t>(lengths.size()), s), size);
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t i : data::shuffled_indices(static_cast<int64_t>(sorted.size()), ~s)) batches.push_back(sorted[i]);
+  return batches;
+}
+
+}  // namespace sru::tasks

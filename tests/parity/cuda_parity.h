@@ -1,0 +1,90 @@
+// Helpers of the CUDA parity tests (label cuda): random leaves, fresh copies per device, and
+// expect_parity, which runs a function on the CPU and on cuda:0 and compares outputs and gradients.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "autograd/engine.h"
+#include "core/cuda/device_info.h"
+#include "ops/ops.h"
+#include "testing.h"
+
+namespace sru::testing {
+
+using Inputs = std::vector<Tensor>;
+using Fn = std::function<std::vector<Tensor>(const Inputs&)>;
+
+inline const Device kCuda = Device::cuda(0);
+
+#define SKIP_WITHOUT_CUDA()                                                                          \
+  if (::sru::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: " << ::sru::cuda::unavailable_reason()
+
+inline Tensor rand_leaf(const Shape& shape, uint64_t seed, DType dtype = DType::F32, double low = -1.0, double high = 1.0) {
+  Generator gen(seed);
+  Tensor t = Tensor::uniform(shape, low, high, dtype, gen);
+  if (is_floating(dtype)) t.set_requires_grad(true);
+  return t;
+}
+
+// A fresh leaf copy of t on `device` (so gradients of earlier checks do not accumulate into it).
+inline Tensor fresh_copy(const Tensor& t, Device device) {
+  if (!t.defined()) return t;
+  Tensor c = t.detach().to(device);
+  if (c.shares_storage(t)) c = c.clone();
+  if (t.requires_grad()) c.set_requires_grad(true);
+  return c;
+}
+
+// Runs f on the CPU inputs and on copies on cuda:0, then back-propagates sum(out_i * w_i) with the
+// same random weights w_i on both; expects equal outputs and input gradients within tol.
+inline void expect_parity(const Fn& f, const Inputs& inputs, double tol) {
+  Inputs cpu_inputs, gpu_inputs;
+  for (const Tensor& t : inputs) {
+    cpu_inputs.push_back(fresh_copy(t, Device::cpu()));
+    gpu_inputs.push_back(fresh_copy(t, kCuda));
+  }
+  const std::vector<Tensor> out_cpu = f(cpu_inputs), out_gpu = f(gpu_inputs);
+  ASSERT_EQ(out_cpu.size(), out_gpu.size());
+  std::vector<Tensor> loss_cpu, loss_gpu;
+  for (size_t i = 0; i < out_cpu.size(); ++i) {
+    ASSERT_TRUE(out_gpu[i].device().is_cuda()) << "output " << i << " left the device";
+    EXPECT_TRUE(tensors_near(out_gpu[i], out_cpu[i], tol, tol)) << "output " << i;
+    if (!out_cpu[i].requires_grad()) continue;
+    Generator gen(100 + i);
+    const Tensor w = Tensor::uniform(out_cpu[i].shape(), -1, 1, out_cpu[i].dtype(), gen);
+    loss_cpu.push_back(sum(mul(out_cpu[i], w)));
+    loss_gpu.push_back(sum(mul(out_gpu[i], w.to(kCuda))));
+  }
+  if (loss_cpu.empty()) return;
+  Tensor total_cpu = loss_cpu[0], total_gpu = loss_gpu[0];
+  for (size_t i = 1; i < loss_cpu.size(); ++i) {
+    total_cpu = add(total_cpu, loss_cpu[i]);
+    total_gpu = add(total_gpu, loss_gpu[i]);
+  }
+  autograd::backward(total_cpu);
+  autograd::backward(total_gpu);
+  for (size_t i = 0; i < cpu_inputs.size(); ++i) {
+    if (!cpu_inputs[i].defined() || !cpu_inputs[i].requires_grad()) continue;
+    const Tensor gc = cpu_inputs[i].grad(), gg = gpu_inputs[i].grad();
+    ASSERT_EQ(gc.defined(), gg.defined()) << "gradient of input " << i;
+    if (gc.defined()) {
+      EXPECT_TRUE(tensors_near(gg, gc, tol, tol)) << "gradient of input " << i;
+    }
+  }
+}
+
+// A float (L, B) padding mask where sequence b has length L - b (padded at the end).
+inline Tensor padding_at_end(int64_t L, int64_t B) {
+  std::vector<float> pad(L * B, 0.0f);
+  for (int64_t b = 1; b < B; ++b)
+    for (int64_t t = L - b; t < L; ++t) pad[t * B + b] = 1.0f;
+  return Tensor::from_vector(pad, {L, B});
+}
+
+inline Fn one(std::function<Tensor(const Inputs&)> f) {
+  return [f](const Inputs& x) { return std::vector<Tensor>{f(x)}; };
+}
+
+}  // namespace sru::testing

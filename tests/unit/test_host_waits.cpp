@@ -1,0 +1,68 @@
+// Host waits per training step, counted on the CPU: every call that would wait for a GPU (a value read
+// to the host: item, to_vector, read_scalars) is counted on the CPU too, so a CPU run of the step's
+// code path shows how many waits a GPU run makes at those points. The step (tests/train_step.h) must
+// make exactly one: the loss and gradient norm read together. It is srutrain's own step
+// (train::TrainingStep) on a char-LM task. What only a GPU shows (waits inside the
+// CUDA kernels' host code, copies) is counted for real by the same test on cuda:0
+// (tests/parity/test_cuda_hardening.cpp) and kept out of the kernels by the lint test
+// cuda_kernels_read_nothing_back.
+#include <gtest/gtest.h>
+
+#include "autograd/engine.h"
+#include "core/host_sync.h"
+#include "nn/lstm.h"
+#include "nn/sru.h"
+#include "ops/reduce.h"
+#include "train_step.h"
+
+using namespace sru;
+
+namespace {
+
+std::string listed(const std::vector<std::string>& events) {
+  std::string s;
+  for (const std::string& e : events) s += "\n  " + e;
+  return s;
+}
+
+void expect_one_wait_per_step(const std::string& type) {
+  sru::testing::CharLmSteps steps(type, Device::cpu());
+  for (int step = 0; step < 4; ++step) {
+    HostWaitRecorder recorder;
+    const train::StepOutcome v = steps.next();
+    EXPECT_EQ(v.kind, train::StepOutcome::Kind::Updated);
+    EXPECT_TRUE(std::isfinite(v.loss) && std::isfinite(v.grad_norm));
+    EXPECT_EQ(recorder.counts().value_reads, 1u) << type << " step " << step << listed(recorder.events());
+    EXPECT_EQ(recorder.counts().device_waits, 0u);
+  }
+}
+
+}  // namespace
+
+TEST(HostWaitsPerStep, SruCharLmStepReadsOnce) { expect_one_wait_per_step("sru"); }
+TEST(HostWaitsPerStep, LstmCharLmStepReadsOnce) { expect_one_wait_per_step("lstm"); }
+
+// Padded batches: masks made on the CPU are read where needed (LSTM lengths) without a value read,
+// and forward + backward of both recurrences read nothing.
+TEST(HostWaitsPerStep, PaddedRecurrencesReadNothing) {
+  const int64_t L = 6, B = 3;
+  std::vector<float> pad(L * B, 0.0f);
+  for (int64_t t = 4; t < L; ++t) pad[t * B + 1] = 1.0f;
+  const Tensor mask = Tensor::from_vector(pad, {L, B});
+  Generator gen(5);
+  nn::SRUOptions so;
+  so.input_size = 8;
+  so.hidden_size = 8;
+  so.num_layers = 2;
+  so.rescale = true;
+  nn::SRU sru(so, gen);
+  nn::LSTMOptions lo;
+  lo.input_size = 8;
+  lo.hidden_size = 8;
+  nn::LSTM lstm(lo, gen);
+  const Tensor x = Tensor::uniform({L, B, 8}, -1, 1, DType::F32, gen);
+  HostWaitRecorder recorder;
+  autograd::backward(sum(sru.forward(x, Tensor(), mask).first));
+  autograd::backward(sum(lstm.forward(x, Tensor(), Tensor(), mask).output));
+  EXPECT_EQ(recorder.counts().value_reads, 0u) << listed(recorder.events());
+}
