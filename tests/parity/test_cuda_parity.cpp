@@ -198,13 +198,7 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
               const int64_t out = (bidir ? 2 : 1) * d;
               const Tensor U = rand_leaf({L, B, out * k}, ++seed, dt, -2, 2), x = rand_leaf({L, B, out}, ++seed, dt);
               const Tensor wc = rand_leaf({2 * out}, ++seed, dt), bias = rand_leaf({2 * out}, ++seed, dt);
-              Tensor c0, mask_c, mask_pad;
-              if (masks) {
-                c0 = rand_leaf({B, out}, ++seed, dt);
-                Generator g(++seed);
-                mask_c = dropout_mask({B, out}, 0.3, dt, g);
-                mask_pad = padding_at_end(L, B);
-              }
+              const auto [c0, mask_c, mask_pad] = recurrence_extras(masks, L, B, out, dt, seed);
               const std::string what = std::string(dtype_name(dt)) + " k=" + std::to_string(k) + (bidir ? " bidir" : "") +
                                        (skip ? " skip" : "") + (use_tanh ? " tanh" : "") + (masks ? " masks" : "");
               SCOPED_TRACE(what);
@@ -213,7 +207,7 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
                     auto [h, c] = sru_recurrence(v[0], v[1], v[2], v[3], v[4], v[5], v[6], o);
                     return std::vector<Tensor>{h, c};
                   },
-                  {U, x, wc, bias, c0, mask_c.defined() ? mask_c : Tensor(), mask_pad}, tol);
+                  {U, x, wc, bias, c0, mask_c, mask_pad}, tol);
             }
 }
 
@@ -432,13 +426,7 @@ TEST(CudaParity, EmbedSruRecurrenceBothForms) {
           o.use_tanh = use_tanh;
           const Tensor u = rand_leaf({L, B, d}, ++seed, dt), x = rand_leaf({L, B, d}, ++seed, dt);
           const Tensor f = rand_leaf({L, B, d}, ++seed, dt, 0.01, 0.99), r = rand_leaf({L, B, d}, ++seed, dt, 0.01, 0.99);
-          Tensor c0, mask_c, mask_pad;
-          if (masks) {
-            c0 = rand_leaf({B, d}, ++seed, dt);
-            Generator g(++seed);
-            mask_c = dropout_mask({B, d}, 0.3, dt, g);
-            mask_pad = padding_at_end(L, B);
-          }
+          const auto [c0, mask_c, mask_pad] = recurrence_extras(masks, L, B, d, dt, seed);
           expect_parity(
               [o](const Inputs& v) {
                 auto [h, c] = embed_sru_recurrence(v[0], v[1], v[2], v[3], v[4], v[5], v[6], o);
