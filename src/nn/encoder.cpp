@@ -3,6 +3,7 @@
 
 #include "nn/lstm.h"
 #include "nn/sru.h"
+#include "nn/srupp.h"
 
 namespace sru::nn {
 
@@ -10,6 +11,7 @@ const std::vector<EncoderSpec>& encoders() {
   static const std::vector<EncoderSpec> list = {
       sru_encoder(),
       lstm_encoder(),
+      srupp_encoder(),
   };
   return list;
 }

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "core/cuda/device_info.h"
+#include "nn/module.h"
 #include "ops/ops.h"
 #include "testing.h"
 
@@ -71,6 +72,21 @@ inline void expect_parity(const Fn& f, const Inputs& inputs, double tol) {
     ASSERT_EQ(gc.defined(), gg.defined()) << "gradient of input " << i;
     if (gc.defined()) {
       EXPECT_TRUE(tensors_near(gg, gc, tol, tol)) << "gradient of input " << i;
+    }
+  }
+}
+
+// Weights and gradients of two copies of a module (CPU and CUDA), compared by name.
+inline void expect_same_parameters_and_grads(const nn::Module& cpu, const nn::Module& gpu, double tol) {
+  const nn::NamedTensors a = cpu.named_parameters(), b = gpu.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].first);
+    EXPECT_TRUE(b[i].second.device().is_cuda());
+    EXPECT_TRUE(tensors_near(b[i].second, a[i].second, tol, tol));
+    ASSERT_EQ(a[i].second.grad().defined(), b[i].second.grad().defined());
+    if (a[i].second.grad().defined()) {
+      EXPECT_TRUE(tensors_near(b[i].second.grad(), a[i].second.grad(), tol, tol));
     }
   }
 }

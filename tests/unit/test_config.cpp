@@ -50,10 +50,10 @@ TEST(Config, PrintedConfigParsesBackToTheSameValues) {
 
 TEST(Config, TaskAndEncoderNamesComeFromTheRegistriesWithSuggestions) {
   const std::string t = error_of([] { parse("task: clasify\n" + kMinimal); });
-  EXPECT_NE(t.find("exp.yaml:1: task: 'clasify' is not one of: charlm, wordlm, classify (did you mean 'classify'?)"),
+  EXPECT_NE(t.find("exp.yaml:1: task: 'clasify' is not one of: charlm, wordlm, classify, squad (did you mean 'classify'?)"),
             std::string::npos) << t;
   const std::string e = error_of([] { parse(kMinimal + "model:\n  type: lstn\n"); });
-  EXPECT_NE(e.find("exp.yaml:4: model.type: 'lstn' is not one of: sru, lstm (did you mean 'lstm'?)"), std::string::npos)
+  EXPECT_NE(e.find("exp.yaml:4: model.type: 'lstn' is not one of: sru, lstm, srupp (did you mean 'lstm'?)"), std::string::npos)
       << e;
   const std::string o = error_of([] { parse(kMinimal, {"model.type=gru"}); });
   EXPECT_NE(o.find("--set model.type=gru: model.type: 'gru' is not one of: sru, lstm"), std::string::npos) << o;
@@ -71,8 +71,8 @@ TEST(Config, KeysOfAnotherTaskOrEncoderDoNotApply) {
   const std::string b = error_of([] { parse("task: classify\n" + kMinimal + "  bptt: 35\n"); });
   EXPECT_NE(b.find("data.bptt does not apply here: it is a key of task charlm / wordlm"), std::string::npos) << b;
   const std::string c = error_of([] { parse(kMinimal + "model:\n  type: lstm\n  highway_bias: -2\n"); });
-  EXPECT_NE(c.find("exp.yaml:5: model.highway_bias does not apply here: it is a key of encoder sru (remove it, or "
-                   "choose that encoder)"), std::string::npos) << c;
+  EXPECT_NE(c.find("exp.yaml:5: model.highway_bias does not apply here: it is a key of encoder sru / srupp (remove "
+                   "it, or choose that encoder)"), std::string::npos) << c;
   const std::string d = error_of([] { parse(kMinimal, {"model.type=lstm", "model.rescale=true"}); });
   EXPECT_NE(d.find("--set model.rescale=true: model.rescale does not apply here: it is a key of encoder sru"),
             std::string::npos) << d;
