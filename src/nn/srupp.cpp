@@ -131,7 +131,8 @@ SRUppLayer::SRUppLayer(int64_t n_in, const SRUppOptions& o, bool attention, doub
   output_size = (o.bidirectional ? 2 : 1) * o.hidden_size;
   k = n_in == output_size ? 3 : 4;
   const int64_t P = o.proj_size;
-  // The reference's registration order (its state_dict lists the transform after weight_c, bias, scale_x).
+  // The transform is built first so that its weights draw from the generator before weight_c. (The
+  // reference registers transform_module before weight_c too; a state_dict load matches names, not order.)
   if (attention)
     transform_module = std::make_shared<SRUppAttention>(n_in, output_size * k, P, o, gen);
   else
