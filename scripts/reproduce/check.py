@@ -37,11 +37,11 @@ def main():
                 print("FAIL %s: %s is not in %s (it has: %s)" % (run, metric, path, ", ".join(sorted(metrics))))
                 failures += 1
             elif value != value or (value > limit if kind == "max" else value < limit):
-                print("FAIL %s: %s = %.4f is worse than the threshold: %s %.4f (set from %s)"
+                print("FAIL %s: %s = %.6g is worse than the threshold: %s %.6g (set from %s)"
                       % (run, metric, value, "at most" if kind == "max" else "at least", limit, where))
                 failures += 1
             else:
-                print("ok   %s: %s = %.4f (threshold: %s %.4f)" % (run, metric, value, kind, limit))
+                print("ok   %s: %s = %.6g (threshold: %s %.6g)" % (run, metric, value, kind, limit))
     if failures:
         print("%d reproduction check(s) failed against %s" % (failures, thresholds_path))
         sys.exit(1)

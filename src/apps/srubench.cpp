@@ -3,7 +3,8 @@
 // `srubench sru-vs-lstm` times one layer; `srubench train-epoch` times whole training epochs of
 // experiment configs (forward, backward, clipping, update: what srutrain does per step); `srubench eval`
 // times inference: evaluating checkpoints, and their encoder alone (e.g. a Super-Embed-SRU against the
-// SRU it was converted from).
+// SRU it was converted from); `srubench srupp-layer` times one SRU++ layer against an SRU layer and a
+// Transformer block of equal parameters.
 #include <algorithm>
 #include <cstring>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "bench/bench.h"
+#include "bench/srupp_bench.h"
 #include "core/cuda/device_info.h"
 #include "core/cuda/runtime.h"
 #include "core/parallel.h"
@@ -464,6 +466,21 @@ int main(int argc, char** argv) {
   reader_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
   reader_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
+  sru::bench::SruppLayerBenchOptions srupp;
+  auto* srupp_cmd = cli.add_subcommand("srupp-layer", "Forward+backward and peak memory of one SRU++ layer, one SRU "
+                                                      "layer and one Transformer block of equal parameters");
+  srupp_cmd->add_option("--lengths", srupp.lengths, "Sequence lengths L (the attention context)")->capture_default_str();
+  srupp_cmd->add_option("--hidden", srupp.hidden, "SRU++ widths d")->capture_default_str();
+  srupp_cmd->add_option("--proj-ratio", srupp.proj_ratio, "d / d'")->capture_default_str()->check(CLI::PositiveNumber);
+  srupp_cmd->add_option("--heads", srupp.heads, "Attention heads")->capture_default_str()->check(CLI::PositiveNumber);
+  srupp_cmd->add_option("--batch", srupp.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
+  srupp_cmd->add_option("--repeats", srupp.timing.repeats, "Timed repeats (the median is reported)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  srupp_cmd->add_option("--warmup", srupp.timing.warmup, "Untimed warm-up runs")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  srupp_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
+  srupp_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
+
   CLI11_PARSE(cli, argc, argv);
   return sru::apps::run_main("srubench", [&] {
     sru::set_num_threads(threads);
@@ -471,10 +488,12 @@ int main(int argc, char** argv) {
                              : epoch_cmd->parsed()  ? "train-epoch"
                              : eval_cmd->parsed()   ? "eval"
                              : reader_cmd->parsed() ? "reader-rnn"
+                             : srupp_cmd->parsed()  ? "srupp-layer"
                                                     : "sru-vs-lstm";
-    layer.device = reader.device = sru::Device::parse(device);
-    SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed() || reader_cmd->parsed(), "srubench ", name, ": --device ",
-              device, " is not supported: only sru-vs-lstm and reader-rnn measure CUDA devices");
+    layer.device = reader.device = srupp.device = sru::Device::parse(device);
+    SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed() || reader_cmd->parsed() || srupp_cmd->parsed(), "srubench ",
+              name, ": --device ", device, " is not supported: only sru-vs-lstm, reader-rnn and srupp-layer measure "
+              "CUDA devices");
     if (layer.device.is_cuda()) {
       const std::string why = sru::cuda::unavailable_reason(layer.device.index);
       SRU_CHECK(why.empty(), "srubench ", name, ": --device ", device, " is not available: ", why);
@@ -487,6 +506,8 @@ int main(int argc, char** argv) {
       bench_eval(report, eval);
     } else if (reader_cmd->parsed()) {
       bench_reader_rnn(report, reader);
+    } else if (srupp_cmd->parsed()) {
+      sru::bench::bench_srupp_layer(report, srupp);
     } else if (ceil_cmd->parsed()) {
       for (int64_t d : ceilings.hidden) SRU_CHECK(d > 0, "srubench ceilings: --hidden sizes must be positive, got ", d);
       bench_sgemm(report, ceilings);

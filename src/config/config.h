@@ -37,13 +37,13 @@ struct ModelConfig {
 };
 
 struct TrainConfig {
-  std::string optimizer = "adam";  // sgd | adam | adamw | adamax | radam
+  std::string optimizer = "adam";  // sgd | adam | adamw | adamax | radam | radamw
   double lr = 1e-3;
   double momentum = 0.0;           // sgd
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double weight_decay = 0.0;       // L2 (decoupled for adamw)
+  double weight_decay = 0.0;       // L2 (decoupled for adamw and radamw)
   std::string schedule = "constant";  // constant | step | epoch | noam | cosine
   int64_t warmup_steps = 0;        // noam, cosine
   int64_t decay_steps = 1000;      // step: multiply by decay_rate every decay_steps steps

@@ -1,6 +1,7 @@
 // CPU caching allocator (see allocator.h).
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -32,6 +33,9 @@ CHeap heap;
 // caching one block per distinct size (which grew without bound over a SQuAD epoch).
 BlockPool pool(heap, "the CPU");
 AllocatorStats small;  // blocks below kCachedMinBytes: straight from and back to the C library
+size_t peak_total = 0;  // high-water mark of the pool's and the small blocks' bytes together
+
+void note_total() { peak_total = std::max(peak_total, pool.stats().allocated + small.allocated); }
 
 }  // namespace
 
@@ -45,6 +49,7 @@ void* CpuAllocator::allocate(size_t nbytes, size_t* rounded) {
   if (nbytes >= kCachedMinBytes) {
     std::lock_guard<std::mutex> lock(mutex);
     p = pool.allocate(nbytes, rounded);
+    note_total();
   } else {
     const size_t size = round_up(std::max<size_t>(nbytes, 1), kAlignment);
     *rounded = size;
@@ -54,6 +59,7 @@ void* CpuAllocator::allocate(size_t nbytes, size_t* rounded) {
               small.allocated + pool.stats().allocated, " bytes in use)");
     small.allocated += size;
     small.peak_allocated = std::max(small.peak_allocated, small.allocated);
+    note_total();
     ++small.segments;
     ++small.system_allocations;
   }
@@ -77,10 +83,17 @@ void CpuAllocator::empty_cache() {
   pool.empty_cache();
 }
 
+void CpuAllocator::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(mutex);
+  pool.reset_peak();
+  small.peak_allocated = small.allocated;
+  peak_total = pool.stats().allocated + small.allocated;
+}
+
 AllocatorStats CpuAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex);
   AllocatorStats s = pool.stats();
-  s.peak_allocated = std::max(s.peak_allocated, s.allocated + small.allocated);  // close enough for a log line
+  s.peak_allocated = peak_total;
   s.allocated += small.allocated;
   s.reserved += small.allocated;
   s.peak_reserved = std::max(s.peak_reserved, s.reserved);

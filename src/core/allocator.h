@@ -34,6 +34,8 @@ class CpuAllocator {
   // Returns every cached free block to the operating system.
   void empty_cache();
   AllocatorStats stats() const;
+  // Starts peak_allocated and peak_reserved over from the current values.
+  void reset_peak_stats();
 };
 
 }  // namespace sru

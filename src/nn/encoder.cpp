@@ -4,6 +4,7 @@
 #include "nn/embed_sru.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
+#include "nn/srupp.h"
 
 namespace sru::nn {
 
@@ -13,6 +14,7 @@ const std::vector<EncoderSpec>& encoders() {
       lstm_encoder(),
       embed_sru_encoder(),
       super_embed_sru_encoder(),
+      srupp_encoder(),
   };
   return list;
 }

@@ -1,5 +1,9 @@
-// Autograd wrappers of masked_softmax and masked_log_softmax, and the mask's broadcast strides.
+// Autograd wrappers of masked_softmax, masked_log_softmax and causal_softmax, and the mask's broadcast
+// strides.
 #include "ops/masked_softmax.h"
+
+#include <algorithm>
+#include <cmath>
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
@@ -75,6 +79,29 @@ Tensor masked_softmax(const Tensor& x, const Tensor& mask) {
 }
 Tensor masked_log_softmax(const Tensor& x, const Tensor& mask) {
   return masked_softmax_impl(x, mask, true, "masked_log_softmax");
+}
+
+Tensor causal_softmax(const Tensor& x, double scale, int64_t offset, int64_t window) {
+  check_floating(x, "causal_softmax");
+  SRU_CHECK(x.dim() >= 2, "causal_softmax: x must be scores (..., Lq, Lk), got ", shape_str(x.shape()));
+  SRU_CHECK(offset >= 0 && window >= -1, "causal_softmax: offset must be >= 0 and window >= -1, got offset ", offset,
+            ", window ", window);
+  SRU_CHECK(std::isfinite(scale), "causal_softmax: scale must be finite, got ", scale);
+  CausalMask causal;
+  causal.query_length = std::max<int64_t>(x.size(-2), 1);
+  causal.offset = offset;
+  causal.window = window;
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  SRU_KERNEL(x.device(), causal_softmax_forward, x, causal, scale, y);
+  if (autograd::needs_grad({x})) {
+    autograd::record("CausalSoftmaxBackward", {x}, {y},
+                     [causal, scale, y = y.detach()](const std::vector<Tensor>& g) {
+                       Tensor gx = Tensor::empty(y.shape(), y.dtype(), y.device());
+                       SRU_KERNEL(gx.device(), causal_softmax_backward, g[0], y, causal, scale, gx);
+                       return std::vector<Tensor>{gx};
+                     });
+  }
+  return y;
 }
 
 }  // namespace sru

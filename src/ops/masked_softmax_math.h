@@ -1,6 +1,7 @@
 // Shared pieces of the masked softmax kernels (ops/cpu/masked_softmax.cpp, ops/cuda/masked_softmax.cu):
-// where a row's mask elements live under broadcasting, and the per-element math of forward and
-// backward, written once as SRU_HD functions so both backends compute exactly the same function.
+// which keys a row leaves out — a mask tensor's elements, located under broadcasting, or a causal
+// pattern computed from indices — and the per-element math of forward and backward, written once as
+// SRU_HD functions so both backends compute exactly the same function.
 #pragma once
 
 #include <cmath>
@@ -30,10 +31,49 @@ struct MaskIndex {
   }
 };
 
+// The keys one row of scores leaves out, for a mask tensor: its elements at m[c * stride].
+template <typename M>
+struct TensorMaskRow {
+  const M* m;
+  long long stride;
+  SRU_HD bool hidden(long long c) const { return m[c * stride] != M(0); }
+};
+
+// Rows of a mask tensor under broadcasting: row(n) for x's row n.
+template <typename M>
+struct TensorMaskRows {
+  const M* mask;
+  MaskIndex index;
+  SRU_HD TensorMaskRow<M> row(long long n) const { return {mask + index.row_offset(n), index.column_stride}; }
+};
+
+// The keys one row of causal scores leaves out: those outside [first, last].
+struct CausalRow {
+  long long first, last;
+  SRU_HD bool hidden(long long c) const { return c > last || c < first; }
+};
+
+// Causal attention computed from indices, with no mask tensor (causal_softmax, ops/masked_softmax.h).
+// Scores (..., Lq, Lk) are rows; row n is query i = n % Lq, which sits at key position i + offset (the
+// keys are [offset earlier positions, e.g. a memory | the queries' own positions]). It sees key j when
+//   j <= i + offset  and, when window >= 0,  j >= i + offset - window
+// (window = how many earlier positions a query sees besides itself; -1 = all of them).
+struct CausalMask {
+  long long query_length = 1;
+  long long offset = 0;
+  long long window = -1;
+  SRU_HD CausalRow row(long long n) const {
+    const long long at = n % query_length + offset;
+    return {window < 0 ? 0 : at - window, at};
+  }
+};
+
 #ifndef __CUDACC__
-// MaskIndex holds sizes and strides only: nothing for the dispatcher's device check to visit.
+// MaskIndex and CausalMask hold sizes and strides only: nothing for the dispatcher's device check to visit.
 template <typename F>
 void visit_tensors(const MaskIndex&, F&&) {}
+template <typename F>
+void visit_tensors(const CausalMask&, F&&) {}
 #endif
 
 // A row is reduced in two passes, max then sum of exp; masked elements take no part. A row whose

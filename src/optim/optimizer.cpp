@@ -15,8 +15,8 @@ namespace {
 std::vector<std::string> slots_for(const std::string& kind) {
   if (kind == "sgd") return {"momentum_buffer"};
   if (kind == "adamax") return {"exp_avg", "exp_inf"};
-  if (kind == "adam" || kind == "adamw" || kind == "radam") return {"exp_avg", "exp_avg_sq"};
-  SRU_FAIL("unknown optimizer '", kind, "': expected sgd, adam, adamw, adamax or radam");
+  if (kind == "adam" || kind == "adamw" || kind == "radam" || kind == "radamw") return {"exp_avg", "exp_avg_sq"};
+  SRU_FAIL("unknown optimizer '", kind, "': expected sgd, adam, adamw, adamax, radam or radamw");
 }
 
 }  // namespace
@@ -28,7 +28,8 @@ Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options)
           : k == "adam"   ? OptimizerKind::Adam
           : k == "adamw"  ? OptimizerKind::AdamW
           : k == "adamax" ? OptimizerKind::Adamax
-                          : OptimizerKind::RAdam;
+          : k == "radam"  ? OptimizerKind::RAdam
+                          : OptimizerKind::RAdamW;
   for (auto& [name, p] : params_) {
     check_floating(p, "optimizer");
     std::vector<Tensor> slots;

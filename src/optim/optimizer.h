@@ -9,6 +9,8 @@
 //   radam:  adam moments; rho_inf = 2/(1-b2) - 1; rho_t = rho_inf - 2 t b2^t / (1-b2^t);
 //           rho_t > 5: p -= lr m_hat r sqrt(1-b2^t) / (sqrt(v) + eps), r = sqrt((rho_t-4)(rho_t-2) rho_inf /
 //           ((rho_inf-4)(rho_inf-2) rho_t));  else p -= lr m_hat
+//   radamw: p *= 1 - lr wd, then radam with g = grad (decoupled weight decay: torch.optim.RAdam with
+//           decoupled_weight_decay=True, and the `radam` package SRU++'s reference trains with)
 #pragma once
 
 #include <string>
@@ -20,7 +22,7 @@
 namespace sru::optim {
 
 struct OptimizerOptions {
-  std::string kind = "adam";  // sgd | adam | adamw | adamax | radam
+  std::string kind = "adam";  // sgd | adam | adamw | adamax | radam | radamw
   double momentum = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.0;

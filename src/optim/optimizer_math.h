@@ -9,7 +9,7 @@
 
 namespace sru::optim {
 
-enum class OptimizerKind { Sgd, Adam, AdamW, Adamax, RAdam };
+enum class OptimizerKind { Sgd, Adam, AdamW, Adamax, RAdam, RAdamW };
 
 // The scalars of one step, shared by every element of every parameter.
 struct StepScalars {
@@ -46,8 +46,10 @@ SRU_HD void update_element(T& w, T grad, T& s0, T& s1, const StepScalars& o) {
     s0 = static_cast<T>(m);
     s1 = static_cast<T>(u);
     w = static_cast<T>(x - o.lr / o.bias1 * m / u);
-  } else if constexpr (K == OptimizerKind::RAdam) {
-    const double x = w, g = grad + o.wd * x;
+  } else if constexpr (K == OptimizerKind::RAdam || K == OptimizerKind::RAdamW) {
+    // RAdamW: decoupled weight decay, as the `radam` package SRU++'s reference trains with.
+    const bool decoupled = K == OptimizerKind::RAdamW;
+    const double x = w * (decoupled ? 1.0 - o.lr * o.wd : 1.0), g = grad + (decoupled ? 0.0 : o.wd) * static_cast<double>(w);
     const double m = o.b1 * s0 + (1 - o.b1) * g;
     const double v = o.b2 * s1 + (1 - o.b2) * g * g;
     s0 = static_cast<T>(m);
@@ -75,6 +77,7 @@ void with_optimizer_kind(OptimizerKind kind, const F& fn) {
     case OptimizerKind::AdamW: return fn.template operator()<OptimizerKind::AdamW>();
     case OptimizerKind::Adamax: return fn.template operator()<OptimizerKind::Adamax>();
     case OptimizerKind::RAdam: return fn.template operator()<OptimizerKind::RAdam>();
+    case OptimizerKind::RAdamW: return fn.template operator()<OptimizerKind::RAdamW>();
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "core/cuda/device_info.h"
+#include "nn/module.h"
 #include "ops/ops.h"
 #include "testing.h"
 
@@ -96,6 +97,21 @@ inline RecurrenceExtras recurrence_extras(bool with, int64_t L, int64_t B, int64
   e.mask_c = dropout_mask({B, width}, 0.3, dtype, g);
   e.mask_pad = padding_at_end(L, B);
   return e;
+}
+
+// Weights and gradients of two copies of a module (CPU and CUDA), compared by name.
+inline void expect_same_parameters_and_grads(const nn::Module& cpu, const nn::Module& gpu, double tol) {
+  const nn::NamedTensors a = cpu.named_parameters(), b = gpu.named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(a[i].first);
+    EXPECT_TRUE(b[i].second.device().is_cuda());
+    EXPECT_TRUE(tensors_near(b[i].second, a[i].second, tol, tol));
+    ASSERT_EQ(a[i].second.grad().defined(), b[i].second.grad().defined());
+    if (a[i].second.grad().defined()) {
+      EXPECT_TRUE(tensors_near(b[i].second.grad(), a[i].second.grad(), tol, tol));
+    }
+  }
 }
 
 inline Fn one(std::function<Tensor(const Inputs&)> f) {

@@ -245,21 +245,6 @@ TEST(CudaParity, OptimizerStepsAndGradientClipping) {
   }
 }
 
-// Weights and gradients of two copies of a module (CPU and CUDA), compared by name.
-void expect_same_parameters_and_grads(const nn::Module& cpu, const nn::Module& gpu, double tol) {
-  const nn::NamedTensors a = cpu.named_parameters(), b = gpu.named_parameters();
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    SCOPED_TRACE(a[i].first);
-    EXPECT_TRUE(b[i].second.device().is_cuda());
-    EXPECT_TRUE(tensors_near(b[i].second, a[i].second, tol, tol));
-    ASSERT_EQ(a[i].second.grad().defined(), b[i].second.grad().defined());
-    if (a[i].second.grad().defined()) {
-      EXPECT_TRUE(tensors_near(b[i].second.grad(), a[i].second.grad(), tol, tol));
-    }
-  }
-}
-
 // The cuDNN LSTM against the CPU LSTM: 2 layers, both directions, dropout between layers (same
 // masks), initial states, padding at the end of sequences; outputs and all gradients.
 TEST(CudaParity, CudnnLstmMatchesCpuLstm) {

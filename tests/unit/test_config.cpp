@@ -79,7 +79,7 @@ TEST(Config, KeysOfAnotherTaskOrEncoderDoNotApply) {
   EXPECT_NE(b.find("data.bptt does not apply here: it is a key of task charlm / wordlm"), std::string::npos) << b;
   const std::string c = error_of([] { parse(kMinimal + "model:\n  type: lstm\n  highway_bias: -2\n"); });
   EXPECT_NE(c.find("exp.yaml:5: model.highway_bias does not apply here: it is a key of encoder sru / embed-sru / "
-                   "super-embed-sru (remove it, or choose that encoder)"), std::string::npos) << c;
+                   "super-embed-sru / srupp (remove it, or choose that encoder)"), std::string::npos) << c;
   const std::string d = error_of([] { parse(kMinimal, {"model.type=lstm", "model.rescale=true"}); });
   EXPECT_NE(d.find("--set model.rescale=true: model.rescale does not apply here: it is a key of encoder sru"),
             std::string::npos) << d;

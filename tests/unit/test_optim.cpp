@@ -103,6 +103,24 @@ TEST(Optim, RAdamUnrectifiedThenRectified) {
   }
 }
 
+TEST(Optim, RAdamWDecouplesWeightDecay) {
+  optim::OptimizerOptions o;
+  o.weight_decay = 0.1;
+  const double lr = 0.01;
+  std::vector<double> grads(8, 0.5);
+  const auto decoupled = run("radamw", 2.0, grads, lr, o), plain = run("radam", 2.0, grads, lr);
+  // Each step shrinks p by (1 - lr wd) and then takes RAdam's step without weight decay, whose size
+  // does not depend on p: p_t = (1 - lr wd) p_{t-1} - (plain_{t-1} - plain_t).
+  double p = 2.0, previous_plain = 2.0;
+  for (size_t t = 0; t < grads.size(); ++t) {
+    p = p * (1 - lr * 0.1) - (previous_plain - plain[t]);
+    previous_plain = plain[t];
+    EXPECT_NEAR(decoupled[t], p, 1e-12) << "step " << t + 1;
+  }
+  // RAdam with the same weight decay adds it to the gradient instead: a different result.
+  EXPECT_GT(std::abs(run("radam", 2.0, grads, lr, o).back() - decoupled.back()), 1e-4);
+}
+
 TEST(Optim, StateRoundTripContinuesIdentically) {
   Tensor a = Tensor::full({3}, 1.0, DType::F64).set_requires_grad(true);
   Tensor b = a.clone().set_requires_grad(true);

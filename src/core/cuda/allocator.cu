@@ -130,6 +130,17 @@ AllocatorStats allocator_stats(int device) {
   return pool_of(device).stats();
 }
 
+void reset_peak_stats(int device) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  if (no_caching()) {
+    AllocatorStats& s = uncached_stats[device];
+    s.peak_allocated = s.allocated;
+    s.peak_reserved = s.reserved;
+    return;
+  }
+  pool_of(device).reset_peak();
+}
+
 void empty_cache() {
   std::lock_guard<std::mutex> lock(pool_mutex);
   for (int d = 0; d < kMaxDevices; ++d)

@@ -21,6 +21,7 @@ std::string describe() { return "CUDA: not built\n"; }
 void* allocate(size_t, int, size_t*) { no_backend(); }
 void release(void*, size_t, int) { no_backend(); }
 AllocatorStats allocator_stats(int) { return {}; }
+void reset_peak_stats(int) {}
 void empty_cache() {}
 bool allocator_caches() { return true; }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_backend(); }

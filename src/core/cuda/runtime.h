@@ -25,6 +25,8 @@ namespace sru::cuda {
 void* allocate(size_t nbytes, int device, size_t* rounded);
 void release(void* ptr, size_t rounded, int device);
 AllocatorStats allocator_stats(int device);
+// Starts the device's peak_allocated and peak_reserved over from the current values.
+void reset_peak_stats(int device);
 // Returns the cached free segments of every device to the driver.
 void empty_cache();
 // False when SRU_CUDA_NO_CACHING=1 gives every tensor its own cudaMalloc (for compute-sanitizer).

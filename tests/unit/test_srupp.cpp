@@ -1,0 +1,320 @@
+// SRU++ (nn/srupp.h): the reference's parameter names and shapes, a new layer (alpha = 0) equal to the
+// SRU with the factorised projection W3 W1, causality (no output or gradient depends on a later input),
+// memory that makes a segmented stream equal the whole one (training mask) and evaluation independent
+// of the chunking (same_length), the carried state's layout, padding, option errors, and a checkpoint
+// round trip; plus causal_softmax against masked_softmax with the equivalent mask tensor.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "autograd/engine.h"
+#include "nn/attention.h"
+#include "nn/checkpoint.h"
+#include "nn/sru.h"
+#include "nn/srupp.h"
+#include "ops/ops.h"
+#include "srupp_testing.h"
+#include "testing.h"
+
+using namespace sru;
+using sru::testing::error_of;
+using sru::testing::set_alpha;
+using sru::testing::tensors_near;
+
+namespace {
+
+nn::SRUppOptions small_options() { return sru::testing::srupp_options(6, 8, 4, 3, 2); }
+
+Tensor run(const nn::SRUpp& model, const Tensor& x, std::vector<Tensor>& state, const Tensor& pad = Tensor()) {
+  return model.forward_sequence({x, pad, Tensor()}, state);
+}
+
+Tensor random_input(int64_t L, int64_t B, int64_t n, uint64_t seed) {
+  Generator gen(seed);
+  return Tensor::uniform({L, B, n}, -1, 1, DType::F64, gen);
+}
+
+}  // namespace
+
+TEST(SRUpp, ParameterNamesAndShapesFollowTheReferenceStateDict) {
+  nn::SRUppOptions o = small_options();
+  o.attention_every_n_layers = 2;  // attention in layer 1 only
+  o.layer_norm = true;
+  o.proj_input_to_hidden_first = false;
+  Generator gen(1);
+  nn::SRUpp model(o, gen);
+  std::vector<std::pair<std::string, Shape>> got;
+  for (const auto& [name, t] : model.state()) got.emplace_back(name, t.shape());
+  const std::vector<std::pair<std::string, Shape>> expected = {
+      {"rnn_lst.0.weight_c", {16}}, {"rnn_lst.0.bias", {16}}, {"rnn_lst.0.scale_x", {1}},
+      {"rnn_lst.0.transform_module.linear1.weight", {4, 6}}, {"rnn_lst.0.transform_module.linear2.weight", {32, 4}},
+      {"rnn_lst.0.transform_module.layer_norm.weight", {4}}, {"rnn_lst.0.transform_module.layer_norm.bias", {4}},
+      {"rnn_lst.0.layer_norm.weight", {6}}, {"rnn_lst.0.layer_norm.bias", {6}},
+      {"rnn_lst.1.weight_c", {16}}, {"rnn_lst.1.bias", {16}}, {"rnn_lst.1.scale_x", {1}},
+      {"rnn_lst.1.transform_module.alpha", {1}}, {"rnn_lst.1.transform_module.linear1.weight", {4, 8}},
+      {"rnn_lst.1.transform_module.linear2.weight", {8, 4}}, {"rnn_lst.1.transform_module.linear3.weight", {24, 4}},
+      {"rnn_lst.1.transform_module.layer_norm.weight", {4}}, {"rnn_lst.1.transform_module.layer_norm.bias", {4}},
+      {"rnn_lst.1.layer_norm.weight", {8}}, {"rnn_lst.1.layer_norm.bias", {8}},
+      {"rnn_lst.2.weight_c", {16}}, {"rnn_lst.2.bias", {16}}, {"rnn_lst.2.scale_x", {1}},
+      {"rnn_lst.2.transform_module.linear1.weight", {4, 8}}, {"rnn_lst.2.transform_module.linear2.weight", {24, 4}},
+      {"rnn_lst.2.transform_module.layer_norm.weight", {4}}, {"rnn_lst.2.transform_module.layer_norm.bias", {4}},
+      {"rnn_lst.2.layer_norm.weight", {8}}, {"rnn_lst.2.layer_norm.bias", {8}}};
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(model.attention_layers(), 1);
+
+  // Initialisation: alpha 0, bias [0 | highway_bias], weight_c in [-1, 1], scale_x 1 without rescale.
+  const nn::SRUppLayer& layer = *model.layers[1];
+  const auto bias = layer.bias.to_vector<double>();
+  EXPECT_TRUE(std::all_of(bias.begin(), bias.begin() + 8, [](double b) { return b == 0.0; }));
+  EXPECT_TRUE(std::all_of(bias.begin() + 8, bias.end(), [](double b) { return b == -2.0; }));
+  const auto wc = layer.weight_c.to_vector<double>();
+  EXPECT_TRUE(std::all_of(wc.begin(), wc.end(), [](double w) { return std::abs(w) <= 1.0; }));
+  EXPECT_EQ(layer.scale_x.item<double>(), 1.0);
+  EXPECT_EQ(dynamic_cast<nn::SRUppAttention&>(*layer.transform_module).alpha.item<double>(), 0.0);
+
+  // The last n layers; the input mapped to the layers' width first.
+  o.attention_every_n_layers = 1;
+  o.attention_last_n_layers = 2;
+  o.proj_input_to_hidden_first = true;
+  const nn::SRUpp last_two(o, gen);
+  EXPECT_FALSE(last_two.layers[0]->transform_module->attends());
+  EXPECT_TRUE(last_two.layers[1]->transform_module->attends() && last_two.layers[2]->transform_module->attends());
+  ASSERT_TRUE(last_two.input_to_hidden);
+  EXPECT_EQ(last_two.input_to_hidden->weight.shape(), (Shape{8, 6}));
+  EXPECT_EQ(last_two.layers[0]->k, 3) << "the first layer reads the mapped input of the layers' width";
+}
+
+TEST(SRUpp, NewLayersAreTheSRUWithTheFactorisedProjection) {
+  // alpha = 0 and no attention layer norm: U = W3 W1 x, the SRU with projection_size d'.
+  nn::SRUppOptions o = small_options();
+  o.attn_layer_norm = false;
+  o.num_layers = 2;
+  Generator gen(2);
+  nn::SRUpp srupp(o, gen);
+  srupp.train(false);
+  nn::SRUOptions so;
+  so.input_size = o.input_size;
+  so.hidden_size = o.hidden_size;
+  so.num_layers = 2;
+  so.projection_size = o.proj_size;
+  so.highway_bias = o.highway_bias;
+  so.dtype = DType::F64;
+  nn::SRU sru(so, gen);
+  sru.eval();
+  for (size_t i = 0; i < 2; ++i) {
+    const nn::SRUppLayer& from = *srupp.layers[i];
+    nn::SRULayer& to = *sru.layers[i];
+    const auto& attention = dynamic_cast<const nn::SRUppAttention&>(*from.transform_module);
+    ASSERT_TRUE(to.weight_proj.defined());
+    ASSERT_EQ(to.k, from.k);
+    to.weight_proj.copy_(transpose(attention.linear1->weight, 0, 1));
+    to.weight.copy_(transpose(attention.linear3->weight, 0, 1));
+    to.weight_c.copy_(from.weight_c);
+    to.bias.copy_(from.bias);
+  }
+  const Tensor x = random_input(5, 3, 6, 3);
+  std::vector<Tensor> state;
+  const Tensor h = run(srupp, x, state);
+  const auto [h_sru, c_sru] = sru.forward(x);
+  EXPECT_TRUE(tensors_near(h, h_sru, 1e-12, 1e-12));
+  EXPECT_TRUE(tensors_near(state[0], c_sru, 1e-12, 1e-12));
+  // A trained alpha brings the attention in.
+  set_alpha(srupp, 0.5);
+  std::vector<Tensor> state2;
+  EXPECT_FALSE(tensors_near(run(srupp, x, state2), h_sru, 1e-6, 1e-6));
+}
+
+TEST(SRUpp, NoOutputOrGradientDependsOnALaterInput) {
+  nn::SRUppOptions o = small_options();
+  o.memory_length = 3;
+  Generator gen(4);
+  nn::SRUpp model(o, gen);
+  set_alpha(model, 0.8);
+  for (const bool training : {false, true}) {
+    model.train(training);
+    SCOPED_TRACE(training ? "training" : "evaluation");
+    const int64_t L = 6, B = 2;
+    std::vector<Tensor> warm;  // a memory from an earlier segment
+    run(model, random_input(4, B, 6, 5), warm);
+    for (Tensor& t : warm) t = t.detach();
+    const Tensor x = random_input(L, B, 6, 6);
+    for (int64_t t = 0; t + 1 < L; ++t) {
+      Tensor changed = x.clone();
+      for (int64_t i = (t + 1) * B * 6; i < changed.numel(); ++i) changed.data<double>()[i] += 0.37 * (i % 5 + 1);
+      std::vector<Tensor> s1 = warm, s2 = warm;
+      gen.set_state(9, 0);
+      const Tensor a = run(model, x, s1);
+      gen.set_state(9, 0);
+      const Tensor b = run(model, changed, s2);
+      EXPECT_TRUE(tensors_near(slice(a, 0, 0, t + 1), slice(b, 0, 0, t + 1), 0, 0)) << "time " << t;
+      EXPECT_FALSE(tensors_near(slice(a, 0, t + 1, L), slice(b, 0, t + 1, L), 1e-9, 0));
+    }
+    // The gradient of the outputs up to t reaches no later input.
+    const Tensor xg = x.clone().set_requires_grad(true);
+    std::vector<Tensor> s = warm;
+    gen.set_state(9, 0);
+    autograd::backward(sum(slice(run(model, xg, s), 0, 0, 3)));
+    const auto g = xg.grad().to_vector<double>();
+    for (size_t i = 3 * B * 6; i < g.size(); ++i) EXPECT_EQ(g[i], 0.0) << i;
+    EXPECT_NE(g[0], 0.0);
+  }
+}
+
+TEST(SRUpp, MemoryOfThePreviousSegmentMakesSegmentsEqualTheWholeStream) {
+  // Training mask (each query sees the whole memory and its segment up to itself): with a memory as long
+  // as the previous segment, the second segment's output equals the whole stream's last rows.
+  nn::SRUppOptions o = small_options();
+  o.layer_norm = true;
+  o.memory_length = 5;
+  Generator gen(7);
+  nn::SRUpp model(o, gen);
+  set_alpha(model, 0.9);
+  model.train(false);
+  const Tensor x = random_input(9, 2, 6, 8);
+  // The evaluation window (same_length) changes nothing here: each query's window holds every key the
+  // whole stream offers it.
+  for (const bool same_length : {false, true}) {
+    model.options.same_length = same_length;
+    std::vector<Tensor> whole_state;
+    const Tensor whole = run(model, x, whole_state);
+    std::vector<Tensor> state;
+    const Tensor first = run(model, slice(x, 0, 0, 5), state);
+    ASSERT_EQ(state.size(), 4u) << "c and the memory of three attention layers";
+    EXPECT_EQ(state[1].shape(), (Shape{5, 2, 6}));
+    EXPECT_EQ(state[2].shape(), (Shape{5, 2, 8}));
+    const Tensor second = run(model, slice(x, 0, 5, 9), state);
+    EXPECT_EQ(state[1].shape(), (Shape{5, 2, 6})) << "the last memory_length inputs";
+    EXPECT_TRUE(tensors_near(first, slice(whole, 0, 0, 5), 1e-12, 1e-12));
+    EXPECT_TRUE(tensors_near(second, slice(whole, 0, 5, 9), 1e-12, 1e-12));
+    EXPECT_TRUE(tensors_near(state[0], whole_state[0], 1e-12, 1e-12));
+  }
+  // Without memory the second segment does not see the first.
+  o.memory_length = 0;
+  Generator gen2(7);
+  nn::SRUpp forgetful(o, gen2);
+  set_alpha(forgetful, 0.9);
+  forgetful.train(false);
+  std::vector<Tensor> whole_state, state;
+  const Tensor whole = run(forgetful, x, whole_state);
+  run(forgetful, slice(x, 0, 0, 5), state);
+  EXPECT_EQ(state.size(), 1u);
+  EXPECT_FALSE(tensors_near(run(forgetful, slice(x, 0, 5, 9), state), slice(whole, 0, 5, 9), 1e-9, 0));
+}
+
+TEST(SRUpp, EvaluationWithSameLengthDoesNotDependOnTheChunking) {
+  nn::SRUppOptions o = small_options();
+  o.memory_length = 4;
+  Generator gen(10);
+  nn::SRUpp model(o, gen);
+  set_alpha(model, 1.1);
+  model.train(false);
+  const Tensor x = random_input(13, 2, 6, 11);
+  std::vector<Tensor> whole_state;
+  const Tensor whole = run(model, x, whole_state);
+  for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+                                           std::vector<int64_t>{5, 4, 3, 1}, std::vector<int64_t>{2, 11}}) {
+    std::vector<Tensor> state, pieces;
+    int64_t at = 0;
+    for (int64_t n : cuts) {
+      pieces.push_back(run(model, slice(x, 0, at, at + n), state));
+      at += n;
+    }
+    EXPECT_TRUE(tensors_near(concat(pieces, 0), whole, 1e-12, 1e-12)) << "first cut " << cuts[0];
+  }
+}
+
+TEST(SRUpp, PaddedKeysAreHiddenAndBidirectionalNeedsFullAttention) {
+  nn::SRUppOptions o = small_options();
+  o.bidirectional = true;
+  o.causal = false;
+  o.hidden_size = 3;  // out 6 = input: k = 3
+  Generator gen(12);
+  nn::SRUpp model(o, gen);
+  set_alpha(model, 0.7);
+  model.train(false);
+  // Sequence 1 is 3 long in a batch padded to 5: its output equals running it alone.
+  const Tensor x = random_input(5, 2, 6, 13);
+  const Tensor pad = Tensor::from_vector(std::vector<int32_t>{0, 0, 0, 0, 0, 0, 0, 1, 0, 1}, {5, 2});
+  std::vector<Tensor> state;
+  const Tensor both = run(model, x, state, pad);
+  Tensor alone_x = Tensor::empty({3, 1, 6}, DType::F64);
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t j = 0; j < 6; ++j) alone_x.data<double>()[t * 6 + j] = x.data<double>()[(t * 2 + 1) * 6 + j];
+  std::vector<Tensor> alone_state;
+  const Tensor alone = run(model, alone_x, alone_state);
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t j = 0; j < 6; ++j)
+      EXPECT_NEAR(both.data<double>()[(t * 2 + 1) * 6 + j], alone.data<double>()[t * 6 + j], 1e-12) << t << "," << j;
+  EXPECT_EQ(both.data<double>()[(4 * 2 + 1) * 6], 0.0) << "padded steps output 0";
+
+  o.causal = true;
+  EXPECT_NE(error_of([&] { nn::SRUpp(o, gen); }).find("set model.causal: false"), std::string::npos);
+}
+
+TEST(SRUpp, BadOptionsAndStatesAreRefusedByName) {
+  nn::SRUppOptions o = small_options();
+  Generator gen(14);
+  o.num_heads = 3;
+  EXPECT_NE(error_of([&] { nn::SRUpp(o, gen); }).find("proj_size (4) must be divisible by num_heads (3)"),
+            std::string::npos);
+  o.num_heads = 1;
+  o.attention_every_n_layers = 2;
+  o.attention_last_n_layers = 1;
+  EXPECT_NE(error_of([&] { nn::SRUpp(o, gen); }).find("not both"), std::string::npos);
+  o.attention_every_n_layers = 1;
+  o.attention_last_n_layers = -1;
+  o.memory_length = 2;
+  nn::SRUpp model(o, gen);
+  std::vector<Tensor> state = {Tensor::zeros({3, 2, 8}, DType::F64), Tensor::zeros({2, 2, 6}, DType::F64)};
+  EXPECT_NE(error_of([&] { run(model, random_input(3, 2, 6, 1), state); }).find("must hold 4 tensors"),
+            std::string::npos);
+  std::vector<Tensor> none;
+  const Tensor pad = Tensor::zeros({3, 2}, DType::I32);
+  EXPECT_NE(error_of([&] { run(model, random_input(3, 2, 6, 1), none, pad); }).find("without padding"),
+            std::string::npos);
+  std::vector<Tensor> wrong_batch;
+  run(model, random_input(3, 2, 6, 1), wrong_batch);
+  EXPECT_NE(error_of([&] { run(model, random_input(3, 4, 6, 1), wrong_batch); }).find("c0 must be"), std::string::npos);
+  o.proj_size = 0;
+  EXPECT_EQ(nn::SRUpp(o, gen).options.proj_size, 2) << "hidden_size / 4";
+}
+
+TEST(SRUpp, CheckpointRoundTripRestoresTheOutputs) {
+  nn::SRUppOptions o = small_options();
+  o.dtype = DType::F32;
+  o.memory_length = 2;
+  Generator gen(15);
+  nn::SRUpp model(o, gen);
+  set_alpha(model, 0.3);
+  model.train(false);
+  const std::string path = ::testing::TempDir() + "srupp_roundtrip.safetensors";
+  nn::save_state(model, path);
+  Generator other(99);
+  nn::SRUpp loaded(o, other);
+  loaded.train(false);
+  nn::load_state(loaded, path);
+  Generator xg(16);
+  const Tensor x = Tensor::uniform({4, 2, 6}, -1, 1, DType::F32, xg);
+  std::vector<Tensor> s1, s2;
+  EXPECT_TRUE(tensors_near(run(loaded, x, s1), run(model, x, s2), 0, 0));
+  std::filesystem::remove(path);
+}
+
+TEST(CausalSoftmax, EqualsMaskedSoftmaxWithTheCausalMaskTensor) {
+  Generator gen(17);
+  for (const auto& [Lq, Lk, offset, window] :
+       {std::tuple{4, 4, 0, -1}, std::tuple{3, 7, 4, -1}, std::tuple{5, 8, 3, 3}, std::tuple{3, 5, 2, 0},
+        std::tuple{3, 2, 0, -1}, std::tuple{4, 3, 5, 1}}) {
+    SCOPED_TRACE(::testing::Message() << Lq << " " << Lk << " " << offset << " " << window);
+    const Tensor x = Tensor::uniform({2, Lq, Lk}, -3, 3, DType::F64, gen);
+    Tensor mask = nn::causal_mask(Lq, Lk, offset, DType::I32);
+    if (window >= 0)
+      for (int64_t i = 0; i < Lq; ++i)
+        for (int64_t j = 0; j < Lk; ++j) mask.data<int32_t>()[i * Lk + j] |= j < i + offset - window;
+    EXPECT_TRUE(tensors_near(causal_softmax(x, 0.6, offset, window), masked_softmax(x * 0.6, mask), 1e-15, 1e-14));
+  }
+  EXPECT_NE(error_of([&] { causal_softmax(Tensor::zeros({3}), 1.0, 0); }).find("(..., Lq, Lk)"), std::string::npos);
+  EXPECT_NE(error_of([&] { causal_softmax(Tensor::zeros({2, 3}), 1.0, -1); }).find("offset must be >= 0"),
+            std::string::npos);
+}
