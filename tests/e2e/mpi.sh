@@ -8,14 +8,7 @@
 # more) trains on the GPUs through NCCL instead, comparing losses within SRU_MPI_TEST_TOL.
 set -uo pipefail
 build=$1 src=$2 mpirun=$3 case=$4
-train=$build/srutrain eval=$build/srueval
-data=$src/data/enwik8-sample/enwik8.head1M
-tiny=$src/tests/data/tiny.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-fail() { echo "FAIL: $*"; exit 1; }
-matches() { grep -Eq -- "$1" <<< "$2"; }
+source "$src/tests/e2e/common.sh"
 
 if [ -z "$mpirun" ] || ! command -v "$mpirun" > /dev/null; then echo "SKIPPED: no mpirun (Debian: openmpi-bin)"; exit 77; fi
 matches "MPI built" "$("$train" --device-info)" || { echo "SKIPPED: srutrain was built without MPI"; exit 77; }
@@ -31,8 +24,6 @@ tol=${SRU_MPI_TEST_TOL:-1e-5}
 mpi() { local n=$1; shift; "$mpirun" -np "$n" "${mpi_flags[@]}" "$@"; }
 tiny_run() { "$train" --config "$tiny" --set data.path="$data" "${device[@]}" "$@"; }
 tiny_mpi() { mpi 2 "$train" --config "$tiny" --set data.path="$data" "${device[@]}" "$@"; }
-# The training losses of a run directory, one "step loss" a line.
-losses() { grep '"loss"' "$1/metrics.jsonl" | grep -v '"eval"' | sed 's/.*"step":\([0-9]*\).*"loss":\([^,]*\),.*/\1 \2/'; }
 # same_losses A B TOL: the same steps, losses within TOL (relative, at least absolute for |loss| < 1).
 same_losses() {
   python3 - "$1" "$2" "$3" <<'PY'

@@ -20,6 +20,7 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::last_word_sentences;
 using sru::testing::temp_file;
 
 namespace {
@@ -82,18 +83,6 @@ std::string random_text(int64_t n, uint32_t seed) {
   return out;
 }
 
-std::string labeled_sentences(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    const int label = static_cast<int>(rng() % 2), len = 1 + static_cast<int>(rng() % 9);
-    out += std::to_string(label);
-    for (int w = 0; w < len; ++w) out += " w" + std::to_string(rng() % 12);
-    out += label ? " yes\n" : " no\n";
-  }
-  return out;
-}
-
 // Every kind of dropout on: embeddings and outputs (time-major masks), the SRU's layer and input masks.
 void with_dropout(config::Config& c) {
   c.model.dropout = 0.3;
@@ -120,10 +109,10 @@ config::Config charlm_config() {
 
 config::Config classify_config() {
   config::Config c = config::Config::defaults("classify", "sru");
-  c.data.path = temp_file("dist_train.txt", labeled_sentences(21, 2));  // batches 4, 4, 4, 4, 4, 1
+  c.data.path = temp_file("dist_train.txt", last_word_sentences(21, 2, 9, 12));  // batches 4, 4, 4, 4, 4, 1
   auto& o = c.task_as<tasks::ClassifyOptions>();
-  o.valid_path = temp_file("dist_valid.txt", labeled_sentences(9, 3));
-  o.test_path = temp_file("dist_test.txt", labeled_sentences(9, 4));
+  o.valid_path = temp_file("dist_valid.txt", last_word_sentences(9, 3, 9, 12));
+  o.test_path = temp_file("dist_test.txt", last_word_sentences(9, 4, 9, 12));
   c.data.batch_size = 4;
   c.data.eval_batch_size = 2;
   c.model.embedding_size = 8;
