@@ -238,13 +238,7 @@ PY
       || fail "the model did not memorise the text"
     ;;
   classify)
-    # Sentences whose last word ("yes"/"no") is the label, after 1-8 random filler words.
-    RANDOM=7
-    for i in $(seq 300); do
-      label=$((RANDOM % 2)) line=""
-      for w in $(seq $((1 + RANDOM % 8))); do line="$line w$((RANDOM % 15))"; done
-      echo "$label$line $([ $label = 1 ] && echo yes || echo no)"
-    done > "$work/sents.txt"
+    last_word_sentences > "$work/sents.txt"
     ctiny=$src/tests/data/classify_tiny.yaml
     "$train" --config "$ctiny" --set data.path="$work/sents.txt" --run-dir "$work/cv" > "$work/cv.log" 2>&1 \
       || { tail "$work/cv.log"; fail "cross-validation run failed"; }

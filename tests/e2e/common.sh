@@ -12,3 +12,14 @@ fail() { echo "FAIL: $*"; exit 1; }
 matches() { grep -Eq -- "$1" <<< "$2"; }
 # The training losses of a run directory, one "step loss" a line.
 losses() { grep '"loss"' "$1/metrics.jsonl" | grep -v '"eval"' | sed 's/.*"step":\([0-9]*\).*"loss":\([^,]*\),.*/\1 \2/'; }
+# 300 "LABEL text" lines (the classify format) whose last word ("yes"/"no") is the label, after 1-8
+# random filler words; the same lines every time.
+last_word_sentences() {
+  local i w label line
+  RANDOM=7
+  for i in $(seq 300); do
+    label=$((RANDOM % 2)) line=""
+    for w in $(seq $((1 + RANDOM % 8))); do line="$line w$((RANDOM % 15))"; done
+    echo "$label$line $([ $label = 1 ] && echo yes || echo no)"
+  done
+}

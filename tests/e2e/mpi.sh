@@ -95,12 +95,7 @@ PY
     echo "ok: char-LM: 2 ranks follow 1 process; small buckets give identical losses"
     # Classification (bidirectional SRU, dropout everywhere): batches of 16 split 8 + 8 after the same
     # shuffle, the epoch's short last batch unevenly, weighted by each rank's share of examples.
-    RANDOM=7
-    for i in $(seq 300); do
-      label=$((RANDOM % 2)) line=""
-      for w in $(seq $((1 + RANDOM % 8))); do line="$line w$((RANDOM % 15))"; done
-      echo "$label$line $([ $label = 1 ] && echo yes || echo no)"
-    done > "$work/sents.txt"
+    last_word_sentences > "$work/sents.txt"
     set -- --config "$src/tests/data/classify_tiny.yaml" --set data.path="$work/sents.txt" --set data.fold=0 "${device[@]}" \
       --set train.epochs=2 --set log.every_steps=1 --set model.bidirectional=true --set model.dropout=0.2 \
       --set model.embedding_dropout=0.2 --set model.output_dropout=0.2
