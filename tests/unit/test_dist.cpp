@@ -13,6 +13,7 @@
 #include "tasks/batching.h"
 #include "tasks/classify.h"
 #include "tasks/lm.h"
+#include "tasks/squad.h"
 #include "tasks/registry.h"
 #include "testing.h"
 #include "train/step.h"
@@ -26,15 +27,16 @@ using sru::testing::temp_file;
 namespace {
 
 // Two ranks in one process, run one after the other. Rank 1 runs each call first and records every
-// buffer and number list it is asked to sum; rank 0 then adds the records to its own, in order, so it
-// holds the sums two real ranks would both hold. Rank 1 itself gets its own contribution twice (as if
-// the other rank were its twin), which keeps its per-parameter flags and votes consistent; its weights
-// are then overwritten with rank 0's after each step.
+// buffer, number list and gathered string it is given; rank 0 then combines the records with its own,
+// in order, so it holds the sums and gathers two real ranks would both hold. Rank 1 itself gets its own
+// contribution twice (as if the other rank were its twin), which keeps its per-parameter flags and
+// votes consistent; its weights are then overwritten with rank 0's after each step.
 class SimulatedPair final : public dist::Communicator {
  public:
   struct Records {
     std::vector<Tensor> tensors;
     std::vector<std::vector<double>> numbers;
+    std::vector<std::string> gathered;
   };
   SimulatedPair(int rank, Records& records) : rank_(rank), records_(records) {}
   int rank() const override { return rank_; }
@@ -64,8 +66,12 @@ class SimulatedPair final : public dist::Communicator {
       for (size_t i = 0; i < values.size(); ++i) values[i] += other[i];
     }
   }
-  std::vector<std::string> all_gather(const std::string&, const std::string& what) override {
-    SRU_FAIL("SimulatedPair cannot gather (", what, ")");
+  std::vector<std::string> all_gather(const std::string& bytes, const std::string&) override {
+    if (rank_ == 1) {
+      records_.gathered.push_back(bytes);
+      return {bytes, bytes};
+    }
+    return {bytes, records_.gathered.at(gathered_used_++)};
   }
   void broadcast(std::string&, int, const std::string&) override {}
   [[noreturn]] void abort(int) override { throw std::logic_error("abort"); }
@@ -73,7 +79,7 @@ class SimulatedPair final : public dist::Communicator {
  private:
   int rank_;
   Records& records_;
-  size_t tensors_used_ = 0, numbers_used_ = 0;
+  size_t tensors_used_ = 0, numbers_used_ = 0, gathered_used_ = 0;
 };
 
 std::string random_text(int64_t n, uint32_t seed) {
@@ -277,6 +283,24 @@ TEST(Dist, TwoRanksTrainTheCharLmAsOneProcess) {
   const nn::NamedTensors many = expect_pair_matches_single(small, 4);
   for (size_t k = 0; k < many.size(); ++k)
     EXPECT_EQ(many[k].second.to_vector<float>(), one_bucket[k].second.to_vector<float>()) << many[k].first;
+}
+
+// The Document Reader (bidirectional SRUs, attention, dropout everywhere, partial fine-tuning of the
+// embedding): each rank takes half of every batch of questions, padded as the whole batch; the
+// evaluation gathers every rank's answers.
+TEST(Dist, TwoRanksTrainTheSquadReaderAsOneProcess) {
+  config::Config c = config::Config::defaults("squad", "sru");
+  c.data.path = std::string(SRU_SOURCE_DIR) + "/data/squad-sample/dev-v1.1.sample.json";
+  c.task_as<tasks::SquadOptions>().valid_path = c.data.path;
+  c.data.batch_size = 8;
+  c.data.eval_batch_size = 16;
+  c.model.embedding_size = 8;
+  c.model.hidden_size = 8;
+  c.model.num_layers = 2;
+  c.model.bidirectional = true;
+  with_dropout(c);
+  c.train.lr = 0.1;
+  expect_pair_matches_single(c, 3);
 }
 
 TEST(Dist, TwoRanksTrainTheClassifierAsOneProcess) {
