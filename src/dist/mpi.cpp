@@ -274,8 +274,12 @@ class MpiCommunicator final : public Communicator {
     }
     const double waited = std::chrono::duration<double>(now - start).count();
     if (waited > limit()) return false;
-    if (waited < 2.0) {
+    // Spin only briefly: a rank that waits for a slower one must not take the processor from it (ranks
+    // often share cores). A sum of a step's gradients is milliseconds, so 50 us of sleep costs little.
+    if (waited < 2e-4) {
       std::this_thread::yield();
+    } else if (waited < 2.0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
