@@ -5,8 +5,8 @@
 # three ways: as they are; with SRU_DEBUG_NAN_FILL=1 (every device block handed out starts as NaN, so
 # an output left partly unwritten cannot pass by luck); and under compute-sanitizer — memcheck and
 # initcheck over the CUDA test binary, racecheck over the SRU and the shared-memory kernels — with
-# SRU_CUDA_NO_CACHING=1 so that every tensor is its own allocation the sanitizer can see. Then the GPU
-# benchmarks.
+# SRU_CUDA_NO_CACHING=1 so that every tensor is its own allocation the sanitizer can see. With two GPUs
+# or more, data-parallel training over NCCL (tests/e2e/mpi.sh on the GPUs). Then the GPU benchmarks.
 # For machines without a package registry, carry the build's Debian packages in .devdeps/ beside the
 # checkout (made on a machine with one by a packer such as ../shared/tools/device-deps.sh); this script
 # sources .devdeps/env.sh when it exists. Output: the device line, the test logs (in $LOG_DIR, default
@@ -95,6 +95,30 @@ else
 fi
 echo "gpu_check: compute-sanitizer: $sanitizer_status"
 
+# Stage 4: data parallel over NCCL, one process per GPU, when there are two GPUs or more (never run
+# yet): 2 ranks against 1 process (losses within 1e-4: cuBLAS sums a rank's half batch in its own
+# order), resume across 2 -> 1 -> 2 ranks, Ctrl-C on one rank, and a stopped rank named by the timeout.
+gpus=$(nvidia-smi -L 2> /dev/null | grep -c "^GPU" || true)
+nccl_status="not run: ${gpus:-0} GPU(s), data parallel on GPUs needs 2 or more"
+if [ "${gpus:-0}" -ge 2 ]; then
+  mpirun=$(command -v mpirun || true)
+  if [ -z "$mpirun" ] || ! grep -q "NCCL: " "$log_dir/configure.log"; then
+    nccl_status="NOT RUN: needs mpirun (openmpi-bin) and NCCL found at configure time"
+  else
+    nccl_status=OK
+    for case in equal resume interrupt hang; do
+      if SRU_MPI_TEST_DEVICE=cuda SRU_MPI_TEST_TOL=1e-4 bash tests/e2e/mpi.sh "$build_dir" . "$mpirun" $case \
+          > "$log_dir/nccl-$case.log" 2>&1; then
+        echo "gpu_check: OK: data parallel on GPUs ($case)"
+      else
+        tail -15 "$log_dir/nccl-$case.log"; echo "gpu_check: FAILED: data parallel on GPUs ($case; log: $log_dir/nccl-$case.log)"
+        nccl_status=FAILED
+      fi
+    done
+  fi
+fi
+echo "gpu_check: NCCL data parallel: $nccl_status"
+
 # Benchmarks (tables printed; JSON rows in $log_dir): one layer, SRU vs cuDNN LSTM with the recurrence's
 # and a copy's bandwidth; then training steps of the enwik8-small SRU and LSTM configs on the GPU.
 "$build_dir"/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths 32 128 256 --hidden 256 512 1024 \
@@ -103,6 +127,10 @@ if [ -f data/enwik8-sample/enwik8.head1M ]; then
   "$build_dir"/srubench --warm-up-seconds 0 train-epoch --config configs/enwik8-small.yaml \
     --config configs/enwik8-small-lstm.yaml --set train.device=cuda --set data.path=data/enwik8-sample/enwik8.head1M \
     --steps 50 --repeats 3 --json "$log_dir/train_epoch_cuda.json" | tee "$log_dir/train_epoch_cuda.txt"
+fi
+if [ "$nccl_status" = FAILED ]; then
+  echo "gpu_check: FAILED: data parallel on GPUs"
+  exit 1
 fi
 if [ "$sanitizer_status" != OK ]; then
   echo "gpu_check: INCOMPLETE: compute-sanitizer $sanitizer_status"

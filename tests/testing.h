@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,21 @@ inline std::string temp_file(const std::string& name, const std::string& bytes) 
   const std::string path = ::testing::TempDir() + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
+}
+
+// n "LABEL text" lines (the classify format) of 1..max_words filler words w0..w<vocabulary-1> ending in
+// "yes" (label 1) or "no" (label 0): only the last word tells the class, so a model must read each
+// sentence's state at its own last word.
+inline std::string last_word_sentences(int n, uint32_t seed, int max_words = 12, int vocabulary = 20) {
+  std::mt19937 rng(seed);
+  std::string out;
+  for (int i = 0; i < n; ++i) {
+    const int label = static_cast<int>(rng() % 2), len = 1 + static_cast<int>(rng() % max_words);
+    out += std::to_string(label);
+    for (int w = 0; w < len; ++w) out += " w" + std::to_string(rng() % vocabulary);
+    out += label ? " yes\n" : " no\n";
+  }
+  return out;
 }
 
 // Expects f's autograd gradients to match central finite differences (autograd/gradcheck.h).

@@ -6,10 +6,12 @@
 #include <sstream>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include "core/cuda/device_info.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "dist/communicator.h"
 
 namespace sru::apps {
 
@@ -25,22 +27,43 @@ std::string version_line(const char* app) {
 std::string device_summary() {
   std::ostringstream os;
   os << "CPU: " << num_threads() << " OpenMP threads (OpenBLAS shares them)\n" << cuda::describe();
+  os << "Data parallel: " << dist::describe_build() << "\n";
   return os.str();
 }
 
 int run_main(const char* app, const std::function<int()>& body) {
+  // MPI when a launcher (mpirun, srun) started this process; ended when main returns.
+  const dist::World world;
+  dist::Communicator& comm = dist::world();
+  if (comm.size() > 1 && !comm.is_root()) {
+    // Rank 0 reports for the job; the others say only what goes wrong, naming themselves.
+    spdlog::set_level(spdlog::level::warn);
+    spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] [rank " + std::to_string(comm.rank()) + "] %v");
+  }
+  const std::string who = comm.size() > 1 ? std::string(app) + ": rank " + std::to_string(comm.rank()) : app;
   try {
+    dist::check_launch();
     return body();
   } catch (const CLI::ParseError&) {
     throw;  // handled by the app's CLI11 parser
+  } catch (const dist::CollectiveError& e) {
+    // Every rank raises it at the same point: rank 0 prints it, and the others end by themselves.
+    if (comm.is_root()) print_error(app, e);
+    return 1;
   } catch (const Error& e) {
-    const char* debug = std::getenv("SRU_DEBUG");
-    const bool show_location = debug && *debug && std::string(debug) != "0" && !e.location().empty();
-    std::cerr << app << ": error: " << e.what() << (show_location ? " (at " + e.location() + ")" : "") << "\n";
+    print_error(who.c_str(), e);
   } catch (const std::exception& e) {
-    std::cerr << app << ": error: " << e.what() << "\n";
+    std::cerr << who << ": error: " << e.what() << "\n";
   }
+  // This rank alone failed: the others may be waiting for it in a collective call, so end them all.
+  if (comm.size() > 1) comm.abort(1);
   return 1;
+}
+
+void print_error(const char* who, const Error& e) {
+  const char* debug = std::getenv("SRU_DEBUG");
+  const bool show_location = debug && *debug && std::string(debug) != "0" && !e.location().empty();
+  std::cerr << who << ": error: " << e.what() << (show_location ? " (at " + e.location() + ")" : "") << "\n";
 }
 
 }  // namespace sru::apps

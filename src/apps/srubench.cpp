@@ -27,6 +27,7 @@
 #include "ops/sru_recurrence.h"
 #include "optim/optimizer.h"
 #include "config/config.h"
+#include "dist/communicator.h"
 #include "tasks/registry.h"
 #include "train/checkpoint.h"
 #include "train/step.h"
@@ -206,8 +207,10 @@ struct EpochBenchOptions {
 
 // Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or
 // --steps steps, scaled to an epoch) per repeat after untimed warm-up steps. Each step is srutrain's
-// (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule.
+// (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule. Under mpirun the
+// epochs are data-parallel, as srutrain's (rank 0 reports its clock; tokens/s counts every rank's).
 void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
+  sru::dist::Communicator& comm = sru::dist::world();
   double first_seconds = 0;
   for (const std::string& path : o.configs) {
     std::vector<std::string> overrides = o.overrides;
@@ -217,15 +220,18 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
       cfg = sru::config::load_config(path, overrides);
     }
     sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
-    auto task = sru::tasks::make_task(cfg, gen);
-    const sru::Device device = sru::train::resolve_train_device(cfg.train.device);
+    auto task = sru::tasks::make_task(cfg, gen, {true, nullptr, &comm});
+    sru::train::check_data_parallel(cfg, *task, comm);
+    comm.set_timeout(cfg.train.dist_timeout_s);
+    const sru::Device device = sru::train::resolve_train_device(cfg.train.device, comm);
     task->model().to(device);
+    comm.use_device(device);
     const auto optimizer = sru::train::make_optimizer(cfg.train, task->model());
     const int64_t per_epoch = task->steps_per_epoch();
     const int64_t steps = o.steps > 0 ? std::min(o.steps, per_epoch) : per_epoch;
     const int64_t total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.train.epochs * per_epoch;
     sru::train::TrainingStep step(*task, *optimizer, cfg.train,
-                                  sru::train::schedule_options(cfg.train, task->model_size(), total_steps));
+                                  sru::train::schedule_options(cfg.train, task->model_size(), total_steps), &comm);
     int64_t epoch = 0, tokens = 0, taken = 0;
     double last_lr = 0;
     auto run_steps = [&](int64_t n) {
@@ -252,6 +258,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("tokens_per_s", static_cast<double>(tokens) / o.repeats / (t.median_ms / 1000.0));
     row.set("vs_first", seconds / first_seconds);
     row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
+    row.set("ranks", comm.size());
     report.add(row);
   }
 }
@@ -518,6 +525,7 @@ int main(int argc, char** argv) {
       for (int64_t v : layer.hidden) SRU_CHECK(v > 0, "srubench sru-vs-lstm: --hidden sizes must be positive, got ", v);
       bench_sru_vs_lstm(report, layer);
     }
+    if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
     std::cout << "threads: " << sru::num_threads() << "\n" << report.table();
     if (!json_path.empty()) report.write_json(json_path);
     return 0;

@@ -7,12 +7,14 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "dist/communicator.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
   CLI::App cli{"srutrain: train an SRU (or LSTM baseline) model from a YAML experiment config.\n"
                "Writes a run directory: config.yaml (resolved), metrics.jsonl, last.safetensors, best.safetensors,\n"
-               "summary.json. Ctrl-C saves a checkpoint and exits (status 130); --resume DIR continues exactly."};
+               "summary.json. Ctrl-C saves a checkpoint and exits (status 130); --resume DIR continues exactly.\n"
+               "Data parallel: mpirun -np N srutrain --config X.yaml (data.batch_size stays the global batch)."};
   cli.set_version_flag("--version", sru::apps::version_line("srutrain"));
   sru::apps::add_debug_flag(cli);
   sru::train::RunOptions options;
@@ -28,12 +30,28 @@ int main(int argc, char** argv) {
   cli.add_flag("--print-config", print_config, "Print the resolved config (defaults + file + --set) and exit");
   cli.add_flag("--list-keys", list_keys, "Print every config key of every task and encoder with its default, limits "
                "and meaning (Markdown)");
-  cli.add_flag("--device-info", device_info, "Print the CPU thread count and the CUDA devices, then exit");
+  cli.add_flag("--device-info", device_info, "Print the CPU thread count, the CUDA devices, MPI/NCCL support and, under "
+               "mpirun or srun, every process's device, then exit");
   CLI11_PARSE(cli, argc, argv);
 
   return sru::apps::run_main("srutrain", [&] {
     if (device_info) {
-      std::cout << sru::apps::device_summary();
+      // Every rank's device, as train.device auto would pick it (one process per GPU), and where it runs.
+      sru::dist::Communicator& comm = sru::dist::world();
+      std::string mine;
+      try {
+        mine = sru::train::resolve_train_device("auto", comm).str();
+      } catch (const sru::Error& e) {
+        mine = std::string("no device: ") + e.what();
+      }
+      mine += " on " + comm.host() + " (local rank " + std::to_string(comm.local_rank()) + " of " +
+              std::to_string(comm.local_size()) + ")";
+      const std::vector<std::string> ranks = comm.all_gather(mine, "the ranks' devices");
+      if (comm.is_root()) {
+        std::cout << sru::apps::device_summary() << "World: " << comm.size()
+                  << (comm.size() == 1 ? " process" : " processes") << ", backend " << comm.backend() << "\n";
+        for (size_t r = 0; r < ranks.size(); ++r) std::cout << "rank " << r << ": " << ranks[r] << "\n";
+      }
       return 0;
     }
     if (list_keys) {

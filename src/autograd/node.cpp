@@ -8,7 +8,15 @@ namespace sru::autograd {
 namespace {
 std::atomic<uint64_t> next_sequence_nr{0};
 thread_local bool grad_mode_enabled = true;
+thread_local const LeafGradientHook* leaf_gradient_hook = nullptr;
 }  // namespace
+
+LeafGradientHookScope::LeafGradientHookScope(LeafGradientHook hook)
+    : hook_(std::move(hook)), previous_(leaf_gradient_hook) {
+  leaf_gradient_hook = &hook_;
+}
+
+LeafGradientHookScope::~LeafGradientHookScope() { leaf_gradient_hook = previous_; }
 
 Node::Node() : sequence_nr(next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {}
 
@@ -39,6 +47,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   } else {
     existing.add_(g);
   }
+  if (leaf_gradient_hook) (*leaf_gradient_hook)(variable_);
   return {};
 }
 

@@ -60,6 +60,23 @@ class AccumulateGrad final : public Node {
   Tensor variable_;
 };
 
+// Called after a leaf's gradient for the running backward pass is complete: the engine runs each node
+// once, after summing every gradient that reaches it, so AccumulateGrad runs once per leaf. Data-parallel
+// training uses it to start reducing finished gradients while backward goes on. Set for a scope, on
+// the thread that runs backward.
+using LeafGradientHook = std::function<void(const Tensor& leaf)>;
+class LeafGradientHookScope {
+ public:
+  explicit LeafGradientHookScope(LeafGradientHook hook);
+  ~LeafGradientHookScope();
+  LeafGradientHookScope(const LeafGradientHookScope&) = delete;
+  LeafGradientHookScope& operator=(const LeafGradientHookScope&) = delete;
+
+ private:
+  LeafGradientHook hook_;
+  const LeafGradientHook* previous_;
+};
+
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
 
 // A node whose backward is a closure; the closure holds the saved tensors and is destroyed on release.

@@ -71,11 +71,17 @@ std::vector<Section> Config::schema() {
         int_field("max_steps", &train.max_steps, "Stop after this many steps (0 = epochs decide)", 0),
         real_field("max_seconds", &train.max_seconds, "Stop after this much wall time in seconds (0 = no limit)", 0),
         int_field("seed", &train.seed, "Random seed (same seed, same losses on the CPU)", 0),
-        string_field("device", &train.device, "cpu, cuda, cuda:N or auto"),
-        int_field("threads", &train.threads, "CPU threads (0 = all cores)", 0),
+        string_field("device", &train.device, "cpu, cuda, cuda:N or auto (data parallel: cuda and auto give each "
+                     "process cuda:local_rank)"),
+        int_field("threads", &train.threads, "CPU threads (0 = all cores; data parallel: the cores shared by the "
+                  "processes on a machine)", 0),
         string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),
         int_field("early_stop_patience", &train.early_stop_patience,
-                  "Stop after this many evaluations without improvement (0 = off)", 0)}},
+                  "Stop after this many evaluations without improvement (0 = off)", 0),
+        real_field("dist_bucket_mb", &train.dist_bucket_mb, "Data parallel: MiB of gradients per all-reduce; the "
+                   "buckets but the last start during backward (0 = one bucket after backward)", 0),
+        real_field("dist_timeout_s", &train.dist_timeout_s, "Data parallel: seconds a collective call waits for the "
+                   "other processes before the job ends naming the missing ones", 1)}},
       {"eval", "Evaluation during training.",
        {int_field("every_steps", &eval.every_steps, "Evaluate every N steps (0 = at the end of each epoch)", 0),
         string_field("metric", &eval.metric, "Metric that picks the best checkpoint (empty = task default)"),

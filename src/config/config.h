@@ -59,6 +59,8 @@ struct TrainConfig {
   int64_t threads = 0;             // 0 = all cores
   std::string on_nonfinite = "stop";  // stop | skip
   int64_t early_stop_patience = 0; // evaluations without improvement before stopping; 0 = off
+  double dist_bucket_mb = 25.0;    // data parallel: gradient MiB per all-reduce (0 = one bucket)
+  double dist_timeout_s = 600.0;   // data parallel: how long a collective waits for the other ranks
 };
 
 struct EvalConfig {

@@ -1,10 +1,20 @@
 // Random number generator state: a seed and a running Philox counter offset. Each draw reserves a
 // block range, so results depend only on the seed and the sequence of draws, never on threads.
+// In data-parallel training a generator may also carry a batch shard: this process computes rows
+// [first, first + count) of a batch of `rows`, and dropout masks draw exactly those rows' numbers of
+// the whole batch's mask (ops/dropout.h), so every rank advances the generator as one process would.
 #pragma once
 
 #include <cstdint>
 
 namespace sru {
+
+struct BatchShard {
+  int64_t rows = 0;   // the whole batch; 0 = no shard (this process computes every row)
+  int64_t first = 0;  // this process's rows
+  int64_t count = 0;
+  bool active() const { return rows > 0; }
+};
 
 class Generator {
  public:
@@ -14,6 +24,8 @@ class Generator {
   uint64_t offset() const { return offset_; }
   void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
   void manual_seed(uint64_t seed) { set_state(seed, 0); }
+  const BatchShard& batch_shard() const { return shard_; }
+  void set_batch_shard(const BatchShard& shard) { shard_ = shard; }
 
   // Reserves counter blocks for n 32-bit words and returns the first block's offset.
   uint64_t reserve(uint64_t n_words) {
@@ -25,6 +37,22 @@ class Generator {
  private:
   uint64_t seed_;
   uint64_t offset_ = 0;
+  BatchShard shard_;
+};
+
+// Sets a generator's batch shard for its scope (a data-parallel training forward pass).
+class BatchShardScope {
+ public:
+  BatchShardScope(Generator& gen, const BatchShard& shard) : gen_(gen), previous_(gen.batch_shard()) {
+    gen.set_batch_shard(shard);
+  }
+  ~BatchShardScope() { gen_.set_batch_shard(previous_); }
+  BatchShardScope(const BatchShardScope&) = delete;
+  BatchShardScope& operator=(const BatchShardScope&) = delete;
+
+ private:
+  Generator& gen_;
+  BatchShard previous_;
 };
 
 // The process-wide generator used when an op is not given one.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -105,12 +106,10 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   }
 }
 
-File load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  SRU_CHECK(in.good(), "cannot open checkpoint '", path, "'");
-  in.seekg(0, std::ios::end);
-  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+namespace {
+
+// Reads and checks a whole safetensors file from `in` (file_size bytes); `path` names it in errors.
+File read_file(std::istream& in, uint64_t file_size, const std::string& path) {
   SRU_CHECK(file_size >= 8, "'", path, "' is not a safetensors file: only ", file_size, " bytes (truncated?)");
   unsigned char size_bytes[8];
   in.read(reinterpret_cast<char*>(size_bytes), 8);
@@ -185,6 +184,22 @@ File load(const std::string& path) {
   }
   SRU_CHECK(at == data_size, "'", path, "': ", data_size - at, " trailing bytes after the last tensor");
   return file;
+}
+
+}  // namespace
+
+File load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  SRU_CHECK(in.good(), "cannot open checkpoint '", path, "'");
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  return read_file(in, file_size, path);
+}
+
+File parse(const std::string& bytes, const std::string& name) {
+  std::istringstream in(bytes);
+  return read_file(in, bytes.size(), name);
 }
 
 }  // namespace sru::safetensors

@@ -30,6 +30,8 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
 // Checks the size, header and every entry (dtype, shape vs byte range, ranges inside the file, no
 // overlaps or gaps) and throws sru::Error naming the file and what is wrong.
 File load(const std::string& path);
+// The same checks on a file's bytes held in memory (e.g. sent by another process); `name` in errors.
+File parse(const std::string& bytes, const std::string& name);
 
 std::string dtype_tag(DType dtype);  // "F32", "F64", "I32", "I64"
 

@@ -46,7 +46,7 @@ std::pair<Tensor, Tensor> EmbedSRULayer::forward(const Tensor& x, const Tensor& 
             ": token ids must be (L, B) = (", x.size(0), ", ", x.size(1), "), got ", shape_str(tokens.shape()));
   const bool training = is_training();
   Tensor u = candidate->forward(tokens);
-  if (training && options.embed_dropout > 0) u = sru::dropout(u, options.embed_dropout, true, *gen_);
+  if (training && options.embed_dropout > 0) u = sru::dropout(u, options.embed_dropout, true, *gen_, 1);  // (L, B, d)
   Tensor mask_c;
   if (training && dropout > 0) mask_c = dropout_mask({x.size(1), d}, dropout, x.dtype(), *gen_, x.device());
   EmbedSruRecurrenceOptions ro;

@@ -87,7 +87,7 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
     input = D == 1 ? outputs[0] : concat(outputs, 2);
     h_last.push_back(reshape(D == 1 ? hs[0] : concat(hs, 1), {1, B, out}));
     c_last.push_back(reshape(D == 1 ? cs[0] : concat(cs, 1), {1, B, out}));
-    if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_);
+    if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_, 1);  // (L, B, out)
   }
   return {input, concat(h_last, 0), concat(c_last, 0)};
 }
@@ -127,7 +127,7 @@ RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Ten
     input = r.output;
     h_last.push_back(from_cudnn(r.h));
     c_last.push_back(from_cudnn(r.c));
-    if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_);
+    if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_, 1);  // (L, B, out)
   }
   return {input, concat(h_last, 0), concat(c_last, 0)};
 }

@@ -93,11 +93,14 @@ Tensor SRUppAttention::forward(const Tensor& x, const AttentionContext& ctx) con
       s = masked_fill(s, causal_mask(L, Lk, M, DType::I32, x.device()), -std::numeric_limits<double>::infinity());
     weights = reshape(masked_softmax(reshape(s, {B, H, L, Lk}), ctx.key_padding), {B * H, L, Lk});
   }
-  weights = sru::dropout(weights, attn_dropout, is_training(), *gen_);
+  // Dropout sees the batch as dim 0 of (B, H, L, Lk) (heads are b-major), so that under data parallel
+  // each rank draws its rows of the single process's mask.
+  weights = reshape(sru::dropout(reshape(weights, {B, H, L, Lk}), attn_dropout, is_training(), *gen_),
+                    {B * H, L, Lk});
   const Tensor attended = merge_heads(bmm(weights, vh), H);  // (L, B, d')
   Tensor y = q + attended * alpha;
   if (layer_norm) y = layer_norm->forward(y);
-  return linear3->forward(sru::dropout(y, dropout, is_training(), *gen_));
+  return linear3->forward(sru::dropout(y, dropout, is_training(), *gen_, 1));  // (L, B, d'): batch dim 1
 }
 
 // ---- projected linear transform (layers without attention) ----
@@ -121,7 +124,7 @@ Tensor SRUppProjectedLinear::forward(const Tensor& x, const AttentionContext&) c
   check_input(x, linear1->weight.size(1), "SRU++ projected linear");
   Tensor y = linear1->forward(x);
   if (layer_norm) y = layer_norm->forward(y);
-  return linear2->forward(sru::dropout(y, dropout, is_training(), *gen_));
+  return linear2->forward(sru::dropout(y, dropout, is_training(), *gen_, 1));  // (L, B, d'): batch dim 1
 }
 
 // ---- layer ----

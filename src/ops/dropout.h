@@ -3,25 +3,50 @@
 // trailing shape, e.g. (B, d) shared across time, applied with mul()).
 // Element i keeps when uniform(seed, offset, i) >= p, so CPU and CUDA masks agree for a seed.
 // Backward: dx = g * m (the mask is saved).
+//
+// Batch shards (data-parallel training, core/rng.h): when the generator says this process computes
+// rows [first, first + count) of a batch of `rows`, a mask of this process's shape draws the numbers
+// of those rows in the mask the whole batch would draw, and reserves the whole mask's words. View the
+// shape as (outer, count, inner) with outer the product of the dims before `batch_dim`; local element
+// (o, b, i) takes the number of global element (o, first + b, i) of (outer, rows, inner). So a rank's
+// mask is exactly the single process's rows when `batch_dim` is where the batch is (0 for (B, d) masks
+// and attention weights (B*heads, Lq, Lk); 1 for time-major (L, B, d) activations), and the
+// generator's offset after a step is the single process's. A dim of count*k (k per batch row, batch
+// major) works too.
 #pragma once
 
+#include "core/hd.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 
 namespace sru {
 
-// Returns x itself when !training or p == 0.
-Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
+// Returns x itself when !training or p == 0. batch_dim: where the batch is in x (see above).
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator(), int batch_dim = 0);
 // A mask of `shape` with entries 0 or 1/(1-p).
 Tensor dropout_mask(const Shape& shape, double p, DType dtype = DType::F32, Generator& gen = default_generator(),
-                    Device device = Device::cpu());
+                    Device device = Device::cpu(), int batch_dim = 0);
+
+// Which Philox elements a mask takes: local element j is global element
+// (j / span) * global_span + first + j % span (span = global_span = numel, first = 0 without a shard).
+struct MaskWindow {
+  int64_t span = 0, global_span = 0, first = 0;
+  SRU_HD int64_t global_index(int64_t j) const { return (j / span) * global_span + first + j % span; }
+};
+// Holds no tensor: nothing for the dispatcher's device check (ops/dispatch.h) to visit.
+template <typename F>
+void visit_tensors(const MaskWindow&, F&&) {}
+
+// The window of a mask of `shape` under `shard`, and the number of Philox words the whole batch's mask
+// takes (what the generator reserves). Throws when the shape does not scale with the shard's rows.
+MaskWindow mask_window(const Shape& shape, const BatchShard& shard, int batch_dim, int64_t& words);
 
 namespace cpu {
-void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask);
+void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window);
 }  // namespace cpu
 // The CUDA twins (ops/cuda/dropout.cu): same contracts, tensors on one CUDA device.
 namespace cuda {
-void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask);
+void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window);
 }  // namespace cuda
 
 }  // namespace sru

@@ -31,4 +31,12 @@ std::vector<std::vector<int64_t>> epoch_batches(const std::vector<int64_t>& leng
   return batches;
 }
 
+BatchPart batch_part(int64_t rows, const dist::Communicator& comm) {
+  if (comm.size() == 1) return {0, rows, 1.0, {}};
+  const dist::Rows part = dist::share_of(rows, comm.rank(), comm.size());
+  if (part.count == 0) return {0, 1, 0.0, {rows, 0, 1}};
+  return {part.first, part.count, static_cast<double>(part.count) / static_cast<double>(rows),
+          {rows, part.first, part.count}};
+}
+
 }  // namespace sru::tasks

@@ -1,10 +1,13 @@
 // Batches of examples of similar length, shared by the tasks that pad variable-length examples
 // (classify, squad): few padded positions per batch, and an order that depends only on (seed, epoch),
-// so a resumed run rebuilds the same epoch.
+// so a resumed run rebuilds the same epoch. And each data-parallel rank's part of a batch.
 #pragma once
 
 #include <cstdint>
 #include <vector>
+
+#include "core/rng.h"
+#include "dist/communicator.h"
 
 namespace sru::tasks {
 
@@ -20,5 +23,17 @@ std::vector<std::vector<int64_t>> evaluation_batches(const std::vector<int64_t>&
 // equal lengths stay shuffled), cut into batches of `size`, and the batches shuffled.
 std::vector<std::vector<int64_t>> epoch_batches(const std::vector<int64_t>& lengths, int64_t size, uint64_t seed,
                                                 int64_t epoch);
+
+// Data parallel: the rows [first, first + count) of a global training batch of `rows` rows (examples,
+// streams) that this rank computes (dist::share_of), its share of the batch's loss terms (count / rows),
+// and the generator's batch shard for them (none in a single process). A rank whose share is empty (a
+// last batch with fewer examples than ranks) computes the batch's first row with share 0: it draws the
+// random numbers the others draw and adds zeros to the gradient sum.
+struct BatchPart {
+  int64_t first = 0, count = 0;
+  double share = 1.0;
+  BatchShard shard;
+};
+BatchPart batch_part(int64_t rows, const dist::Communicator& comm);
 
 }  // namespace sru::tasks

@@ -28,11 +28,12 @@ std::vector<data::LabeledSentence> pick(const std::vector<data::LabeledSentence>
   return out;
 }
 
-// (L, B) ids, zero-padded after each sentence, with the sentences' lengths.
+// (L, B) ids, zero-padded after each sentence, with the sentences' lengths; L is at least min_length
+// (a data-parallel rank pads its rows as the whole batch is padded).
 Tensor pad_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& batch,
-                 std::vector<int64_t>& lengths) {
+                 std::vector<int64_t>& lengths, int64_t min_length = 0) {
   const int64_t B = static_cast<int64_t>(batch.size());
-  int64_t L = 0;
+  int64_t L = min_length;
   lengths.clear();
   for (int64_t i : batch) {
     lengths.push_back(static_cast<int64_t>(ids[i].size()));
@@ -83,7 +84,7 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
   const bool training = is_training();
   const Device device = this->device();  // batches, masks and gather rows are made on the CPU
   const Tensor ids = x.to(device);
-  Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
+  Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_, 1);  // (L, B, E): batch dim 1
   Tensor mask;
   if (std::any_of(lengths.begin(), lengths.end(), [L](int64_t n) { return n < L; })) {
     mask = Tensor::zeros({L, B});
@@ -113,7 +114,10 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
 // ---- task ----
 
 ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, const TaskContext& context)
-    : cfg_(cfg), options_(cfg.task_as<ClassifyOptions>()) {
+    : cfg_(cfg),
+      options_(cfg.task_as<ClassifyOptions>()),
+      comm_(context.comm ? context.comm : &dist::single_process()),
+      gen_(&gen) {
   const ClassifyOptions& d = options_;
   const bool load_data = context.load_data;
   const safetensors::File* checkpoint = context.checkpoint;
@@ -246,34 +250,44 @@ StepResult ClassifyTask::forward_step(int64_t index) {
             " is outside the epoch's ", batches_.size(), " batches");
   model_->train(true);
   const auto& batch = batches_[index];
+  int64_t words = 0, longest = 0;
+  for (int64_t i : batch) {
+    words += static_cast<int64_t>(train_.ids[i].size());
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(train_.ids[i].size()));
+  }
+  // Data parallel: this rank's examples of the batch, padded as the whole batch is.
+  const BatchPart part = batch_part(static_cast<int64_t>(batch.size()), *comm_);
+  const std::vector<int64_t> rows(batch.begin() + part.first, batch.begin() + part.first + part.count);
   std::vector<int64_t> lengths, labels;
-  const Tensor x = pad_batch(train_.ids, batch, lengths);
-  for (int64_t i : batch) labels.push_back(train_.labels[i]);
+  const Tensor x = pad_batch(train_.ids, rows, lengths, longest);
+  for (int64_t i : rows) labels.push_back(train_.labels[i]);
+  const BatchShardScope shard(*gen_, part.shard);
   const Tensor logits = model_->forward(x, lengths);
-  int64_t words = 0;
-  for (int64_t n : lengths) words += n;
   return {cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}).to(logits.device())),
-          words};
+          words, part.share};
 }
 
-void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches,
+void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches, bool distributed,
                                 const std::function<void(const std::vector<int64_t>&, const Tensor&)>& fn) {
   autograd::NoGradGuard no_grad;
   model_->eval();
-  int64_t n_batches = 0;
+  int64_t index = -1;
   for (const auto& batch : evaluation_batches(split.lengths(), cfg_.data.eval_batch_size)) {
-    if (max_batches > 0 && n_batches++ >= max_batches) break;
+    if (++index >= max_batches && max_batches > 0) break;
+    // Distributed: batch i is rank i % world's, so each batch is what one process would run.
+    if (distributed && index % comm_->size() != comm_->rank()) continue;
     std::vector<int64_t> lengths;
     fn(batch, model_->forward(pad_batch(split.ids, batch, lengths), lengths).to(Device::cpu()));
   }
   model_->train(true);
 }
 
-Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_batches, std::vector<int64_t>* predicted) {
+Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_batches, std::vector<int64_t>* predicted,
+                                       bool distributed) {
   double loss = 0;
   int64_t correct = 0, seen = 0;
   if (predicted) predicted->assign(split.labels.size(), -1);
-  eval_batches(split, max_batches, [&](const std::vector<int64_t>& batch, const Tensor& logits) {
+  eval_batches(split, max_batches, distributed, [&](const std::vector<int64_t>& batch, const Tensor& logits) {
     std::vector<int64_t> labels;
     for (int64_t i : batch) labels.push_back(split.labels[i]);
     loss += cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}), -100,
@@ -285,6 +299,13 @@ Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_ba
     }
     seen += static_cast<int64_t>(batch.size());
   });
+  if (distributed) {
+    std::vector<double> sums = {loss, static_cast<double>(correct), static_cast<double>(seen)};
+    comm_->all_reduce_sum(sums, "evaluation");
+    loss = sums[0];
+    correct = static_cast<int64_t>(sums[1]);
+    seen = static_cast<int64_t>(sums[2]);
+  }
   return {{"accuracy", seen ? static_cast<double>(correct) / seen : 0.0},
           {"loss", seen ? loss / seen : 0.0},
           {"examples", static_cast<double>(seen)}};
@@ -292,7 +313,7 @@ Metrics ClassifyTask::evaluate_encoded(const EncodedSplit& split, int64_t max_ba
 
 Metrics ClassifyTask::evaluate(const std::string& split, int64_t max_batches) {
   check_split(split);
-  return evaluate_encoded(split == "valid" ? valid_ : split == "test" ? test_ : train_, max_batches);
+  return evaluate_encoded(split == "valid" ? valid_ : split == "test" ? test_ : train_, max_batches, nullptr, true);
 }
 
 EncodedSplit ClassifyTask::encode_file(const std::string& path) const {
@@ -321,7 +342,7 @@ std::vector<int64_t> ClassifyTask::predict(const std::vector<std::string>& sente
   for (const auto& s : sentences) unlabeled.push_back({0, s, 0});
   const EncodedSplit split = encode(unlabeled);
   std::vector<int64_t> out(sentences.size());
-  eval_batches(split, 0, [&](const std::vector<int64_t>& batch, const Tensor& logits) {
+  eval_batches(split, 0, false, [&](const std::vector<int64_t>& batch, const Tensor& logits) {
     for (size_t b = 0; b < batch.size(); ++b) out[batch[b]] = argmax_row(logits, static_cast<int64_t>(b));
   });
   return out;

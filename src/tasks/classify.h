@@ -84,6 +84,8 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
   int64_t steps_per_epoch() const override;
   void start_epoch(int64_t epoch, int64_t first_step) override;
   StepResult forward_step(int64_t index) override;
+  bool data_parallel() const override { return true; }
+  // Split across the ranks (collective) in data-parallel training.
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
   std::vector<MetricSpec> metrics() const override {
     return {{"accuracy", true}, {"loss", false}, {"examples", false, true}};
@@ -108,17 +110,21 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
  private:
   std::vector<std::string> tokens(const std::string& text) const;
   EncodedSplit encode(const std::vector<data::LabeledSentence>& sentences) const;
-  // Accuracy and loss; with `predicted`, also each example's predicted class (index order).
-  Metrics evaluate_encoded(const EncodedSplit& split, int64_t max_batches, std::vector<int64_t>* predicted = nullptr);
+  // Accuracy and loss; with `predicted`, also each example's predicted class (index order). Distributed:
+  // each rank runs its batches and the sums are added over the ranks (predicted is then partial).
+  Metrics evaluate_encoded(const EncodedSplit& split, int64_t max_batches, std::vector<int64_t>* predicted = nullptr,
+                           bool distributed = false);
   EncodedSplit encode_file(const std::string& path) const;
   // Runs the model in evaluation mode over length-sorted batches of split (at most max_batches; 0 =
-  // all), calling fn(example indices, logits (B, C)) for each.
-  void eval_batches(const EncodedSplit& split, int64_t max_batches,
+  // all), calling fn(example indices, logits (B, C)) for each; distributed: for this rank's batches only.
+  void eval_batches(const EncodedSplit& split, int64_t max_batches, bool distributed,
                     const std::function<void(const std::vector<int64_t>&, const Tensor&)>& fn);
   void init_embeddings(Generator& gen);
 
   config::Config cfg_;
   ClassifyOptions options_;
+  dist::Communicator* comm_;
+  Generator* gen_;
   std::optional<data::SubwordModel> subwords_;
   data::Vocabulary vocab_;
   std::unique_ptr<Classifier> model_;

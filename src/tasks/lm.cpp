@@ -18,6 +18,7 @@
 #include "ops/elementwise.h"
 #include "ops/shape_ops.h"
 #include "ops/softmax.h"
+#include "tasks/batching.h"
 
 namespace sru::tasks {
 
@@ -39,15 +40,20 @@ std::vector<std::string> words_of_line(const std::string& line) {
   return out;
 }
 
-// Rows [start, start + n) of every one of the B contiguous streams of `tokens` (each `len` long), as an
-// (n, B) time-major i64 batch.
-Tensor time_major(const std::vector<int32_t>& tokens, int64_t B, int64_t len, int64_t start, int64_t n) {
+// Rows [start, start + n) of streams [first, first + count) of the contiguous streams of `tokens`
+// (each `len` long), as an (n, count) time-major i64 batch.
+Tensor time_major(const std::vector<int32_t>& tokens, int64_t len, int64_t start, int64_t n, dist::Rows streams) {
+  const int64_t B = streams.count;
   Tensor out = Tensor::empty({n, B}, DType::I64);
   int64_t* o = out.data<int64_t>();
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t b = 0; b < B; ++b) o[t * B + b] = tokens[b * len + start + t];
+    for (int64_t b = 0; b < B; ++b) o[t * B + b] = tokens[(streams.first + b) * len + start + t];
   return out;
 }
+
+// The carried state's tensors have the streams at dim 1 (every encoder's: c (layers, B, out), LSTM h,
+// SRU++ memory (M, B, d)).
+constexpr int kStateStreamDim = 1;
 
 std::vector<Tensor> detached(const std::vector<Tensor>& state) {
   std::vector<Tensor> out;
@@ -176,8 +182,9 @@ Tensor LanguageModel::forward(const Tensor& x, std::vector<Tensor>& state) const
   const Device device = this->device();
   for (Tensor& s : state) s = s.to(device);
   const Tensor ids = x.to(device);
-  Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
-  const Tensor h = dropout(rnn_->forward_sequence({e, Tensor(), ids}, state), cfg_.output_dropout, training, *gen_);
+  // Time-major: the batch (streams) is dim 1 of the dropout masks.
+  Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_, 1);  // (L, B, E)
+  const Tensor h = dropout(rnn_->forward_sequence({e, Tensor(), ids}, state), cfg_.output_dropout, training, *gen_, 1);
   return output_->forward(reshape(h, {-1, h.size(2)}));
 }
 
@@ -191,18 +198,19 @@ nn::NamedTensors LanguageModel::super_embed_state(const std::string& type) const
 }
 
 StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& tokens, int64_t streams, int64_t chunk,
-                       int64_t max_chunks) {
+                       int64_t max_chunks, dist::Rows part) {
   autograd::NoGradGuard no_grad;
   StreamLoss result;
-  if (static_cast<int64_t>(tokens.size()) < 2 * streams) return result;
+  if (part.count < 0) part = {0, streams};
+  if (static_cast<int64_t>(tokens.size()) < 2 * streams || part.count == 0) return result;
   const int64_t len = static_cast<int64_t>(tokens.size()) / streams;
   std::vector<Tensor> state;
   int64_t chunks = 0;
   for (int64_t start = 0; start + 1 < len; start += chunk) {
     if (max_chunks > 0 && chunks++ >= max_chunks) break;
     const int64_t n = std::min(chunk, len - 1 - start);
-    const Tensor logits = model.forward(time_major(tokens, streams, len, start, n), state);
-    const Tensor target = time_major(tokens, streams, len, start + 1, n).view({-1});
+    const Tensor logits = model.forward(time_major(tokens, len, start, n, part), state);
+    const Tensor target = time_major(tokens, len, start + 1, n, part).view({-1});
     result.nats += cross_entropy(logits, target.to(logits.device()), -100, Reduction::Sum).item<double>();
     result.predictions += target.numel();
   }
@@ -212,7 +220,11 @@ StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& t
 // ---- task ----
 
 LanguageModelTask::LanguageModelTask(const config::Config& cfg, Generator& gen, bool words, const TaskContext& context)
-    : cfg_(cfg), options_(cfg.task_as<LMOptions>()) {
+    : cfg_(cfg),
+      options_(cfg.task_as<LMOptions>()),
+      comm_(context.comm ? context.comm : &dist::single_process()),
+      gen_(&gen),
+      streams_(dist::share_of(cfg.data.batch_size, comm_->rank(), comm_->size())) {
   if (words)
     vocab_ = context.checkpoint ? StreamVocabulary::deserialize(checkpoint_string(*context.checkpoint, "task.vocab", cfg.task))
                                 : StreamVocabulary::words_of(cfg.data.path, "data.path");
@@ -263,20 +275,29 @@ StepResult LanguageModelTask::forward_step(int64_t index) {
   const int64_t B = cfg_.data.batch_size, start = index * options_.bptt;
   const int64_t n = std::min(options_.bptt, stream_length_ - 1 - start);
   SRU_CHECK(n > 0, cfg_.task, ": training step ", index, " is past the end of the epoch");
+  SRU_CHECK(streams_.count > 0, cfg_.task, ": this rank has none of the ", B, " streams (data.batch_size)");
+  // Data parallel: this rank's streams (all of them in a single process), and their dropout masks.
+  const BatchShardScope shard(*gen_, batch_part(B, *comm_).shard);
   std::vector<Tensor> state = state_;
-  const Tensor logits = model_->forward(time_major(train_, B, stream_length_, start, n), state);
-  const Tensor target = time_major(train_, B, stream_length_, start + 1, n).view({-1});
+  const Tensor logits = model_->forward(time_major(train_, stream_length_, start, n, streams_), state);
+  const Tensor target = time_major(train_, stream_length_, start + 1, n, streams_).view({-1});
   state_ = detached(state);  // truncated back-propagation: the next step starts here, without history
-  return {cross_entropy(logits, target.to(logits.device())), target.numel()};
+  return {cross_entropy(logits, target.to(logits.device())), n * B,
+          static_cast<double>(streams_.count) / static_cast<double>(B)};
 }
 
 Metrics LanguageModelTask::evaluate(const std::string& split, int64_t max_batches) {
   check_split(split);
   const std::vector<int32_t>& tokens = split == "valid" ? valid_ : split == "test" ? test_ : train_;
   model_->eval();
-  const StreamLoss r = stream_loss(*model_, tokens, cfg_.data.eval_batch_size, options_.bptt, max_batches);
+  // Data parallel: each rank evaluates its share of the streams; the sums are added over the ranks.
+  const int64_t E = cfg_.data.eval_batch_size;
+  const StreamLoss r = stream_loss(*model_, tokens, E, options_.bptt, max_batches,
+                                   dist::share_of(E, comm_->rank(), comm_->size()));
   model_->train(true);
-  return metrics_of(r);
+  std::vector<double> sums = {r.nats, static_cast<double>(r.predictions)};
+  comm_->all_reduce_sum(sums, "evaluation of " + split);
+  return metrics_of({sums[0], static_cast<int64_t>(sums[1])});
 }
 
 Metrics LanguageModelTask::evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) {
@@ -327,17 +348,31 @@ ConvertedModel LanguageModelTask::convert_model(const std::string& form) {
 
 nn::NamedTensors LanguageModelTask::extra_state() {
   nn::NamedTensors out;
-  for (size_t i = 0; i < state_.size(); ++i) out.emplace_back("task.state." + std::to_string(i), state_[i]);
+  // Every stream's state: data-parallel ranks each hold theirs, gathered in stream order.
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const Tensor& t = state_[i];
+    SRU_CHECK(t.dim() > kStateStreamDim && t.size(kStateStreamDim) == streams_.count, cfg_.task,
+              ": carried state tensor ", i, " is ", shape_str(t.shape()), ", expected the ", streams_.count,
+              " streams at dim ", kStateStreamDim);
+    const Tensor whole = comm_->size() == 1 ? t : dist::all_gather(*comm_, t.to(Device::cpu()), kStateStreamDim,
+                                                                   "the carried state");
+    out.emplace_back("task.state." + std::to_string(i), whole);
+  }
   if (!vocab_.is_bytes()) out.emplace_back("task.vocab", string_tensor(vocab_.serialize()));
   return out;
 }
 
 void LanguageModelTask::load_extra_state(const safetensors::File& file) {
   state_.clear();
+  const int64_t B = cfg_.data.batch_size;
   for (size_t i = 0;; ++i) {
     const Tensor* t = file.find("task.state." + std::to_string(i));
     if (!t) break;
-    state_.push_back(t->clone());
+    SRU_CHECK(t->dim() > kStateStreamDim && t->size(kStateStreamDim) == B, "the checkpoint's carried state ",
+              "task.state.", i, " is ", shape_str(t->shape()), ": it holds ", t->dim() > kStateStreamDim ? t->size(1) : 0,
+              " streams, but data.batch_size is ", B, " (resume with the batch size it was trained with)");
+    // This rank's streams of the whole state (any world size can resume any other's checkpoint).
+    state_.push_back(slice(*t, kStateStreamDim, streams_.first, streams_.first + streams_.count).clone());
   }
 }
 

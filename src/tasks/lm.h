@@ -94,8 +94,9 @@ struct StreamLoss {
   double nats = 0;
   int64_t predictions = 0;
 };
+// `part`: only streams [first, first + count) of them (count -1 = all), as a data-parallel rank does.
 StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& tokens, int64_t streams, int64_t chunk,
-                       int64_t max_chunks = 0);
+                       int64_t max_chunks = 0, dist::Rows part = {0, -1});
 
 class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, public ConvertsModel {
  public:
@@ -107,6 +108,7 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   void start_epoch(int64_t epoch, int64_t first_step) override;
   void reset_carried_state() override { state_.clear(); }
   StepResult forward_step(int64_t index) override;
+  bool data_parallel() const override { return true; }
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
   std::vector<MetricSpec> metrics() const override;
   std::string token_name() const override { return vocab_.is_bytes() ? "chars" : "words"; }
@@ -128,11 +130,14 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
 
   config::Config cfg_;
   LMOptions options_;
+  dist::Communicator* comm_;
+  Generator* gen_;
+  dist::Rows streams_;  // this rank's training streams (all of them in a single process)
   StreamVocabulary vocab_;
   std::unique_ptr<LanguageModel> model_;
   std::vector<int32_t> train_, valid_, test_;
   int64_t stream_length_ = 0;   // of the training streams
-  std::vector<Tensor> state_;  // carried across training steps, detached
+  std::vector<Tensor> state_;  // this rank's streams' state, carried across training steps, detached
 };
 
 TaskSpec charlm_task();

@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
+#include "dist/communicator.h"
 #include "nn/encoder.h"
 #include "tasks/task.h"
 
@@ -24,6 +25,8 @@ struct TaskContext {
   // When the weights will come from a checkpoint: what the task would otherwise derive from the data
   // (a vocabulary, the number of classes).
   const safetensors::File* checkpoint = nullptr;
+  // The ranks a data-parallel task splits its batches across (null = a single process).
+  dist::Communicator* comm = nullptr;
 };
 
 // A k-fold cross-validation a config asks for: `run` runs, fold i setting `fold_key` to i.

@@ -28,9 +28,9 @@ std::vector<int64_t> ReaderSplit::doc_lengths() const {
   return out;
 }
 
-ReaderBatch ReaderSplit::batch(const std::vector<int64_t>& batch) const {
+ReaderBatch ReaderSplit::batch(const std::vector<int64_t>& batch, int64_t min_doc, int64_t min_question) const {
   const int64_t B = static_cast<int64_t>(batch.size()), F = DocumentReader::kFeatures;
-  int64_t Ld = 1, Lq = 1;
+  int64_t Ld = std::max<int64_t>(1, min_doc), Lq = std::max<int64_t>(1, min_question);
   for (int64_t i : batch) {
     Ld = std::max<int64_t>(Ld, static_cast<int64_t>(contexts[examples[i].paragraph].size()));
     Lq = std::max<int64_t>(Lq, static_cast<int64_t>(examples[i].question_ids.size()));
@@ -87,7 +87,10 @@ data::SquadDataset only_predicted(const data::SquadDataset& dataset, const data:
 }  // namespace
 
 SquadTask::SquadTask(const config::Config& cfg, Generator& gen, const TaskContext& context)
-    : cfg_(cfg), options_(cfg.task_as<SquadOptions>()) {
+    : cfg_(cfg),
+      options_(cfg.task_as<SquadOptions>()),
+      comm_(context.comm ? context.comm : &dist::single_process()),
+      gen_(&gen) {
   if (context.load_data) {
     train_data_ = data::read_squad(cfg.data.path);
     valid_data_ = data::read_squad(options_.valid_path);
@@ -239,30 +242,41 @@ StepResult SquadTask::forward_step(int64_t index) {
   SRU_CHECK(index >= 0 && index < static_cast<int64_t>(batches_.size()), "squad: training step ", index,
             " is outside the epoch's ", batches_.size(), " batches");
   model_->train(true);
+  // Data parallel: this rank's questions of the batch, padded as the whole batch is.
+  const std::vector<int64_t>& whole = batches_[index];
+  const BatchPart part = batch_part(static_cast<int64_t>(whole.size()), *comm_);
   std::vector<int64_t> batch, starts, ends;
-  int64_t words = 0;
-  for (int64_t i : batches_[index]) {
-    const ReaderSplit::Example& e = train_.examples[trainable_[i]];
-    batch.push_back(trainable_[i]);
+  int64_t words = 0, doc_length = 0, question_length = 0;
+  for (size_t k = 0; k < whole.size(); ++k) {
+    const ReaderSplit::Example& e = train_.examples[trainable_[whole[k]]];
+    const int64_t d = static_cast<int64_t>(train_.contexts[e.paragraph].size());
+    const int64_t q = static_cast<int64_t>(e.question_ids.size());
+    words += d + q;
+    doc_length = std::max(doc_length, d);
+    question_length = std::max(question_length, q);
+    if (static_cast<int64_t>(k) < part.first || static_cast<int64_t>(k) >= part.first + part.count) continue;
+    batch.push_back(trainable_[whole[k]]);
     starts.push_back(e.start);
     ends.push_back(e.end);
-    words += static_cast<int64_t>(train_.contexts[e.paragraph].size() + e.question_ids.size());
   }
-  const auto [start_scores, end_scores] = model_->forward(train_.batch(batch));
+  const BatchShardScope shard(*gen_, part.shard);
+  const auto [start_scores, end_scores] = model_->forward(train_.batch(batch, doc_length, question_length));
   const Device device = start_scores.device();
   const Shape shape{static_cast<int64_t>(batch.size())};
   const Tensor loss = add(cross_entropy(start_scores, Tensor::from_vector(starts, shape).to(device)),
                           cross_entropy(end_scores, Tensor::from_vector(ends, shape).to(device)));
-  return {loss, words};
+  return {loss, words, part.share};
 }
 
-data::SquadPredictions SquadTask::answer(const ReaderSplit& split, int64_t max_batches) {
+data::SquadPredictions SquadTask::answer(const ReaderSplit& split, int64_t max_batches, bool distributed) {
   autograd::NoGradGuard no_grad;
   model_->eval();
   data::SquadPredictions out;
-  int64_t n_batches = 0;
+  int64_t index = -1;
   for (const auto& batch : evaluation_batches(split.doc_lengths(), cfg_.data.eval_batch_size)) {
-    if (max_batches > 0 && n_batches++ >= max_batches) break;
+    if (++index >= max_batches && max_batches > 0) break;
+    // Distributed: batch i is rank i % world's, so each batch is what one process would run.
+    if (distributed && index % comm_->size() != comm_->rank()) continue;
     const auto [start_scores, end_scores] = model_->forward(split.batch(batch));
     const Tensor s = start_scores.to(Device::cpu()), e = end_scores.to(Device::cpu());
     const int64_t L = s.size(1);
@@ -280,6 +294,24 @@ data::SquadPredictions SquadTask::answer(const ReaderSplit& split, int64_t max_b
     }
   }
   model_->train(true);
+  if (distributed && comm_->size() > 1) {
+    // Every rank's answers to every rank, as length-prefixed "N:id" "N:answer" records.
+    std::string mine;
+    for (const auto& [id, text] : out)
+      for (const std::string* field : {&id, &text}) mine += std::to_string(field->size()) + ":" + *field;
+    for (const std::string& part : comm_->all_gather(mine, "the evaluation's answers")) {
+      size_t at = 0;
+      auto field = [&] {
+        const size_t colon = part.find(':', at), n = std::stoul(part.substr(at, colon - at));
+        at = colon + 1 + n;
+        return part.substr(colon + 1, n);
+      };
+      while (at < part.size()) {
+        const std::string id = field();
+        out[id] = field();
+      }
+    }
+  }
   return out;
 }
 
@@ -293,7 +325,7 @@ Metrics SquadTask::score(const data::SquadDataset& dataset, const data::SquadPre
 Metrics SquadTask::evaluate(const std::string& split, int64_t max_batches) {
   check_split(split);
   const bool valid = split == "valid";
-  return score(valid ? valid_data_ : train_data_, answer(valid ? valid_ : train_, max_batches));
+  return score(valid ? valid_data_ : train_data_, answer(valid ? valid_ : train_, max_batches, true));
 }
 
 Metrics SquadTask::evaluate_file(const std::string& path, int64_t max_batches, int64_t) {

@@ -55,8 +55,9 @@ struct ReaderSplit {
   std::vector<Example> examples;
 
   std::vector<int64_t> doc_lengths() const;
-  // The padded batch of examples `batch` (doc and question ids, features, masks).
-  ReaderBatch batch(const std::vector<int64_t>& batch) const;
+  // The padded batch of examples `batch` (doc and question ids, features, masks), padded to at least
+  // min_doc / min_question tokens (a data-parallel rank pads its rows as the whole batch is).
+  ReaderBatch batch(const std::vector<int64_t>& batch, int64_t min_doc = 1, int64_t min_question = 1) const;
 };
 
 class SquadTask : public Task, public EvaluatesFiles, public Predicts {
@@ -67,7 +68,9 @@ class SquadTask : public Task, public EvaluatesFiles, public Predicts {
   int64_t steps_per_epoch() const override;
   void start_epoch(int64_t epoch, int64_t first_step) override;
   StepResult forward_step(int64_t index) override;
+  bool data_parallel() const override { return true; }
   std::vector<std::string> splits() const override { return {"train", "valid"}; }
+  // Split across the ranks (collective) in data-parallel training.
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
   std::vector<MetricSpec> metrics() const override {
     return {{"f1", true, false, 2}, {"exact_match", true, false, 2}, {"questions", true, true}};
@@ -82,7 +85,8 @@ class SquadTask : public Task, public EvaluatesFiles, public Predicts {
   Metrics evaluate_with_predictions(const std::string& split, const std::string& file, std::ostream& out) override;
 
   // {question id: answer text} for the examples of the first max_batches evaluation batches (0 = all).
-  data::SquadPredictions answer(const ReaderSplit& split, int64_t max_batches);
+  // Distributed: each rank answers its batches and every rank gets all the answers (collective).
+  data::SquadPredictions answer(const ReaderSplit& split, int64_t max_batches, bool distributed = false);
 
  private:
   std::string word(const data::Token& token) const;
@@ -94,6 +98,8 @@ class SquadTask : public Task, public EvaluatesFiles, public Predicts {
 
   config::Config cfg_;
   SquadOptions options_;
+  dist::Communicator* comm_;
+  Generator* gen_;
   data::Vocabulary vocab_;
   std::unique_ptr<DocumentReader> model_;
   data::SquadDataset train_data_, valid_data_;

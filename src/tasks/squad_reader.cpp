@@ -34,15 +34,16 @@ std::pair<Tensor, Tensor> DocumentReader::forward(const ReaderBatch& b) const {
   // read theirs on the device.
   const Tensor doc_mask_bf = b.doc_mask_bf.to(device), question_mask_bf = b.question_mask_bf.to(device);
 
-  const Tensor p = dropout(embedding_->forward(doc), cfg_.embedding_dropout, training, *gen_);       // (Ld, B, E)
-  const Tensor q = dropout(embedding_->forward(question), cfg_.embedding_dropout, training, *gen_);  // (Lq, B, E)
+  // Time-major activations: the batch is dim 1 of their dropout masks (data-parallel shards, ops/dropout.h).
+  const Tensor p = dropout(embedding_->forward(doc), cfg_.embedding_dropout, training, *gen_, 1);       // (Ld, B, E)
+  const Tensor q = dropout(embedding_->forward(question), cfg_.embedding_dropout, training, *gen_, 1);  // (Lq, B, E)
   const Tensor aligned = qemb_match_->forward(transpose(p, 0, 1), transpose(q, 0, 1), question_mask_bf);  // (B, Ld, E)
   const Tensor doc_in = concat({p, b.doc_features.to(device), transpose(aligned, 0, 1)}, 2);
   std::vector<Tensor> doc_state, question_state;
   const Tensor P = dropout(doc_rnn_->forward_sequence({doc_in, b.doc_mask, doc}, doc_state), cfg_.output_dropout,
-                           training, *gen_);
+                           training, *gen_, 1);
   const Tensor Q = dropout(question_rnn_->forward_sequence({q, b.question_mask, question}, question_state),
-                           cfg_.output_dropout, training, *gen_);
+                           cfg_.output_dropout, training, *gen_, 1);
   const Tensor P_bf = transpose(P, 0, 1), Q_bf = transpose(Q, 0, 1);  // (B, L, out)
   const Tensor u = nn::weighted_average(Q_bf, self_attn_->forward(Q_bf, question_mask_bf));  // (B, out)
   return {start_attn_->forward(P_bf, u, doc_mask_bf), end_attn_->forward(P_bf, u, doc_mask_bf)};

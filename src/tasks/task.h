@@ -29,8 +29,12 @@ struct MetricSpec {
 };
 
 struct StepResult {
-  Tensor loss;     // scalar: the mean loss to minimise
-  int64_t tokens;  // how many predictions it covers (for tokens/s)
+  Tensor loss;     // scalar: the mean loss to minimise (of this rank's rows, in data-parallel training)
+  int64_t tokens;  // how many predictions the whole (global) batch covers (for tokens/s)
+  // Data parallel: this rank's share of the global batch's loss terms (its predictions over the whole
+  // batch's). The ranks' gradients are summed weighted by it, which gives the gradient of the global
+  // batch's mean loss even when the shares differ. 1 in a single process.
+  double share = 1.0;
 };
 
 // srueval --text FILE: metrics over a file the user names, in the task's own format.
@@ -83,15 +87,22 @@ class Task {
   virtual void start_epoch(int64_t epoch, int64_t first_step) = 0;
   // Forgets state carried between steps (after a skipped non-finite step, which may have poisoned it).
   virtual void reset_carried_state() {}
-  // The forward pass of training step `index` (0-based within the epoch).
+  // The forward pass of training step `index` (0-based within the epoch). In data-parallel training
+  // (a task that says data_parallel()) each rank computes its rows of the global batch: the rows the
+  // single process would compute, padded as the whole batch is, with the generator's batch shard set so
+  // that dropout masks are the single process's for those rows (core/rng.h, ops/dropout.h).
   virtual StepResult forward_step(int64_t index) = 0;
+  // True when the task splits its batches and evaluations across the ranks of the communicator it was
+  // made with (TaskContext::comm); the trainer refuses more than one rank for the others.
+  virtual bool data_parallel() const { return false; }
 
   // The splits evaluate() accepts. The trainer evaluates validation_split() during training and every
   // split but "train" at the end.
   virtual std::vector<std::string> splits() const { return {"train", "valid", "test"}; }
   virtual std::string validation_split() const { return "valid"; }
   // Evaluates a split on at most max_batches batches (0 = all), in eval mode. An unknown split is an
-  // error naming the task's splits (check_split).
+  // error naming the task's splits (check_split). A data-parallel task splits the work across its
+  // ranks and returns every rank the metrics of the whole split (a collective call).
   virtual Metrics evaluate(const std::string& split, int64_t max_batches) = 0;
   // The metrics evaluate() returns; the first is the default that picks the best checkpoint.
   virtual std::vector<MetricSpec> metrics() const = 0;
@@ -99,7 +110,9 @@ class Task {
   virtual std::string token_name() const { return "tokens"; }
   // What the checkpoint metadata's "vocabulary" says the model's input ids are.
   virtual std::string vocabulary_name() const = 0;
-  // State beyond the model and optimiser that a resumed run needs, saved as "task.*" tensors.
+  // State beyond the model and optimiser that a resumed run needs, saved as "task.*" tensors. Data
+  // parallel: every rank calls it (it may gather the ranks' parts) and gets the whole state; loading
+  // takes this rank's part of it.
   virtual nn::NamedTensors extra_state() { return {}; }
   virtual void load_extra_state(const safetensors::File&) {}
 

@@ -20,8 +20,8 @@ std::string str(double v) {
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, tasks::Task& task, const optim::Optimizer* optimizer,
-                     const std::string& config_yaml, const Progress& p) {
+CheckpointContents checkpoint_contents(tasks::Task& task, const optim::Optimizer* optimizer,
+                                       const std::string& config_yaml, const Progress& p) {
   nn::NamedTensors tensors = task.model().state();
   for (const auto& [name, t] : tensors)
     SRU_CHECK(!reserved(name), "model tensor '", name, "' uses a prefix reserved for training state");
@@ -42,11 +42,22 @@ void save_checkpoint(const std::string& path, tasks::Task& task, const optim::Op
       {"evals_without_improvement", std::to_string(p.evals_without_improvement)},
       {"vocabulary", task.vocabulary_name()},
   };
-  safetensors::save(path, tensors, meta);
+  return {std::move(tensors), meta};
+}
+
+void save_checkpoint(const std::string& path, tasks::Task& task, const optim::Optimizer* optimizer,
+                     const std::string& config_yaml, const Progress& p) {
+  const CheckpointContents c = checkpoint_contents(task, optimizer, config_yaml, p);
+  safetensors::save(path, c.tensors, c.metadata);
 }
 
 LoadedCheckpoint read_checkpoint(const std::string& path, const std::vector<std::string>& overrides) {
-  LoadedCheckpoint c{safetensors::load(path), {}, {}};
+  return read_checkpoint(safetensors::load(path), path, overrides);
+}
+
+LoadedCheckpoint read_checkpoint(safetensors::File file, const std::string& path,
+                                 const std::vector<std::string>& overrides) {
+  LoadedCheckpoint c{std::move(file), {}, {}};
   const auto& m = c.file.metadata;
   auto get = [&](const std::string& key) -> const std::string& {
     auto it = m.find(key);

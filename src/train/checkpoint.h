@@ -29,6 +29,14 @@ struct Progress {
   int64_t evals_without_improvement = 0;
 };
 
+// What a checkpoint file holds: the tensors (model, "optim.*", "task.*") and the metadata. Calls
+// task.extra_state(), which a data-parallel task makes a collective call.
+struct CheckpointContents {
+  nn::NamedTensors tensors;
+  safetensors::Metadata metadata;
+};
+CheckpointContents checkpoint_contents(tasks::Task& task, const optim::Optimizer* optimizer,
+                                       const std::string& config_yaml, const Progress& progress);
 void save_checkpoint(const std::string& path, tasks::Task& task, const optim::Optimizer* optimizer,
                      const std::string& config_yaml, const Progress& progress);
 
@@ -40,6 +48,9 @@ struct LoadedCheckpoint {
 
 // Reads a checkpoint's file and metadata (config parsed with `overrides`), checking the format.
 LoadedCheckpoint read_checkpoint(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same for a file already read (`path` names it in errors).
+LoadedCheckpoint read_checkpoint(safetensors::File file, const std::string& path,
+                                 const std::vector<std::string>& overrides = {});
 // Copies the model tensors of `file` into the module (exact names/shapes/dtypes, all mismatches listed).
 void load_model(nn::Module& model, const safetensors::File& file, const std::string& path);
 

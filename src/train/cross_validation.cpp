@@ -44,17 +44,21 @@ double number_at(const nlohmann::json& j, const std::string& a, const std::strin
 }  // namespace
 
 int cross_validate(const RunOptions& options, const config::Config& cfg, const tasks::CrossValidationPlan& plan) {
+  // Data parallel: every rank runs every fold together; rank 0 reads and writes the directories.
+  dist::Communicator& comm = dist::world();
   std::string run_dir = options.run_dir;
   if (options.resume) {
     SRU_CHECK(!run_dir.empty(), "--resume needs the run directory to continue (--resume DIR)");
   } else {
-    if (run_dir.empty()) run_dir = default_run_dir(options.config_path);
-    SRU_CHECK(!fs::exists(fs::path(run_dir) / "config.yaml"), "run directory '", run_dir,
-              "' already holds a run: continue it with --resume ", run_dir, ", or choose another --run-dir");
-    prepare_run_dir(run_dir);
+    if (run_dir.empty()) run_dir = dist::on_root(comm, [&] { return default_run_dir(options.config_path); }, "the run directory");
+    RunDirectory dir(run_dir, comm);
+    dist::check_collective(!dir.exists("config.yaml"), "run directory '" + run_dir + "' already holds a run: continue "
+                                                       "it with --resume " + run_dir + ", or choose another --run-dir");
+    dir.prepare();
     config::Config copy = cfg;
-    write_file_atomic((fs::path(run_dir) / "config.yaml").string(), copy.to_yaml());
+    dir.write_text("config.yaml", copy.to_yaml());
   }
+  RunDirectory top(run_dir, comm);
   spdlog::info("cross-validation: {} of {} folds in {}", plan.run, plan.folds, run_dir);
   nlohmann::ordered_json folds = nlohmann::ordered_json::array();
   std::string metric;
@@ -63,12 +67,13 @@ int cross_validate(const RunOptions& options, const config::Config& cfg, const t
   std::vector<double> epoch_seconds;
   for (int64_t fold = 0; fold < plan.run; ++fold) {
     const fs::path fold_dir = fs::path(run_dir) / ("fold-" + std::to_string(fold));
-    if (fs::exists(fold_dir / "summary.json")) {
+    RunDirectory fold_run(fold_dir.string(), comm);
+    if (fold_run.exists("summary.json")) {
       spdlog::info("fold {} of {}: already finished ({}), not rerun", fold + 1, plan.run, fold_dir.string());
     } else {
       RunOptions o;
       o.run_dir = fold_dir.string();
-      if (fs::exists(fold_dir / "last.safetensors")) {
+      if (fold_run.exists("last.safetensors")) {
         o.resume = true;
       } else {
         o.config_path = (fs::path(run_dir) / "config.yaml").string();
@@ -83,7 +88,7 @@ int cross_validate(const RunOptions& options, const config::Config& cfg, const t
       }
     }
     const std::string summary_path = (fold_dir / "summary.json").string();
-    const nlohmann::json s = nlohmann::json::parse(read_text_file(summary_path));
+    const nlohmann::json s = nlohmann::json::parse(fold_run.read_text("summary.json"));
     SRU_CHECK(s.contains("best") && s["best"].contains("metric"), summary_path, " has no best checkpoint's metrics");
     metric = s["best"]["metric"].get<std::string>();
     higher_is_better = s["best"].value("higher_is_better", false);
@@ -119,7 +124,7 @@ int cross_validate(const RunOptions& options, const config::Config& cfg, const t
   summary["seconds_per_epoch_mean"] = mean(epoch_seconds);
   summary["per_fold"] = folds;
   summary["commit"] = build_commit();
-  write_file_atomic((fs::path(run_dir) / "cv_summary.json").string(), summary.dump(2) + "\n");
+  top.write_text("cv_summary.json", summary.dump(2) + "\n");
   spdlog::info("cross-validation ({} of {} folds, best checkpoint of each): {} (mean +- sample std), {:.1f} s per epoch; "
                "{}/cv_summary.json", plan.run, plan.folds, line, mean(epoch_seconds), run_dir);
   return 0;

@@ -1,4 +1,6 @@
-// The training loop of one run (see loop.h and docs/configs.md for the keys it reads).
+// The training loop of one run (see loop.h and docs/configs.md for the keys it reads). Data parallel:
+// every rank runs this loop in lockstep — the same steps, evaluations and checkpoints, each a
+// collective call — and rank 0 alone writes the run directory (RunDirectory) and logs.
 #include "train/loop.h"
 
 #include <unistd.h>
@@ -43,12 +45,12 @@ std::string format_duration(double seconds) {
 
 class Trainer {
  public:
-  explicit Trainer(const RunOptions& options) : options_(options) {}
+  explicit Trainer(const RunOptions& options) : options_(options), comm_(dist::world()) {}
   int run();
 
  private:
   void setup();
-  bool train_one_step(int64_t index);  // false: stop requested by a non-finite value
+  StepOutcome train_one_step(int64_t index);
   void log_window(const StepOutcome& outcome);
   void evaluate_and_checkpoint();
   void save(const std::string& name);
@@ -57,7 +59,10 @@ class Trainer {
   std::vector<std::string> final_splits() const;
 
   RunOptions options_;
+  dist::Communicator& comm_;
   OpenedRun run_;
+  std::unique_ptr<RunDirectory> dir_;
+  std::string ranks_;  // describe_ranks
   const config::Config& cfg() const { return run_.cfg; }
   Device train_device_;
   Generator gen_;
@@ -65,7 +70,6 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<TrainingStep> step_;
   Progress progress_;
-  std::unique_ptr<MetricsLog> log_;
   tasks::MetricSpec metric_;
   int64_t total_steps_ = 0, steps_per_epoch_ = 0;
   bool tty_ = false, stop_for_patience_ = false, out_of_time_ = false;
@@ -81,13 +85,15 @@ class Trainer {
 };
 
 void Trainer::setup() {
-  run_ = open_run(options_);
+  run_ = open_run(options_, comm_);
   const config::Config& c = cfg();
-  train_device_ = resolve_train_device(c.train.device);
-  set_num_threads(static_cast<int>(c.train.threads));
+  comm_.set_timeout(c.train.dist_timeout_s);
+  train_device_ = resolve_train_device(c.train.device, comm_);
+  set_num_threads(threads_for(c.train.threads, comm_));
 
   gen_.manual_seed(static_cast<uint64_t>(c.train.seed));
-  task_ = tasks::make_task(c, gen_, {true, run_.checkpoint ? &run_.checkpoint->file : nullptr});
+  task_ = tasks::make_task(c, gen_, {true, run_.checkpoint ? &run_.checkpoint->file : nullptr, &comm_});
+  check_data_parallel(c, *task_, comm_);
   steps_per_epoch_ = task_->steps_per_epoch();
   SRU_CHECK(steps_per_epoch_ > 0, "task ", c.task, " gives no training steps: its training data (data.path '",
             c.data.path, "') is too small for data.batch_size ", c.data.batch_size);
@@ -95,11 +101,21 @@ void Trainer::setup() {
   metric_ = task_->metric(c.eval.metric.empty() ? task_->metrics().front().name : c.eval.metric);
 
   task_->model().to(train_device_);  // before the optimiser, whose state follows the parameters' device
+  ranks_ = describe_ranks(comm_, c, train_device_);
+  if (comm_.size() > 1) {
+    std::vector<double> on_gpu = {train_device_.is_cuda() ? 1.0 : 0.0};
+    comm_.all_reduce_sum(on_gpu, "the ranks' device kinds");
+    dist::check_collective(on_gpu[0] == 0 || on_gpu[0] == comm_.size(),
+                           "data parallel: some ranks train on a GPU and others on the CPU (" + ranks_ +
+                           "); give every machine GPUs or set train.device=cpu");
+    comm_.use_device(train_device_);  // NCCL for CUDA gradients
+  }
   optimizer_ = make_optimizer(c.train, task_->model());
   step_ = std::make_unique<TrainingStep>(*task_, *optimizer_, c.train,
-                                         schedule_options(c.train, task_->model_size(), total_steps_));
+                                         schedule_options(c.train, task_->model_size(), total_steps_), &comm_);
 
-  prepare_run_dir(run_.dir);
+  dir_ = std::make_unique<RunDirectory>(run_.dir, comm_);
+  dir_->prepare();
   if (run_.checkpoint) {
     const LoadedCheckpoint& ckpt = *run_.checkpoint;
     load_model(task_->model(), ckpt.file, (fs::path(run_.dir) / "last.safetensors").string());
@@ -110,35 +126,42 @@ void Trainer::setup() {
     spdlog::info("resuming {} at step {} (epoch {}, {} of {} steps done)", run_.dir, progress_.step,
                  progress_.epoch + 1, progress_.step_in_epoch, steps_per_epoch_);
   }
-  write_file_atomic((fs::path(run_.dir) / "config.yaml").string(), run_.config_yaml);
-  log_ = std::make_unique<MetricsLog>((fs::path(run_.dir) / "metrics.jsonl").string());
-  tty_ = c.log.progress && ::isatty(STDOUT_FILENO);
+  dir_->write_text("config.yaml", run_.config_yaml);
+  tty_ = c.log.progress && comm_.is_root() && ::isatty(STDOUT_FILENO);
 }
 
 void Trainer::save(const std::string& name) {
   progress_.rng_seed = gen_.seed();
   progress_.rng_offset = gen_.offset();
-  save_run_checkpoint(run_.dir, name, *task_, optimizer_.get(), run_.config_yaml, progress_);
+  dir_->save_checkpoint(name, *task_, optimizer_.get(), run_.config_yaml, progress_);
 }
 
-bool Trainer::train_one_step(int64_t index) {
+StepOutcome Trainer::train_one_step(int64_t index) {
   const auto t0 = Clock::now();
-  const StepOutcome r = step_->run(index, progress_.step + 1, progress_.epoch);
+  // Asked after backward, and summed over the ranks: any rank's Ctrl-C or time limit stops them all
+  // after this step.
+  const auto votes = [&] {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
+    return StepVotes{stop_requested(), cfg().train.max_seconds > 0 && elapsed >= cfg().train.max_seconds};
+  };
+  const StepOutcome r = step_->run(index, progress_.step + 1, progress_.epoch, votes);
   if (r.kind == StepOutcome::Kind::NonFinite) {
-    spdlog::error("non-finite {} at step {} (loss {}); stopping. The weights were not updated with it, and "
-                  "{}/last.safetensors is the last good checkpoint (lower train.lr, or set train.clip_grad_norm)",
-                  r.nonfinite, progress_.step + 1, r.loss, run_.dir);
-    log_->write({{"step", progress_.step + 1}, {"event", "nonfinite"}, {"what", r.nonfinite}});
-    return false;
+    if (comm_.is_root())
+      spdlog::error("non-finite {} at step {} (loss {}); stopping. The weights were not updated with it, and "
+                    "{}/last.safetensors is the last good checkpoint (lower train.lr, or set train.clip_grad_norm)",
+                    r.nonfinite, progress_.step + 1, r.loss, run_.dir);
+    dir_->append_metrics({{"step", progress_.step + 1}, {"event", "nonfinite"}, {"what", r.nonfinite}});
+    return r;
   }
   ++progress_.step;
   ++progress_.step_in_epoch;
   if (r.kind == StepOutcome::Kind::Skipped) {
     ++skipped_;
-    spdlog::warn("non-finite {} at step {}: update skipped, carried state reset ({} so far)", r.nonfinite,
-                 progress_.step, skipped_);
-    log_->write({{"step", progress_.step}, {"event", "skipped"}, {"what", r.nonfinite}});
-    return true;
+    if (comm_.is_root())
+      spdlog::warn("non-finite {} at step {}: update skipped, carried state reset ({} so far)", r.nonfinite,
+                   progress_.step, skipped_);
+    dir_->append_metrics({{"step", progress_.step}, {"event", "skipped"}, {"what", r.nonfinite}});
+    return r;
   }
   train_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   ++timed_steps_;
@@ -147,7 +170,7 @@ bool Trainer::train_one_step(int64_t index) {
   window_tokens_ += r.tokens;
   ++window_steps_;
   if (progress_.step % cfg().log.every_steps == 0 || progress_.step == total_steps_) log_window(r);
-  return true;
+  return r;
 }
 
 void Trainer::log_window(const StepOutcome& r) {
@@ -165,7 +188,7 @@ void Trainer::log_window(const StepOutcome& r) {
   rec["ms_per_step"] = 1000.0 * window / window_steps_;
   rec["memory_mb"] = static_cast<double>(mem.allocated) / (1 << 20);
   rec["peak_memory_mb"] = static_cast<double>(mem.peak_allocated) / (1 << 20);
-  log_->write(rec);
+  dir_->append_metrics(rec);
   if (tty_) {
     progress_line(window_loss_ / window_steps_);
   } else {
@@ -211,7 +234,7 @@ void Trainer::evaluate_and_checkpoint() {
   rec["epoch"] = epochs_done();
   rec["split"] = split;
   rec["eval"] = to_json(m);
-  log_->write(rec);
+  dir_->append_metrics(rec);
   spdlog::info("eval step {} (epoch {:.2f}): {} {}{}", progress_.step, epochs_done(), split,
                tasks::format_metrics(*task_, m), improved ? "  (best)" : "");
   save("last.safetensors");
@@ -242,9 +265,9 @@ void Trainer::finish(const std::string& reason) {
     final_line += (final_line.empty() ? "" : "; ") + split + " " + tasks::format_metrics(*task_, m);
   }
   summary["final"] = final_metrics;
-  const std::string best_path = (fs::path(run_.dir) / "best.safetensors").string();
-  if (fs::exists(best_path)) {
-    load_model(task_->model(), safetensors::load(best_path), best_path);
+  const bool has_best = dir_->exists("best.safetensors");
+  if (has_best) {
+    load_model(task_->model(), dir_->load("best.safetensors"), dir_->file("best.safetensors"));
     nlohmann::ordered_json best;
     best["step"] = progress_.best_step;
     best["metric"] = metric_.name;
@@ -263,11 +286,14 @@ void Trainer::finish(const std::string& reason) {
   summary["skipped_steps"] = skipped_;
   summary["device"] = train_device_.str();
   summary["threads"] = num_threads();
+  summary["world_size"] = comm_.size();  // data-parallel processes (tokens/s counts all of them)
+  summary["backend"] = comm_.backend();
+  summary["ranks"] = ranks_;
   summary["commit"] = build_commit();
-  write_file_atomic((fs::path(run_.dir) / "summary.json").string(), summary.dump(2) + "\n");
+  dir_->write_text("summary.json", summary.dump(2) + "\n");
   spdlog::info("final: {}", final_line);
   spdlog::info("run directory {}: config.yaml, metrics.jsonl, last.safetensors{}, summary.json", run_.dir,
-               fs::exists(best_path) ? ", best.safetensors" : "");
+               has_best ? ", best.safetensors" : "");
 }
 
 int Trainer::run() {
@@ -278,20 +304,22 @@ int Trainer::run() {
   spdlog::info("{} {} model: {} parameters; {} steps per epoch, {} steps in all; device {} ({} threads); run dir {}",
                c.task, c.model.type, task_->model().num_parameters(), steps_per_epoch_, total_steps_,
                train_device_.str(), num_threads(), run_.dir);
+  if (comm_.size() > 1) spdlog::info("data parallel: {}", ranks_);
   while (progress_.step < total_steps_ && progress_.epoch < c.train.epochs && !stop_for_patience_) {
     task_->start_epoch(progress_.epoch, progress_.step_in_epoch);
     while (progress_.step_in_epoch < steps_per_epoch_ && progress_.step < total_steps_ && !stop_for_patience_) {
-      if (stop_requested()) {
+      const StepOutcome r = train_one_step(progress_.step_in_epoch);
+      if (r.kind == StepOutcome::Kind::NonFinite) return 1;
+      if (c.eval.every_steps > 0 && progress_.step % c.eval.every_steps == 0) evaluate_and_checkpoint();
+      if (r.votes.stop) {
         save("last.safetensors");
         if (tty_) std::cout << "\n";
-        spdlog::warn("interrupted at step {}: checkpoint saved; continue with: srutrain --resume {}", progress_.step,
-                     run_.dir);
+        if (comm_.is_root())
+          spdlog::warn("interrupted at step {}: checkpoint saved; continue with: srutrain --resume {}", progress_.step,
+                       run_.dir);
         return kExitInterrupted;
       }
-      if (!train_one_step(progress_.step_in_epoch)) return 1;
-      if (c.eval.every_steps > 0 && progress_.step % c.eval.every_steps == 0) evaluate_and_checkpoint();
-      if (c.train.max_seconds > 0 &&
-          std::chrono::duration<double>(Clock::now() - started_).count() >= c.train.max_seconds) {
+      if (r.votes.out_of_time) {
         out_of_time_ = true;
         break;
       }

@@ -15,14 +15,18 @@ optim::ScheduleOptions schedule_options(const config::TrainConfig& train, int64_
 }
 
 TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const config::TrainConfig& train,
-                           optim::ScheduleOptions schedule)
+                           optim::ScheduleOptions schedule, dist::Communicator* comm)
     : task_(task),
       optimizer_(optimizer),
       clip_grad_norm_(train.clip_grad_norm),
       skip_nonfinite_(train.on_nonfinite == "skip"),
-      schedule_(std::move(schedule)) {}
+      schedule_(std::move(schedule)),
+      comm_(comm) {
+  if (comm_ && comm_->size() > 1)
+    sync_ = std::make_unique<dist::GradientSync>(*comm_, optimizer_.parameters(), train.dist_bucket_mb, 2);
+}
 
-StepOutcome TrainingStep::run(int64_t index, int64_t step, int64_t epoch) {
+StepOutcome TrainingStep::run(int64_t index, int64_t step, int64_t epoch, const std::function<StepVotes()>& votes) {
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   const tasks::StepResult r = task_.forward_step(index);
@@ -30,11 +34,29 @@ StepOutcome TrainingStep::run(int64_t index, int64_t step, int64_t epoch) {
   // Backward and clipping run before the loss is looked at, so that the loss and the gradient norm come
   // to the host together: the step's one host wait on a GPU. A non-finite loss gives non-finite
   // gradients, which clipping leaves alone and the update below never uses.
-  autograd::backward(r.loss);
+  {
+    const auto overlap = sync_ ? sync_->begin(r.share) : nullptr;  // starts finished buckets during backward
+    autograd::backward(r.loss);
+  }
+  const StepVotes mine = votes ? votes() : StepVotes{};
+  std::vector<Tensor> scalars = {r.loss};
+  if (sync_) {
+    // The sums over the ranks: gradients (each parameter's .grad now views its sum), loss, votes.
+    const dist::GradientSync::Result sums = sync_->finish(r.loss, {mine.stop ? 1.0 : 0.0, mine.out_of_time ? 1.0 : 0.0});
+    scalars = {sums.loss, sums.votes[0], sums.votes[1], sums.disagreement};
+  }
   const Tensor norm = optim::clip_grad_norm_tensor(optimizer_.parameters(), clip_grad_norm_);
-  const std::vector<double> values = read_scalars({r.loss, norm});
+  scalars.insert(scalars.begin() + 1, norm);
+  if (sync_) comm_->await_device(norm.device());
+  const std::vector<double> values = read_scalars(scalars);
   out.loss = values[0];
   out.grad_norm = std::isfinite(out.loss) ? values[1] : std::numeric_limits<double>::quiet_NaN();
+  out.votes = mine;
+  if (sync_) {
+    out.votes = {values[2] > 0, values[3] > 0};
+    dist::check_collective(values[4] == 0, "data parallel: the ranks' backward passes reached different parameters "
+                                           "(a parameter got a gradient on some ranks only), so their updates would differ");
+  }
   const bool finite = std::isfinite(out.loss) && std::isfinite(out.grad_norm);
   if (!finite) {
     // Never update with a non-finite value; a carried state may hold one too.

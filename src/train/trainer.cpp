@@ -1,6 +1,9 @@
 // srutrain's entry into training, the optimiser factory and the training device.
 #include "train/trainer.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "core/cuda/device_info.h"
 #include "tasks/registry.h"
 #include "train/cross_validation.h"
@@ -31,8 +34,46 @@ Device resolve_train_device(const std::string& requested) {
   return device;
 }
 
+Device resolve_train_device(const std::string& requested, const dist::Communicator& comm) {
+  if (comm.size() == 1) return resolve_train_device(requested);
+  const std::string mine = "cuda:" + std::to_string(comm.local_rank());
+  if (requested == "auto") return resolve_train_device(cuda::device_count() > 0 ? mine : "cpu");
+  if (requested == "cuda") return resolve_train_device(mine);
+  const Device device = resolve_train_device(requested);
+  SRU_CHECK(!device.is_cuda() || comm.local_size() == 1, "train.device: '", requested, "' names one GPU, but ",
+            comm.local_size(), " processes share this machine and each needs its own: use cuda or auto (rank r "
+            "takes cuda:local_rank)");
+  return device;
+}
+
+int threads_for(int64_t requested, const dist::Communicator& comm) {
+  if (requested > 0 || comm.local_size() == 1) return static_cast<int>(requested);
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / comm.local_size());
+}
+
+void check_data_parallel(const config::Config& cfg, const tasks::Task& task, const dist::Communicator& comm) {
+  const int n = comm.size();
+  if (n == 1) return;
+  dist::check_collective(task.data_parallel(), "task " + cfg.task + " cannot train data-parallel (it does not split "
+                                                   "its batches across processes): run it as one process");
+  dist::check_collective(cfg.data.batch_size % n == 0,
+                         "data.batch_size " + std::to_string(cfg.data.batch_size) + " is the global batch, and it does "
+                         "not divide among the " + std::to_string(n) + " processes: use a multiple of " +
+                         std::to_string(n) + " (each process takes data.batch_size / " + std::to_string(n) + ")");
+}
+
+std::string describe_ranks(dist::Communicator& comm, const config::Config& cfg, Device device) {
+  const std::vector<std::string> where = comm.all_gather(device.str() + " on " + comm.host(), "the ranks' devices");
+  const int n = comm.size();
+  std::string out = std::to_string(n) + (n == 1 ? " process" : " processes") + " (" + comm.backend() + "), global batch " +
+                    std::to_string(cfg.data.batch_size);
+  if (n > 1) out += " = " + std::to_string(cfg.data.batch_size / n) + " per process";
+  for (int r = 0; r < n; ++r) out += (r ? ", rank " : "; rank ") + std::to_string(r) + ": " + where[r];
+  return out;
+}
+
 int train(const RunOptions& options) {
-  const config::Config cfg = resolve_config(options);
+  const config::Config cfg = resolve_config(options, dist::world());
   if (const auto plan = tasks::cross_validation_plan(cfg)) return cross_validate(options, cfg, *plan);
   return run_training(options);
 }

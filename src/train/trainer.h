@@ -7,8 +7,10 @@
 #include <string>
 
 #include "config/config.h"
+#include "dist/communicator.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "tasks/task.h"
 #include "train/loop.h"
 #include "train/run_dir.h"
 
@@ -20,6 +22,16 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& trai
 // The device train.device names: cpu, cuda, cuda:N, or auto (the first CUDA device when one is
 // usable, else the CPU). Throws naming train.device and the reason when a CUDA device is unavailable.
 Device resolve_train_device(const std::string& requested);
+// This rank's device in a data-parallel run: one process per GPU, so cuda and auto give cuda:local_rank
+// (auto: the CPU on a machine without a GPU); cuda:N is refused when ranks share the machine.
+Device resolve_train_device(const std::string& requested, const dist::Communicator& comm);
+// This process's CPU threads: train.threads, or for 0 the machine's cores shared by its ranks.
+int threads_for(int64_t requested, const dist::Communicator& comm);
+// Refuses what data-parallel training cannot do, on every rank alike: several ranks with a task that
+// does not split its batches, or a global batch (data.batch_size) that does not divide among the ranks.
+void check_data_parallel(const config::Config& cfg, const tasks::Task& task, const dist::Communicator& comm);
+// "2 processes (mpi), global batch 32 = 16 per process; rank 0: cpu on vm, rank 1: cpu on vm" (collective).
+std::string describe_ranks(dist::Communicator& comm, const config::Config& cfg, Device device);
 
 // Trains to completion; throws sru::Error for bad input (before anything is overwritten).
 int train(const RunOptions& options);

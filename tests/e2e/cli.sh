@@ -4,16 +4,7 @@
 # srueval reproduces the training run's numbers. Usage: cli.sh BUILD_DIR SOURCE_DIR CASE
 set -uo pipefail
 build=$1 src=$2 case=$3
-train=$build/srutrain eval=$build/srueval
-data=$src/data/enwik8-sample/enwik8.head1M
-tiny=$src/tests/data/tiny.yaml
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-
-fail() { echo "FAIL: $*"; exit 1; }
-# matches REGEX TEXT: grep on a here-string, because `echo | grep -q` under pipefail fails at random
-# when grep exits before the writer has finished (SIGPIPE).
-matches() { grep -Eq -- "$1" <<< "$2"; }
+source "$src/tests/e2e/common.sh"
 # expect_error REGEX CMD...: CMD must exit non-zero and print REGEX (stdout or stderr).
 expect_error() {
   local regex=$1; shift
@@ -25,7 +16,6 @@ expect_error() {
   echo "ok: exit $rc, message matches /$regex/"
 }
 tiny_run() { "$train" --config "$tiny" --set data.path="$data" "$@"; }
-losses() { grep '"loss"' "$1/metrics.jsonl" | grep -v '"eval"' | sed 's/.*"step":\([0-9]*\).*"loss":\([^,]*\),.*/\1 \2/'; }
 
 case $case in
   bad_config)
@@ -248,13 +238,7 @@ PY
       || fail "the model did not memorise the text"
     ;;
   classify)
-    # Sentences whose last word ("yes"/"no") is the label, after 1-8 random filler words.
-    RANDOM=7
-    for i in $(seq 300); do
-      label=$((RANDOM % 2)) line=""
-      for w in $(seq $((1 + RANDOM % 8))); do line="$line w$((RANDOM % 15))"; done
-      echo "$label$line $([ $label = 1 ] && echo yes || echo no)"
-    done > "$work/sents.txt"
+    last_word_sentences > "$work/sents.txt"
     ctiny=$src/tests/data/classify_tiny.yaml
     "$train" --config "$ctiny" --set data.path="$work/sents.txt" --run-dir "$work/cv" > "$work/cv.log" 2>&1 \
       || { tail "$work/cv.log"; fail "cross-validation run failed"; }

@@ -151,6 +151,13 @@ TEST(CudaParity, DropoutMasksAreBitIdentical) {
     const Tensor m_gpu = dropout_mask({3, 1001}, p, DType::F32, g2, kCuda);
     EXPECT_EQ(m_gpu.to_vector<float>(), m_cpu.to_vector<float>()) << "p = " << p;
   }
+  // A data-parallel rank's rows (batch shard), time-major: rows 3..5 of a batch of 7.
+  Generator g1(78), g2(78);
+  g1.set_batch_shard({7, 3, 3});
+  g2.set_batch_shard({7, 3, 3});
+  const Tensor m_cpu = dropout_mask({5, 3, 333}, 0.4, DType::F32, g1, Device::cpu(), 1);
+  const Tensor m_gpu = dropout_mask({5, 3, 333}, 0.4, DType::F32, g2, kCuda, 1);
+  EXPECT_EQ(m_gpu.to_vector<float>(), m_cpu.to_vector<float>());
 }
 
 TEST(CudaParity, LayerNorm) {

@@ -20,23 +20,10 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::last_word_sentences;
 using sru::testing::temp_file;
 
 namespace {
-
-// Sentences of 1-12 filler words ending in "yes" (label 1) or "no" (label 0): only the last word
-// tells the class, so a model must read each sentence's state at its own last word.
-std::string last_word_task(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string out;
-  for (int i = 0; i < n; ++i) {
-    const int label = static_cast<int>(rng() % 2), len = 1 + static_cast<int>(rng() % 12);
-    out += std::to_string(label);
-    for (int w = 0; w < len; ++w) out += " w" + std::to_string(rng() % 20);
-    out += label ? " yes\n" : " no\n";
-  }
-  return out;
-}
 
 config::Config tiny_config(const std::string& type) {
   config::Config c = config::Config::defaults("classify", type);
@@ -163,8 +150,8 @@ TEST(Classifier, LogitsDoNotDependOnPaddingInTheBatch) {
 }
 
 TEST(ClassifyTask, LearnsASyntheticTaskAndItsCheckpointClassifiesWithoutData) {
-  const std::string train = temp_file("last_word_train.txt", last_word_task(640, 1));
-  const std::string test = temp_file("last_word_test.txt", last_word_task(200, 2));
+  const std::string train = temp_file("last_word_train.txt", last_word_sentences(640, 1));
+  const std::string test = temp_file("last_word_test.txt", last_word_sentences(200, 2));
   for (const std::string type : {"sru", "lstm"}) {
     config::Config cfg = tiny_config(type);
     cfg.data.path = train;
@@ -196,7 +183,7 @@ TEST(ClassifyTask, LearnsASyntheticTaskAndItsCheckpointClassifiesWithoutData) {
 
 TEST(ClassifyTask, ConfigMistakesAreClearErrors) {
   config::Config cfg = tiny_config("sru");
-  cfg.data.path = temp_file("cv.txt", last_word_task(100, 3));
+  cfg.data.path = temp_file("cv.txt", last_word_sentences(100, 3));
   Generator gen(1);
   EXPECT_NE(error_of([&] { tasks::ClassifyTask(cfg, gen, {}); }).find("data.fold is -1"), std::string::npos);
   options(cfg).fold = 0;
@@ -214,7 +201,7 @@ TEST(ClassifyTask, ConfigMistakesAreClearErrors) {
 
 TEST(ClassifyTask, PretrainedVectorsFillKnownWordsAndCanBeFrozen) {
   config::Config cfg = tiny_config("sru");
-  cfg.data.path = temp_file("vec_train.txt", last_word_task(100, 4));
+  cfg.data.path = temp_file("vec_train.txt", last_word_sentences(100, 4));
   options(cfg).fold = 0;
   cfg.model.embedding_size = 3;
   cfg.model.freeze_embedding = true;

@@ -193,7 +193,7 @@ TEST(Dropout, MaskIsThePhiloxFunctionOfTheIndex) {
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
     Tensor mask = Tensor::empty({n});
-    cpu::fill_dropout_mask(42, 1001, 0.25, mask);
+    cpu::fill_dropout_mask(42, 1001, 0.25, mask, {n, n, 0});
     const auto m = mask.to_vector<float>();
     for (int64_t i = 0; i < n; ++i) {
       const bool keep = philox::u32_to_unit_float(philox::random_u32(42, 1001, i)) >= 0.25f;
@@ -201,6 +201,45 @@ TEST(Dropout, MaskIsThePhiloxFunctionOfTheIndex) {
     }
   }
   set_num_threads(0);
+}
+
+// Data-parallel ranks (batch shards) draw exactly their rows of the whole batch's mask, wherever the
+// batch is (dim 0, time-major dim 1, or batch-major folded with heads), in shares of any size, and
+// advance the generator as the whole batch does.
+TEST(Dropout, BatchShardsDrawTheirRowsOfTheWholeMask) {
+  struct Case {
+    Shape whole;
+    int batch_dim;
+    int64_t per_row;  // entries of the batch dim per batch row (heads folded into the batch)
+  };
+  for (const Case& c : {Case{{7, 40}, 0, 1}, Case{{5, 7, 9}, 1, 1}, Case{{14, 3, 5}, 0, 2}}) {
+    const int64_t rows = c.whole[c.batch_dim] / c.per_row;
+    Generator whole_gen(21);
+    whole_gen.reserve(5);
+    const Tensor whole = dropout_mask(c.whole, 0.5, DType::F32, whole_gen, Device::cpu(), c.batch_dim);
+    for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 3}, {3, 4}, {6, 1}}) {
+      Generator gen(21);
+      gen.reserve(5);
+      gen.set_batch_shard({rows, first, count});
+      Shape local = c.whole;
+      local[c.batch_dim] = count * c.per_row;
+      const Tensor part = dropout_mask(local, 0.5, DType::F32, gen, Device::cpu(), c.batch_dim);
+      EXPECT_EQ(gen.offset(), whole_gen.offset()) << shape_str(c.whole);
+      // The rows [first, first + count) of `whole` along batch_dim.
+      int64_t outer = 1;
+      for (int d = 0; d < c.batch_dim; ++d) outer *= c.whole[d];
+      const int64_t inner = whole.numel() / (outer * rows);
+      const auto w = whole.to_vector<float>(), p = part.to_vector<float>();
+      std::vector<float> expected;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < count * inner; ++i) expected.push_back(w[(o * rows + first) * inner + i]);
+      EXPECT_EQ(p, expected) << shape_str(c.whole) << " rows " << first << "+" << count;
+    }
+  }
+  Generator gen(1);
+  gen.set_batch_shard({4, 0, 2});
+  EXPECT_NE(error_of([&] { dropout_mask({3, 5}, 0.5, DType::F32, gen); }).find("not a multiple of the rows"),
+            std::string::npos);
 }
 
 TEST(LayerNorm, NormalisesRowsThenScalesAndShifts) {

@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Data-parallel training under mpirun, two ranks on this machine: the losses and evaluations equal a
+# single process's with the same global batch; resume moves between 2 ranks and 1; a killed or stopped
+# rank ends the job with an error naming it, in bounded time, leaving the last checkpoint good; Ctrl-C
+# on one rank stops both with a checkpoint; a batch that does not divide is refused; --device-info and
+# srubench know the ranks. Usage: mpi.sh BUILD_DIR SOURCE_DIR MPIRUN CASE. Exit 77 (skipped) without
+# mpirun or without MPI in the build. SRU_MPI_TEST_DEVICE=cuda (scripts/gpu_check.sh, with two GPUs or
+# more) trains on the GPUs through NCCL instead, comparing losses within SRU_MPI_TEST_TOL.
+set -uo pipefail
+build=$1 src=$2 mpirun=$3 case=$4
+source "$src/tests/e2e/common.sh"
+
+if [ -z "$mpirun" ] || ! command -v "$mpirun" > /dev/null; then echo "SKIPPED: no mpirun (Debian: openmpi-bin)"; exit 77; fi
+matches "MPI built" "$("$train" --device-info)" || { echo "SKIPPED: srutrain was built without MPI"; exit 77; }
+mpi_flags=()
+if matches "Open MPI|OpenRTE" "$("$mpirun" --version 2>&1)"; then
+  # Root in CI; more ranks than cores is fine; no core binding (each rank runs its own threads).
+  mpi_flags=(--allow-run-as-root --oversubscribe --bind-to none)
+  # Containers often forbid the cross-process memory copies of Open MPI's shared-memory transport.
+  export OMPI_MCA_btl_vader_single_copy_mechanism=none
+fi
+device=(--set train.device="${SRU_MPI_TEST_DEVICE:-cpu}")
+tol=${SRU_MPI_TEST_TOL:-1e-5}
+mpi() { local n=$1; shift; "$mpirun" -np "$n" "${mpi_flags[@]}" "$@"; }
+tiny_run() { "$train" --config "$tiny" --set data.path="$data" "${device[@]}" "$@"; }
+tiny_mpi() { mpi 2 "$train" --config "$tiny" --set data.path="$data" "${device[@]}" "$@"; }
+# same_losses A B TOL: the same steps, losses within TOL (relative, at least absolute for |loss| < 1).
+same_losses() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import sys
+def read(path):
+    return [tuple(map(float, line.split())) for line in open(path) if line.strip()]
+a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
+worst = max((abs(x[1] - y[1]) / max(1.0, abs(x[1])) for x, y in zip(a, b)), default=0.0)
+print(f"{len(a)} and {len(b)} steps, largest difference {worst:.3g} (tolerance {tol:g})")
+sys.exit(0 if len(a) == len(b) > 0 and all(x[0] == y[0] for x, y in zip(a, b)) and worst <= tol else 1)
+PY
+}
+# The pid of rank R of the mpirun job started in the background as MP (a descendant: MP is the shell
+# running mpirun, whose children on this machine are the ranks).
+rank_pid() {
+  local r=$2 p todo=("$1")
+  while [ ${#todo[@]} -gt 0 ]; do
+    p=${todo[0]} todo=("${todo[@]:1}")
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$r"; then echo "$p"; return; fi
+    todo+=($(pgrep -P "$p"))
+  done
+}
+# Starts a long 2-rank tiny run in the background (sets mp) and waits until it has logged a step.
+start_long_run() {
+  tiny_mpi --run-dir "$work/run" --set train.max_steps=100000 "$@" > "$work/log" 2>&1 &
+  mp=$!
+  for _ in $(seq 200); do [ -s "$work/run/metrics.jsonl" ] && break; sleep 0.1; done
+  [ -s "$work/run/metrics.jsonl" ] || { cat "$work/log"; fail "the 2-rank run did not start"; }
+}
+# Waits up to $1 seconds for the background mpirun; kills it and fails when it does not end.
+wait_bounded() {
+  local limit=$1 t=0
+  while kill -0 "$mp" 2> /dev/null; do
+    sleep 0.2; t=$((t + 1))
+    [ $t -lt $((limit * 5)) ] || { kill -9 "$mp"; cat "$work/log"; fail "mpirun did not end within $limit s"; }
+  done
+  wait "$mp"
+}
+
+case $case in
+  equal)
+    # The same global batch of 4 streams: one process, or two ranks of 2 streams each. Every dropout
+    # (embedding, SRU layers, output) draws the single process's masks for each rank's rows, so the
+    # losses differ only by the order of float32 additions (each rank sums its half; then the halves).
+    set -- --set model.embedding_dropout=0.1
+    tiny_run "$@" --run-dir "$work/one" > "$work/one.log" 2>&1 || { cat "$work/one.log"; fail "1-process run failed"; }
+    tiny_mpi "$@" --run-dir "$work/two" > "$work/two.log" 2>&1 || { cat "$work/two.log"; fail "2-rank run failed"; }
+    losses "$work/one" > "$work/one.txt"; losses "$work/two" > "$work/two.txt"
+    same_losses "$work/one.txt" "$work/two.txt" "$tol" || fail "2-rank losses differ from the single process's"
+    grep -q '"world_size": 2' "$work/two/summary.json" && grep -Eq '"backend": "mpi(\+nccl)?"' "$work/two/summary.json" \
+      || fail "summary.json does not name 2 ranks over mpi"
+    grep -Eq "data parallel: 2 processes \(mpi(\+nccl)?\), global batch 4 = 2 per process; rank 0: (cpu|cuda:0) on .*, rank 1: (cpu|cuda:1) on" \
+      "$work/two.log" || fail "the log does not describe the ranks"
+    [ ! -e "$work/two/rank1" ] && [ "$(ls "$work/two")" = "$(ls "$work/one")" ] || fail "rank 1 wrote files"
+    # Evaluation is split across the ranks (streams 0-1 and 2-3) and summed: the single process's numbers.
+    python3 - "$work/one/summary.json" "$work/two/summary.json" <<'PY' || fail "evaluations differ"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for split in ("valid", "test"):
+    x, y = a["final"][split]["bpc"], b["final"][split]["bpc"]
+    print(split, "bpc", x, y)
+    assert abs(x - y) <= 1e-5 * x and a["final"][split]["chars"] == b["final"][split]["chars"]
+PY
+    # Buckets of 1 KiB: they start during backward, in order; the sums are the same additions.
+    tiny_mpi "$@" --set train.dist_bucket_mb=0.001 --run-dir "$work/buckets" > "$work/b.log" 2>&1 \
+      || { cat "$work/b.log"; fail "run with small buckets failed"; }
+    losses "$work/buckets" > "$work/buckets.txt"
+    diff "$work/two.txt" "$work/buckets.txt" || fail "small buckets changed the losses"
+    echo "ok: char-LM: 2 ranks follow 1 process; small buckets give identical losses"
+    # Classification (bidirectional SRU, dropout everywhere): batches of 16 split 8 + 8 after the same
+    # shuffle, the epoch's short last batch unevenly, weighted by each rank's share of examples.
+    last_word_sentences > "$work/sents.txt"
+    set -- --config "$src/tests/data/classify_tiny.yaml" --set data.path="$work/sents.txt" --set data.fold=0 "${device[@]}" \
+      --set train.epochs=2 --set log.every_steps=1 --set model.bidirectional=true --set model.dropout=0.2 \
+      --set model.embedding_dropout=0.2 --set model.output_dropout=0.2
+    "$train" "$@" --run-dir "$work/c1" > "$work/c1.log" 2>&1 || { cat "$work/c1.log"; fail "1-process classify failed"; }
+    mpi 2 "$train" "$@" --run-dir "$work/c2" > "$work/c2.log" 2>&1 || { cat "$work/c2.log"; fail "2-rank classify failed"; }
+    losses "$work/c1" > "$work/c1.txt"; losses "$work/c2" > "$work/c2.txt"
+    same_losses "$work/c1.txt" "$work/c2.txt" "$tol" || fail "2-rank classify losses differ"
+    python3 - "$work/c1/summary.json" "$work/c2/summary.json" <<'PY' || fail "classify evaluations differ"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+print("test accuracy", a["final"]["test"]["accuracy"], b["final"]["test"]["accuracy"])
+assert a["final"]["test"]["accuracy"] == b["final"]["test"]["accuracy"]
+assert abs(a["final"]["test"]["loss"] - b["final"]["test"]["loss"]) <= 1e-5
+PY
+    echo "ok: classify: 2 ranks follow 1 process"
+    ;;
+  resume)
+    # 12 steps in one process; the same as 6 steps on 2 ranks, 3 more on 1, the last 3 on 2 again (the
+    # carried state of the 4 streams travels whole in the checkpoint; each rank takes its streams).
+    tiny_run --run-dir "$work/full" > /dev/null || fail "uninterrupted run failed"
+    tiny_mpi --run-dir "$work/part" --set train.max_steps=6 > "$work/a.log" 2>&1 || { cat "$work/a.log"; fail "2-rank part failed"; }
+    "$train" --resume "$work/part" --set train.max_steps=9 > "$work/b.log" 2>&1 || { cat "$work/b.log"; fail "1-rank resume failed"; }
+    mpi 2 "$train" --resume "$work/part" --set train.max_steps=12 > "$work/c.log" 2>&1 || { cat "$work/c.log"; fail "2-rank resume failed"; }
+    losses "$work/full" > "$work/full.txt"; losses "$work/part" > "$work/part.txt"
+    same_losses "$work/full.txt" "$work/part.txt" "$tol" || fail "losses after 2 -> 1 -> 2 ranks differ from one run"
+    [ "$(wc -l < "$work/part.txt")" -eq 12 ] || fail "expected 12 logged steps"
+    echo "ok: resumed 2 -> 1 -> 2 ranks, losses follow the uninterrupted run"
+    ;;
+  kill)
+    # SIGKILL one rank: mpirun must end (non-zero) in bounded time, naming it, and the last checkpoint
+    # must still load.
+    start_long_run --set eval.every_steps=20 --set eval.max_batches=1
+    for _ in $(seq 200); do [ -f "$work/run/last.safetensors" ] && break; sleep 0.1; done
+    [ -f "$work/run/last.safetensors" ] || { kill -9 "$mp"; fail "no checkpoint before the kill"; }
+    pid=$(rank_pid "$mp" 1)
+    [ -n "$pid" ] || { kill -9 "$mp"; fail "rank 1 not found"; }
+    start=$(date +%s.%N)
+    kill -9 "$pid"
+    wait_bounded 60; rc=$?
+    took=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+    tail -5 "$work/log"
+    [ $rc -ne 0 ] || fail "mpirun exited 0 after a rank was killed"
+    grep -q "rank 1" "$work/log" || fail "the message does not name rank 1"
+    "$eval" --checkpoint "$work/run/last.safetensors" --split valid --max-batches 1 > /dev/null \
+      || fail "last.safetensors does not load after the kill"
+    echo "ok: a killed rank ended the job in $took s (exit $rc); last.safetensors loads"
+    ;;
+  hang)
+    # SIGSTOP one rank (alive, silent): the others' collective times out (train.dist_timeout_s 3) and
+    # rank 0 names the rank that never arrived (or arrived and fell silent), then ends the job.
+    start_long_run --set eval.every_steps=100000 --set train.dist_timeout_s=3
+    pid=$(rank_pid "$mp" 1)
+    [ -n "$pid" ] || { kill -9 "$mp"; fail "rank 1 not found"; }
+    start=$(date +%s.%N)
+    kill -STOP "$pid"
+    wait_bounded 60; rc=$?
+    kill -CONT "$pid" 2> /dev/null
+    took=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+    grep "error" "$work/log" | head -3
+    [ $rc -ne 0 ] || fail "mpirun exited 0 with a stopped rank"
+    # Stopped before the collective (it never arrived) or inside it (it arrived, then fell silent).
+    grep -Eq "rank 0: error: '.*' \(collective #[0-9]+\) has waited [0-9]+ s .*(for rank\(s\) 1 \(last at #[0-9]+\), which have not reached it|: rank\(s\) 1 \(silent for [0-9]+ s\) reached it and then stopped responding)" \
+      "$work/log" || fail "rank 0 did not name the stopped rank"
+    echo "ok: a stopped rank was named and the job ended in $took s (exit $rc)"
+    ;;
+  interrupt)
+    # SIGINT to rank 1 alone: its vote travels with the step's sums, both ranks stop after the same
+    # step, rank 0 saves, both exit 130; the run resumes.
+    start_long_run --set eval.every_steps=100000
+    pid=$(rank_pid "$mp" 1)
+    [ -n "$pid" ] || { kill -9 "$mp"; fail "rank 1 not found"; }
+    kill -INT "$pid"
+    wait_bounded 60; rc=$?
+    [ $rc -eq 130 ] || { cat "$work/log"; fail "expected exit 130 after Ctrl-C on rank 1, got $rc"; }
+    grep -q "interrupted at step" "$work/log" || fail "no interruption message"
+    [ -f "$work/run/last.safetensors" ] || fail "no checkpoint after Ctrl-C"
+    step=$("$eval" --checkpoint "$work/run/last.safetensors" --split valid --max-batches 1 --json "$work/e.json" > /dev/null && \
+           grep '"step"' "$work/e.json" | tr -dc 0-9)
+    mpi 2 "$train" --resume "$work/run" --set train.max_steps=$((step + 2)) > "$work/r.log" 2>&1 \
+      || { cat "$work/r.log"; fail "2-rank resume after Ctrl-C failed"; }
+    echo "ok: Ctrl-C on rank 1 stopped both ranks at step $step with a checkpoint; resumed"
+    ;;
+  refuse)
+    out=$(tiny_mpi --set data.batch_size=5 --run-dir "$work/r" 2>&1); rc=$?
+    echo "$out" | tail -3
+    [ $rc -ne 0 ] || fail "a batch of 5 on 2 ranks was accepted"
+    matches "srutrain: error: data.batch_size 5 is the global batch, and it does not divide among the 2 processes: use a multiple of 2" "$out" \
+      || fail "no clear message"
+    [ "$(grep -c "does not divide" <<< "$out")" -eq 1 ] || fail "the message should come once (from rank 0)"
+    [ ! -e "$work/r" ] || fail "a refused run created its directory"
+    echo "ok: refused, once, before anything was written"
+    ;;
+  device_info)
+    out=$(mpi 2 "$train" --device-info 2>&1) || { echo "$out"; fail "--device-info failed"; }
+    echo "$out"
+    matches "World: 2 processes, backend mpi" "$out" || fail "no world size and backend"
+    matches "rank 0: cpu on .*\(local rank 0 of 2\)" "$out" && matches "rank 1: cpu on .*\(local rank 1 of 2\)" "$out" \
+      || fail "no per-rank devices"
+    ;;
+  bench)
+    mpi 2 "$build/srubench" --threads 1 --warm-up-seconds 0 train-epoch --config "$tiny" --set data.path="$data" \
+      --steps 2 --warmup-steps 1 --repeats 1 --json "$work/b.json" > "$work/b.log" 2>&1 || { cat "$work/b.log"; fail "srubench under mpirun failed"; }
+    python3 -c "import json, sys; r = json.load(open('$work/b.json'))['rows'][0]; print(r); sys.exit(0 if r['ranks'] == 2 else 1)" \
+      || fail "srubench did not run on 2 ranks"
+    [ "$(grep -c "s_per_epoch" "$work/b.log")" -eq 1 ] || fail "the table should be printed once (rank 0)"
+    ;;
+  *) fail "unknown case $case" ;;
+esac
+echo "PASS: $case"
