@@ -92,7 +92,8 @@ struct LayerBenchOptions {
   std::vector<int64_t> lengths = {32, 128};
   std::vector<int64_t> hidden = {256, 512};
   int64_t batch = 32;
-  std::vector<std::string> impls = {"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm"};
+  std::vector<std::string> impls = {"gemm",         "recurrence", "copy", "sru_fused",
+                                    "sru_composed", "lstm_gemm",  "lstm", "lstm_composed"};
   sru::bench::TimingOptions timing{2, 7};
   sru::Device device;
 };
@@ -164,17 +165,36 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
       };
       record("sru_fused", run_sru(nn::SRUImplementation::Fused));
       record("sru_composed", run_sru(nn::SRUImplementation::Composed));
+      // The LSTM layer's GEMMs alone: x W_ih^T, per step h W_hh^T and dG_t W_hh, then dx, dW_ih, dW_hh.
+      Tensor w_ih = Tensor::uniform({4 * d, d}, -0.1, 0.1, sru::DType::F32, gen).to(dev), w_hh = w_ih.clone();
+      Tensor gG = Tensor::uniform({M, 4 * d}, -1, 1, sru::DType::F32, gen).to(dev);
+      record("lstm_gemm", [&] {
+        sru::autograd::NoGradGuard no_grad;
+        sru::matmul(x, w_ih, false, true);
+        for (int64_t t = 0; t < L; ++t) {
+          sru::matmul(x.narrow0(t, 1).view({B, d}), w_hh, false, true);
+          sru::matmul(gG.narrow0(t * B, B), w_hh);
+        }
+        sru::matmul(gG, w_ih);
+        sru::matmul(gG, x.view({M, d}), true, false);
+        sru::matmul(gG, x.view({M, d}), true, false);
+      });
       nn::LSTMOptions lo;
       lo.input_size = d;
       lo.hidden_size = d;
       nn::LSTM lstm(lo, gen);
       lstm.to(dev);
-      // On a GPU nn::LSTM runs through cuDNN: its row is called lstm_cudnn there.
+      auto run_lstm = [&](nn::LSTMImplementation impl) {
+        return [&, impl] {
+          lstm.set_implementation(impl);
+          lstm.zero_grad();
+          sru::autograd::backward(lstm.forward(xin).output, grad_h);
+        };
+      };
+      // On a GPU nn::LSTM runs through cuDNN: its row is called lstm_cudnn there (and has no composed twin).
       const std::string lstm_name = dev.is_cuda() ? "lstm_cudnn" : "lstm";
-      record(lstm_name, [&] {
-        lstm.zero_grad();
-        sru::autograd::backward(lstm.forward(xin).output, grad_h);
-      });
+      record(lstm_name, run_lstm(nn::LSTMImplementation::Fused));
+      if (!dev.is_cuda()) record("lstm_composed", run_lstm(nn::LSTMImplementation::Composed));
       auto time_of = [&](const std::string& impl) {
         for (const Measured& m : times)
           if (m.impl == impl) return m.ms;
@@ -335,12 +355,14 @@ int main(int argc, char** argv) {
 
   LayerBenchOptions layer;
   auto* layer_cmd = cli.add_subcommand("sru-vs-lstm", "Forward+backward of one layer: GEMMs alone, the fused "
-                                                       "recurrence alone, SRU fused, SRU composed, LSTM");
+                                                       "recurrence alone, SRU fused, SRU composed, the LSTM's "
+                                                       "GEMMs alone, LSTM fused, LSTM composed");
   layer_cmd->add_option("--lengths", layer.lengths, "Sequence lengths L")->capture_default_str();
   layer_cmd->add_option("--hidden", layer.hidden, "Hidden sizes d (= input size)")->capture_default_str();
   layer_cmd->add_option("--batch", layer.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
   layer_cmd->add_option("--impls", layer.impls, "Implementations to run")->capture_default_str()
-      ->check(CLI::IsMember({"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm", "lstm_cudnn"}));
+      ->check(CLI::IsMember({"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm_gemm", "lstm",
+                             "lstm_composed", "lstm_cudnn"}));
   layer_cmd->add_option("--repeats", layer.timing.repeats, "Timed repeats (the median is reported)")
       ->capture_default_str()->check(CLI::PositiveNumber);
   layer_cmd->add_option("--warmup", layer.timing.warmup, "Untimed warm-up runs")->capture_default_str()
