@@ -6,9 +6,10 @@
 #   scripts/reproduce/classify.sh [--out DIR] [--sets "mr subj cr mpqa trec sst2"] [--models "sru lstm"]
 #                                 [--epochs N] [--sst2-epochs N] [--run-folds N] [--threads N] [--set KEY=VALUE ...]
 #
-# Defaults are the paper's protocol (100 epochs, all 10 folds). --epochs/--run-folds shorten it for
-# quick estimates (the table says which protocol it used); --set passes any config override, e.g.
-# --set data.vectors=GoogleNews-vectors-negative300.bin --set model.freeze_embedding=true.
+# Defaults are the reference classifier's protocol (100 epochs, all 10 folds, fixed unit-norm
+# embeddings: see the configs). --epochs/--run-folds shorten it for quick estimates (the table says
+# which protocol it used); --set passes any config override, e.g. the paper's word2vec vectors:
+# --set data.vectors=GoogleNews-vectors-negative300.bin.
 # Data: scripts/get_data.sh classify [--mirror DIR]. Finished runs in OUT are reused (resume).
 # SRUTRAIN=path/to/srutrain runs another binary than build/srutrain.
 set -euo pipefail
@@ -26,7 +27,7 @@ while [ $# -gt 0 ]; do
     --run-folds) run_folds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "classify.sh: unknown argument '$1'" >&2; exit 1 ;;
   esac
 done
