@@ -206,6 +206,7 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
         if (m.bytes > 0) row.set("gbps", m.bytes / (m.ms * 1e6));
         if (time_of("gemm") > 0 && m.bytes == 0) row.set("x_gemm", m.ms / time_of("gemm"));
         if (time_of(lstm_name) > 0 && m.bytes == 0) row.set("lstm_over_this", time_of(lstm_name) / m.ms);
+        if (o.timing.cpu_time) row.set("cpu_clock", 1);
         report.add(row);
       }
     }
@@ -367,6 +368,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   layer_cmd->add_option("--warmup", layer.timing.warmup, "Untimed warm-up runs")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  layer_cmd->add_flag("--cpu-time", layer.timing.cpu_time, "CPU only: report the process's CPU time per run, not "
+                      "the wall clock (for a loaded shared machine; with --threads 1 it is the work of one thread)");
   layer_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
   layer_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
@@ -419,6 +422,8 @@ int main(int argc, char** argv) {
     layer.device = reader.device = sru::Device::parse(device);
     SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed() || reader_cmd->parsed(), "srubench ", name, ": --device ",
               device, " is not supported: only sru-vs-lstm and reader-rnn measure CUDA devices");
+    SRU_CHECK(!(layer.timing.cpu_time && layer.device.is_cuda()), "srubench sru-vs-lstm: --cpu-time measures the CPU "
+              "only; a CUDA device is timed with CUDA events");
     if (layer.device.is_cuda()) {
       const std::string why = sru::cuda::unavailable_reason(layer.device.index);
       SRU_CHECK(why.empty(), "srubench ", name, ": --device ", device, " is not available: ", why);
@@ -439,7 +444,8 @@ int main(int argc, char** argv) {
       for (int64_t v : layer.hidden) SRU_CHECK(v > 0, "srubench sru-vs-lstm: --hidden sizes must be positive, got ", v);
       bench_sru_vs_lstm(report, layer);
     }
-    std::cout << "threads: " << sru::num_threads() << "\n" << report.table();
+    std::cout << "threads: " << sru::num_threads() << (layer.timing.cpu_time ? ", clock: process CPU time" : "")
+              << "\n" << report.table();
     if (!json_path.empty()) report.write_json(json_path);
     return 0;
   });
