@@ -37,11 +37,11 @@ case $case in
     expect_error "negative.yaml:4: model.num_layers: -2 is out of range: must be >= 1" "$train" --config "$src/tests/data/negative.yaml"
     expect_error "no config given" "$train"
     # Names come from the registries; keys must belong to the chosen task and encoder.
-    expect_error "task: 'charlmm' is not one of: charlm, wordlm, classify \(did you mean 'charlm'\?\)" \
+    expect_error "task: 'charlmm' is not one of: charlm, wordlm, classify[a-z_, +-]* \(did you mean 'charlm'\?\)" \
       "$train" --config "$tiny" --set task=charlmm
     sed 's/type: sru/type: gru/' "$tiny" > "$work/gru.yaml"
-    expect_error "gru.yaml:[0-9]+: model.type: 'gru' is not one of: sru, lstm" "$train" --config "$work/gru.yaml"
-    expect_error "model.type: 'gru' is not one of: sru, lstm" "$train" --config "$tiny" --set model.type=gru
+    expect_error "gru.yaml:[0-9]+: model.type: 'gru' is not one of: sru, lstm\b" "$train" --config "$work/gru.yaml"
+    expect_error "model.type: 'gru' is not one of: sru, lstm\b" "$train" --config "$tiny" --set model.type=gru
     expect_error "--set data.folds=3: data.folds does not apply here: it is a key of task classify" \
       "$train" --config "$tiny" --set data.folds=3
     expect_error "--set model.rescale=true: model.rescale does not apply here: it is a key of encoder sru" \

@@ -49,14 +49,20 @@ TEST(Config, PrintedConfigParsesBackToTheSameValues) {
 }
 
 TEST(Config, TaskAndEncoderNamesComeFromTheRegistriesWithSuggestions) {
+  // The choices listed are exactly the registered names, in registration order.
+  std::string task_names, encoder_names;
+  for (const auto& spec : tasks::task_specs()) task_names += (task_names.empty() ? "" : ", ") + spec.name;
+  for (const auto& spec : nn::encoders()) encoder_names += (encoder_names.empty() ? "" : ", ") + spec.name;
+  EXPECT_EQ(task_names.rfind("charlm, wordlm, classify", 0), 0u) << task_names;
+  EXPECT_EQ(encoder_names.rfind("sru, lstm", 0), 0u) << encoder_names;
   const std::string t = error_of([] { parse("task: clasify\n" + kMinimal); });
-  EXPECT_NE(t.find("exp.yaml:1: task: 'clasify' is not one of: charlm, wordlm, classify (did you mean 'classify'?)"),
+  EXPECT_NE(t.find("exp.yaml:1: task: 'clasify' is not one of: " + task_names + " (did you mean 'classify'?)"),
             std::string::npos) << t;
   const std::string e = error_of([] { parse(kMinimal + "model:\n  type: lstn\n"); });
-  EXPECT_NE(e.find("exp.yaml:4: model.type: 'lstn' is not one of: sru, lstm (did you mean 'lstm'?)"), std::string::npos)
-      << e;
+  EXPECT_NE(e.find("exp.yaml:4: model.type: 'lstn' is not one of: " + encoder_names + " (did you mean 'lstm'?)"),
+            std::string::npos) << e;
   const std::string o = error_of([] { parse(kMinimal, {"model.type=gru"}); });
-  EXPECT_NE(o.find("--set model.type=gru: model.type: 'gru' is not one of: sru, lstm"), std::string::npos) << o;
+  EXPECT_NE(o.find("--set model.type=gru: model.type: 'gru' is not one of: " + encoder_names), std::string::npos) << o;
   // The registries themselves refuse unknown names the same way.
   EXPECT_NE(error_of([] { tasks::find_task("charml"); }).find("did you mean 'charlm'?"), std::string::npos);
   EXPECT_NE(error_of([] { nn::find_encoder("srru"); }).find("did you mean 'sru'?"), std::string::npos);
