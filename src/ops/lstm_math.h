@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "core/hd.h"
@@ -25,11 +26,25 @@ SRU_HD T lstm_tanh(T x) {
   else return std::tanh(x);
 }
 
-// The four gates after their nonlinearities.
+// The four gates after their nonlinearities (also: the four pre-activation gradients).
 template <typename T>
 struct LstmGates {
   T i, f, g, o;
 };
+
+// Unit j's four values in a (4H) gate row, whose blocks are in PyTorch's order i, f, g, o.
+template <typename T>
+SRU_HD LstmGates<T> lstm_load(const T* row, int64_t H, int64_t j) {
+  return {row[j], row[H + j], row[2 * H + j], row[3 * H + j]};
+}
+
+template <typename T>
+SRU_HD void lstm_store(T* row, int64_t H, int64_t j, const LstmGates<T>& v) {
+  row[j] = v.i;
+  row[H + j] = v.f;
+  row[2 * H + j] = v.g;
+  row[3 * H + j] = v.o;
+}
 
 template <typename T>
 SRU_HD LstmGates<T> lstm_gates(T a_i, T a_f, T a_g, T a_o) {
@@ -46,8 +61,8 @@ SRU_HD T lstm_step_forward(const LstmGates<T>& g, T c_prev, T& h) {
 
 template <typename T>
 struct LstmStepGrads {
-  T a_i, a_f, a_g, a_o;  // dL/d pre-activations (= d gates_x, d bias rows, and what d h_{t-1}, d W_hh come from)
-  T c_prev;              // dL/d c_{t-1}
+  LstmGates<T> a;  // dL/d pre-activations (= d gates_x, d bias rows, and what d h_{t-1}, d W_hh come from)
+  T c_prev;        // dL/d c_{t-1}
 };
 
 // Backward step from the stored gates, c_{t-1} and c. grad_h = dL/dh at this step (output gradient
@@ -57,10 +72,10 @@ SRU_HD LstmStepGrads<T> lstm_step_backward(const LstmGates<T>& g, T c_prev, T c,
   const T tc = lstm_tanh(c);
   const T gc = grad_c + grad_h * g.o * (T(1) - tc * tc);  // total dL/dc
   LstmStepGrads<T> out;
-  out.a_i = gc * g.g * g.i * (T(1) - g.i);
-  out.a_f = gc * c_prev * g.f * (T(1) - g.f);
-  out.a_g = gc * g.i * (T(1) - g.g * g.g);
-  out.a_o = grad_h * tc * g.o * (T(1) - g.o);
+  out.a.i = gc * g.g * g.i * (T(1) - g.i);
+  out.a.f = gc * c_prev * g.f * (T(1) - g.f);
+  out.a.g = gc * g.i * (T(1) - g.g * g.g);
+  out.a.o = grad_h * tc * g.o * (T(1) - g.o);
   out.c_prev = gc * g.f;
   return out;
 }

@@ -47,10 +47,7 @@ __attribute__((noinline)) void row_forward(int64_t H, const T* __restrict gx, co
     const LstmGates<T> g = lstm_gates((gx[j] + bias[j]) + gates[j], (gx[H + j] + bias[H + j]) + gates[H + j],
                                       (gx[2 * H + j] + bias[2 * H + j]) + gates[2 * H + j],
                                       (gx[3 * H + j] + bias[3 * H + j]) + gates[3 * H + j]);
-    gates[j] = g.i;
-    gates[H + j] = g.f;
-    gates[2 * H + j] = g.g;
-    gates[3 * H + j] = g.o;
+    lstm_store(gates, H, j, g);
     T h_new;
     c[j] = lstm_step_forward(g, c_prev[j], h_new);
     h[j] = h_new;
@@ -65,13 +62,9 @@ __attribute__((noinline)) void row_backward(int64_t H, const T* __restrict gates
                                             const T* __restrict c, const T* __restrict grad_out,
                                             T* __restrict grad_h, T* __restrict grad_c, T* __restrict grad_gates) {
   for (int64_t j = 0; j < H; ++j) {
-    const LstmGates<T> g{gates[j], gates[H + j], gates[2 * H + j], gates[3 * H + j]};
     const T gh = grad_out ? grad_h[j] + grad_out[j] : grad_h[j];
-    const LstmStepGrads<T> d = lstm_step_backward(g, c_prev[j], c[j], gh, grad_c[j]);
-    grad_gates[j] = d.a_i;
-    grad_gates[H + j] = d.a_f;
-    grad_gates[2 * H + j] = d.a_g;
-    grad_gates[3 * H + j] = d.a_o;
+    const LstmStepGrads<T> d = lstm_step_backward(lstm_load(gates, H, j), c_prev[j], c[j], gh, grad_c[j]);
+    lstm_store(grad_gates, H, j, d.a);
     grad_c[j] = d.c_prev;
     grad_h[j] = T(0);
   }

@@ -58,10 +58,7 @@ __global__ void forward_step_kernel(Step<T> s, const T* gx, const T* bias, T* ga
     T a[4];
     for (int k = 0; k < 4; ++k) a[k] = (x[k * H + j] + (bias ? bias[k * H + j] : T(0))) + g[k * H + j];
     const LstmGates<T> gate = lstm_gates(a[0], a[1], a[2], a[3]);
-    g[j] = gate.i;
-    g[H + j] = gate.f;
-    g[2 * H + j] = gate.g;
-    g[3 * H + j] = gate.o;
+    lstm_store(g, H, j, gate);
     T h_new;
     c[e] = lstm_step_forward(gate, c_prev[e], h_new);
     h[e] = h_new;
@@ -80,14 +77,9 @@ __global__ void backward_step_kernel(Step<T> s, const T* gates, const T* c_prev,
       for (int k = 0; k < 4; ++k) dg[k * H + j] = T(0);
       continue;
     }
-    const T* g = gates + b * 4 * H;
-    const LstmGates<T> gate{g[j], g[H + j], g[2 * H + j], g[3 * H + j]};
     const T gh = grad_out ? grad_h[e] + grad_out[e] : grad_h[e];
-    const LstmStepGrads<T> d = lstm_step_backward(gate, c_prev[e], c[e], gh, grad_c[e]);
-    dg[j] = d.a_i;
-    dg[H + j] = d.a_f;
-    dg[2 * H + j] = d.a_g;
-    dg[3 * H + j] = d.a_o;
+    const LstmStepGrads<T> d = lstm_step_backward(lstm_load(gates + b * 4 * H, H, j), c_prev[e], c[e], gh, grad_c[e]);
+    lstm_store(dg, H, j, d.a);
     grad_c[e] = d.c_prev;
     grad_h[e] = T(0);
   }
