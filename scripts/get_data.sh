@@ -6,6 +6,7 @@
 #   scripts/get_data.sh enwik8 --dest DIR           # where to put it (default data/enwik8)
 #   scripts/get_data.sh classify [--mirror DIR]     # MR, SUBJ, CR, MPQA, TREC, SST-2 -> data/sentclass
 #   scripts/get_data.sh squad [--mirror DIR]        # SQuAD v1.1 train-v1.1.json, dev-v1.1.json -> data/squad
+#   scripts/get_data.sh ptb [--mirror DIR]          # Penn Treebank ptb.{train,valid,test}.txt -> data/ptb
 #
 # enwik8: the full file is 100,000,000 bytes with md5 a1fa5ffddb56f4953e226637dabbb36a (of the
 # unzipped file). It is written to DEST/enwik8 only when that checksum matches. A mirror that holds
@@ -20,10 +21,14 @@
 # from DIR/squad/ (or DIR/). A mirror without train-v1.1.json but with a genuine SUBSET of it
 # (train-v1.1.subset-<N>-articles.json, checked against DIR/MD5SUMS) gets that subset copied under its
 # own name, with a loud note: it is not the training set, and results trained on it are not SQuAD results.
+#
+# ptb: Mikolov's Penn Treebank text (ptb.train.txt, ptb.valid.txt, ptb.test.txt, 10k-word vocabulary,
+# <unk> for the rest), extracted from his simple-examples.tgz (./simple-examples/data/), each file
+# checked against its md5; or from DIR/ptb/ (or DIR/) with --mirror.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 1
 case $1 in -h|--help) usage 0 ;; esac
 dataset=$1; shift
@@ -198,9 +203,39 @@ install_squad_train_subset() {
   echo "       trained on SQuAD's training set: their dev scores are not comparable with published SQuAD results."
 }
 
+PTB_URL=http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz
+PTB_MD5S="f26c4b92c5fdc7b3f8c7cdcb991d8420 ptb.train.txt
+aa0affc06ff7c36e977d7cd49e3839bf ptb.valid.txt
+8b80168b89c18661a38ef683c0dc3721 ptb.test.txt"
+
+# The official source is one tarball: unless every file is already here and verified, download it
+# once into a temporary folder (removed on exit) and install its three members through the same
+# checks as a mirror's files.
+ptb_download=""
+get_ptb() {
+  dest=${dest:-data/ptb}
+  local md5 name missing=0
+  while read -r md5 name; do has_md5 "$dest/$name" "$md5" || missing=1; done <<< "$PTB_MD5S"
+  if [ -z "$mirror" ] && [ $missing = 1 ]; then
+    mkdir -p "$dest"
+    ptb_download=$(mktemp -d "$dest/.download.XXXXXX")
+    trap 'rm -rf "$ptb_download"' EXIT
+    echo "ptb: downloading $PTB_URL"
+    curl -fL --retry 3 -o "$ptb_download/simple-examples.tgz" "$PTB_URL" \
+      || { echo "get_data.sh: cannot download $PTB_URL" >&2; exit 1; }
+    while read -r md5 name; do
+      tar -xzf "$ptb_download/simple-examples.tgz" -C "$ptb_download" "./simple-examples/data/$name" \
+        || { echo "get_data.sh: $PTB_URL has no ./simple-examples/data/$name" >&2; exit 1; }
+    done <<< "$PTB_MD5S"
+    mirror=$ptb_download/simple-examples/data
+  fi
+  get_listed ptb ptb "" "$PTB_MD5S"
+}
+
 case $dataset in
   enwik8) get_enwik8 ;;
   classify) get_classify ;;
   squad) get_squad ;;
-  *) echo "get_data.sh: unknown data set '$dataset' (available: enwik8, classify, squad)" >&2; exit 1 ;;
+  ptb) get_ptb ;;
+  *) echo "get_data.sh: unknown data set '$dataset' (available: enwik8, classify, squad, ptb)" >&2; exit 1 ;;
 esac

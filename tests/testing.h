@@ -42,6 +42,20 @@ inline Tensor leaf(const Shape& shape, uint64_t seed, double low = -1.0, double 
   return t;
 }
 
+// For gradient checks of the recurrences at L = 4, B = 2: a float64 dropout mask (2, width) of ones with
+// one 0 and one 2, and a padding mask (4, 2) whose second sequence ends after 2 steps.
+struct MaskAndPadding {
+  Tensor mask, padding;
+};
+inline MaskAndPadding gradcheck_mask_and_padding(int64_t width) {
+  MaskAndPadding m;
+  m.mask = Tensor::from_vector(std::vector<double>(2 * width, 1.0), {2, width});
+  m.mask.data<double>()[1] = 0.0;
+  m.mask.data<double>()[2] = 2.0;
+  m.padding = Tensor::from_vector(std::vector<int64_t>{0, 0, 0, 0, 0, 1, 0, 1}, {4, 2});
+  return m;
+}
+
 // The error message thrown by fn, or "" when it does not throw sru::Error.
 template <typename F>
 std::string error_of(F&& fn) {

@@ -1,7 +1,9 @@
 // srubench: speed tables. `srubench ceilings` measures this machine's own limits — sgemm GFLOP/s at
 // the SRU's GEMM shapes and elementwise / copy GB/s — so later benchmarks can be read against them.
 // `srubench sru-vs-lstm` times one layer; `srubench train-epoch` times whole training epochs of
-// experiment configs (forward, backward, clipping, update: what srutrain does per step).
+// experiment configs (forward, backward, clipping, update: what srutrain does per step); `srubench eval`
+// times inference: evaluating checkpoints, and their encoder alone (e.g. a Super-Embed-SRU against the
+// SRU it was converted from).
 #include <algorithm>
 #include <cstring>
 #include <iostream>
@@ -24,6 +26,7 @@
 #include "optim/optimizer.h"
 #include "config/config.h"
 #include "tasks/registry.h"
+#include "train/checkpoint.h"
 #include "train/step.h"
 #include "train/trainer.h"
 
@@ -272,6 +275,74 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
   }
 }
 
+struct EvalBenchOptions {
+  std::vector<std::string> checkpoints;
+  std::vector<std::string> overrides;
+  std::string split;  // "" = the task's validation split
+  int64_t max_batches = 0;
+  int64_t length = 35, batch = 10;  // the encoder row's input shape
+  sru::bench::TimingOptions timing{1, 5};
+};
+
+// Inference of each checkpoint, two rows each: the task's evaluation of a split (forward passes without
+// gradients; words/s over the split) and the encoder alone (model.type built from the checkpoint's
+// config, fresh weights: speed does not depend on their values) on one (--length, --batch) batch of
+// random token ids and inputs. Median of the repeats;
+// vs_first = the first checkpoint's time over this one's.
+void bench_eval(Report& report, const EvalBenchOptions& o) {
+  double first_model_ms = 0, first_encoder_ms = 0;
+  for (const std::string& path : o.checkpoints) {
+    const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(path, o.overrides);
+    const sru::config::Config& cfg = ckpt.config;
+    sru::Generator gen(1);
+    auto task = sru::tasks::make_task(cfg, gen, {/*load_data=*/true, &ckpt.file});
+    sru::train::load_model(task->model(), ckpt.file, path);
+    task->model().eval();
+    const std::string split = o.split.empty() ? task->validation_split() : o.split;
+    sru::tasks::Metrics m;
+    const auto t_model = sru::bench::time_cpu([&] { m = task->evaluate(split, o.max_batches); }, o.timing);
+    const std::string count = task->token_name();
+    const double tokens = m.count(count) ? m.at(count) : 0.0;
+    // A row of `n` tokens in `ms` (median), relative to the first checkpoint's time `first_ms`.
+    auto row = [&](const std::string& part, const sru::nn::Module& params, double n, double ms, double& first_ms) {
+      if (first_ms == 0) first_ms = ms;
+      Row r{cfg.model.type + " " + part, "cpu", {}};
+      r.set("params", static_cast<double>(params.num_parameters())).set(count, n).set("ms", ms);
+      r.set(count + "_per_s", n / (ms / 1000.0)).set("vs_first", first_ms / ms);
+      return r;
+    };
+    const std::string metric = task->metrics().front().name;
+    report.add(row("model", task->model(), tokens, t_model.median_ms, first_model_ms).set(metric, m.at(metric)));
+
+    // The encoder alone on one evaluation batch.
+    int64_t vocab = 0;
+    for (const auto& [name, t] : task->model().state())
+      if (name == "embedding.weight") vocab = t.size(0);
+    const auto encoder = sru::tasks::make_encoder(cfg, cfg.model.embedding_size, gen, vocab);
+    encoder->eval();
+    const int64_t L = o.length, B = o.batch;
+    const Tensor x = Tensor::uniform({L, B, cfg.model.embedding_size}, -1, 1, sru::DType::F32, gen);
+    const Tensor tokens_in = Tensor::uniform({L, B}, 0, static_cast<double>(std::max<int64_t>(vocab, 1)) - 0.5,
+                                             sru::DType::F64, gen).to(sru::DType::I64);
+    const auto t_encoder = sru::bench::time_cpu(
+        [&] {
+          sru::autograd::NoGradGuard no_grad;
+          std::vector<Tensor> state;
+          encoder->forward_sequence({x, Tensor(), tokens_in}, state);
+        },
+        {o.timing.warmup, o.timing.repeats * 10});
+    report.add(row("encoder", *encoder, static_cast<double>(L * B), t_encoder.median_ms, first_encoder_ms));
+  }
+}
+
+// --repeats and --warmup of a subcommand that times with TimingOptions.
+void add_timing_options(CLI::App* cmd, sru::bench::TimingOptions& timing,
+                        const std::string& repeats_help = "Timed repeats (the median is reported)") {
+  cmd->add_option("--repeats", timing.repeats, repeats_help)->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", timing.warmup, "Untimed warm-up runs")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+}
+
 struct ReaderBenchOptions {
   int64_t hidden = 128, embedding = 300, batch = 32;
   int64_t doc_length = 148, question_length = 12;  // dev-v1.1's mean paragraph and question (tokens)
@@ -347,10 +418,7 @@ int main(int argc, char** argv) {
   ceil_cmd->add_option("--hidden", ceilings.hidden, "Hidden sizes d")->capture_default_str();
   ceil_cmd->add_option("--length", ceilings.length, "Sequence length L")->capture_default_str()->check(CLI::PositiveNumber);
   ceil_cmd->add_option("--batch", ceilings.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
-  ceil_cmd->add_option("--repeats", ceilings.timing.repeats, "Timed repeats (the median is reported)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  ceil_cmd->add_option("--warmup", ceilings.timing.warmup, "Untimed warm-up runs")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_timing_options(ceil_cmd, ceilings.timing);
   ceil_cmd->add_option("--device", device, "Device to measure (cpu)")->capture_default_str();
   ceil_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
@@ -364,10 +432,7 @@ int main(int argc, char** argv) {
   layer_cmd->add_option("--impls", layer.impls, "Implementations to run")->capture_default_str()
       ->check(CLI::IsMember({"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm_gemm", "lstm",
                              "lstm_composed", "lstm_cudnn"}));
-  layer_cmd->add_option("--repeats", layer.timing.repeats, "Timed repeats (the median is reported)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  layer_cmd->add_option("--warmup", layer.timing.warmup, "Untimed warm-up runs")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_timing_options(layer_cmd, layer.timing);
   layer_cmd->add_flag("--cpu-time", layer.timing.cpu_time, "CPU only: report the process's CPU time per run, not "
                       "the wall clock (for a loaded shared machine; with --threads 1 it is the work of one thread)");
   layer_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
@@ -387,6 +452,21 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   epoch_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
+  EvalBenchOptions eval;
+  auto* eval_cmd = cli.add_subcommand("eval", "Inference: evaluation of checkpoints on a split, and their encoder "
+                                               "alone on one batch (e.g. Super-Embed-SRU against the SRU it came from)");
+  eval_cmd->add_option("--checkpoint", eval.checkpoints, "Checkpoints (repeat the option)")->required()
+      ->check(CLI::ExistingFile);
+  eval_cmd->add_option("--set", eval.overrides, "Override a key of every stored config, e.g. --set data.path=...");
+  eval_cmd->add_option("--split", eval.split, "Split to evaluate (default: the task's validation split)");
+  eval_cmd->add_option("--max-batches", eval.max_batches, "Evaluate at most this many batches (0 = all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  eval_cmd->add_option("--length", eval.length, "The encoder row's sequence length")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  eval_cmd->add_option("--batch", eval.batch, "The encoder row's batch size")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  add_timing_options(eval_cmd, eval.timing, "Timed repeats (the median is reported; the encoder row takes 10x as many)");
+  eval_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
   ReaderBenchOptions reader;
   auto* reader_cmd = cli.add_subcommand("reader-rnn", "The SQuAD Document Reader's encoders (paragraph + question, "
                                                       "bidirectional), SRU vs LSTM: forward + backward per batch and "
@@ -405,10 +485,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   reader_cmd->add_option("--questions", reader.questions, "Questions per epoch (train-v1.1: 87599)")->capture_default_str()
       ->check(CLI::PositiveNumber);
-  reader_cmd->add_option("--repeats", reader.timing.repeats, "Timed repeats (the median is reported)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  reader_cmd->add_option("--warmup", reader.timing.warmup, "Untimed warm-up runs")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+  add_timing_options(reader_cmd, reader.timing);
   reader_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
   reader_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
@@ -417,6 +494,7 @@ int main(int argc, char** argv) {
     sru::set_num_threads(threads);
     const std::string name = ceil_cmd->parsed()     ? "ceilings"
                              : epoch_cmd->parsed()  ? "train-epoch"
+                             : eval_cmd->parsed()   ? "eval"
                              : reader_cmd->parsed() ? "reader-rnn"
                                                     : "sru-vs-lstm";
     layer.device = reader.device = sru::Device::parse(device);
@@ -432,6 +510,8 @@ int main(int argc, char** argv) {
     sru::bench::warm_up_cpu(warm_up_seconds);
     if (epoch_cmd->parsed()) {
       bench_train_epoch(report, epoch);
+    } else if (eval_cmd->parsed()) {
+      bench_eval(report, eval);
     } else if (reader_cmd->parsed()) {
       bench_reader_rnn(report, reader);
     } else if (ceil_cmd->parsed()) {

@@ -14,6 +14,7 @@
 #include "data/squad_metric.h"
 #include "tasks/registry.h"
 #include "train/checkpoint.h"
+#include "train/convert.h"
 #include "train/run_files.h"
 
 namespace {
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
   cli.add_option("--seed", seed, "Sampling seed")->capture_default_str();
   cli.add_option("--threads", threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cli.add_flag("--device-info", device_info, "Print the CPU thread count and the CUDA devices, then exit");
+  std::string convert_form, out_path;
+  cli.add_option("--convert", convert_form, "Write the checkpoint's model in another form that computes the same "
+                 "outputs to --out: super-embed (a v1 SRU's first layer as Super-Embed-SRU per-word tables)");
+  cli.add_option("--out", out_path, "The converted checkpoint (--convert)");
   std::string score_data, score_predictions;
   auto* squad_score = cli.add_subcommand("squad-score", "Score a SQuAD v1.1 predictions file exactly as the official "
                                                         "evaluate-v1.1.py does; prints {\"exact_match\": ..., \"f1\": ...}");
@@ -82,6 +87,11 @@ int main(int argc, char** argv) {
     }
     SRU_CHECK(!checkpoint.empty(), "no checkpoint given: srueval --checkpoint FILE (see srueval --help)");
     sru::set_num_threads(threads);
+    if (!convert_form.empty()) {
+      sru::train::convert_checkpoint(checkpoint, convert_form, out_path);
+      std::cout << "converted " << checkpoint << " (" << convert_form << ") -> " << out_path << "\n";
+      return 0;
+    }
     const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(checkpoint, overrides);
     sru::Generator gen(seed);
     const bool on_file = !text_file.empty() || !predict_file.empty();

@@ -63,6 +63,8 @@ std::vector<Section> Config::schema() {
         int_field("warmup_steps", &train.warmup_steps, "Warm-up steps (noam, cosine)", 0),
         int_field("decay_steps", &train.decay_steps, "step schedule: steps between decays", 1),
         real_field("decay_rate", &train.decay_rate, "step/epoch schedules: factor per decay", 0, 1),
+        int_field("epochs_before_decay", &train.epochs_before_decay,
+                  "epoch schedule: epochs at the initial rate before the per-epoch decay (Zaremba et al. 2014: 6)", 0),
         real_field("min_lr", &train.min_lr, "cosine schedule: final learning rate", 0),
         real_field("clip_grad_norm", &train.clip_grad_norm, "Clip the global gradient norm to this (0 = off)", 0),
         int_field("epochs", &train.epochs, "Passes over the training data", 1),

@@ -48,6 +48,7 @@ struct TrainConfig {
   int64_t warmup_steps = 0;        // noam, cosine
   int64_t decay_steps = 1000;      // step: multiply by decay_rate every decay_steps steps
   double decay_rate = 1.0;         // step, epoch
+  int64_t epochs_before_decay = 1; // epoch: epochs at the initial rate (1 = decay from the second epoch on)
   double min_lr = 0.0;             // cosine floor
   double clip_grad_norm = 0.0;     // 0 = off
   int64_t epochs = 1;

@@ -290,6 +290,22 @@ Tensor& Tensor::mul_(double factor) {
   return *this;
 }
 
+Tensor& Tensor::clamp_(double low, double high) {
+  SRU_CHECK(low <= high, "clamp_: low (", low, ") must not exceed high (", high, ")");
+  if (device().is_cuda()) {
+    cuda::clamp(*this, low, high);
+    return *this;
+  }
+  SRU_DISPATCH_FLOATING(dtype(), "clamp_", [&]<typename T>() {
+    T* d = data<T>();
+    const T lo = static_cast<T>(low), hi = static_cast<T>(high);
+    parallel_for(0, numel(), kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) d[i] = d[i] < lo ? lo : (d[i] > hi ? hi : d[i]);
+    });
+  });
+  return *this;
+}
+
 Tensor& Tensor::set_requires_grad(bool on) {
   SRU_CHECK(is_leaf(), "set_requires_grad: only leaf tensors (not results of ops) can be marked");
   SRU_CHECK(!on || is_floating(dtype()), "set_requires_grad: only floating tensors can require grad, got ",

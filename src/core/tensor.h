@@ -97,6 +97,7 @@ class Tensor {
   Tensor& copy_(const Tensor& src);                   // same numel and dtype
   Tensor& add_(const Tensor& other, double alpha = 1.0);  // this += alpha * other (same numel)
   Tensor& mul_(double factor);
+  Tensor& clamp_(double low, double high);  // each element into [low, high] (floating tensors)
 
   // ---- autograd fields ----
   bool requires_grad() const { return checked().requires_grad || checked().grad_fn != nullptr; }

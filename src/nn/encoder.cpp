@@ -1,6 +1,7 @@
 // The encoder registry: the one list of sequence encoders that model.type may name.
 #include "nn/encoder.h"
 
+#include "nn/embed_sru.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
 
@@ -10,6 +11,8 @@ const std::vector<EncoderSpec>& encoders() {
   static const std::vector<EncoderSpec> list = {
       sru_encoder(),
       lstm_encoder(),
+      embed_sru_encoder(),
+      super_embed_sru_encoder(),
   };
   return list;
 }

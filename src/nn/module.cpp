@@ -85,6 +85,7 @@ void Module::train(bool on) {
 }
 
 void Module::after_update() {
+  on_after_update();
   for (auto& [name, child] : children_) child->after_update();
 }
 

@@ -35,15 +35,18 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();
-  // Called by the training step after every optimiser update, children first: for constraints a
-  // plain gradient step cannot keep (rows of an embedding held fixed, gates clipped to a range).
-  virtual void after_update();
   // Moves every parameter and buffer (children included) to `device`, in place.
   void to(Device device);
   // Where the parameters live (the first parameter's device; the CPU for a module without any).
   Device device() const;
+  // Restores what must hold after every optimiser update (e.g. the Embed-SRU's gates clipped into
+  // range): this module's hook, then its children's. train::TrainingStep calls it after each update,
+  // so srutrain, srubench train-epoch and the tests all apply it.
+  void after_update();
 
  protected:
+  // This module's own part of after_update(); nothing by default.
+  virtual void on_after_update() {}
   // Registers t under `name` and returns it. Trainable parameters are marked requires_grad.
   Tensor register_parameter(const std::string& name, Tensor t, bool trainable = true);
   Tensor register_buffer(const std::string& name, Tensor t);

@@ -83,17 +83,10 @@ void SRULayer::reset_parameters(Generator& gen) {
 }
 
 std::pair<Tensor, Tensor> SRULayer::forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const {
-  SRU_CHECK(x.dim() == 3 && x.size(2) == input_size, "SRU layer: input must be (L, B, ", input_size, "), got ",
-            shape_str(x.shape()));
+  const Tensor U = project(x);  // checks x's shape
   const int64_t B = x.size(1);
-  Tensor input = x;
-  if (layer_norm && !options.normalize_after) input = layer_norm->forward(input);
-  if (is_training() && options.rnn_dropout > 0)
-    input = input * dropout_mask({B, input_size}, options.rnn_dropout, x.dtype(), *gen_, x.device());
   Tensor mask_c;
   if (is_training() && dropout > 0) mask_c = dropout_mask({B, output_size}, dropout, x.dtype(), *gen_, x.device());
-
-  const Tensor U = weight_proj.defined() ? matmul(matmul(input, weight_proj), weight) : matmul(input, weight);
   SruRecurrenceOptions ro;
   ro.hidden_size = options.hidden_size;
   ro.bidirectional = options.bidirectional;
@@ -111,6 +104,16 @@ std::pair<Tensor, Tensor> SRULayer::forward(const Tensor& x, const Tensor& c0, c
   return {h, c};
 }
 
+Tensor SRULayer::project(const Tensor& x) const {
+  SRU_CHECK(x.dim() == 3 && x.size(2) == input_size, "SRU layer: input must be (L, B, ", input_size, "), got ",
+            shape_str(x.shape()));
+  Tensor input = x;
+  if (layer_norm && !options.normalize_after) input = layer_norm->forward(input);
+  if (is_training() && options.rnn_dropout > 0)
+    input = input * dropout_mask({x.size(1), input_size}, options.rnn_dropout, x.dtype(), *gen_, x.device());
+  return weight_proj.defined() ? matmul(matmul(input, weight_proj), weight) : matmul(input, weight);
+}
+
 SRU::SRU(const SRUOptions& o, Generator& gen) : options(o) {
   SRU_CHECK(o.num_layers > 0, "SRU: num_layers must be positive, got ", o.num_layers);
   const int64_t out = (o.bidirectional ? 2 : 1) * o.hidden_size;
@@ -121,23 +124,32 @@ SRU::SRU(const SRUOptions& o, Generator& gen) : options(o) {
   }
 }
 
+Tensor layer_state(const Tensor& states, int64_t i, int64_t layers, const char* what) {
+  if (!states.defined()) return Tensor();
+  SRU_CHECK(states.dim() == 3 && states.size(0) == layers, what, ": c0 must be (num_layers = ", layers,
+            ", B, out), got ", shape_str(states.shape()));
+  return reshape(slice(states, 0, i, i + 1), {states.size(1), states.size(2)});
+}
+
+Tensor stack_layer_states(const std::vector<Tensor>& last_states) {
+  std::vector<Tensor> rows;
+  for (const Tensor& c : last_states) rows.push_back(reshape(c, {1, c.size(0), c.size(1)}));
+  return concat(rows, 0);
+}
+
 std::pair<Tensor, Tensor> SRU::forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const {
   const int64_t n = static_cast<int64_t>(layers.size());
-  if (c0.defined())
-    SRU_CHECK(c0.dim() == 3 && c0.size(0) == n, "SRU: c0 must be (num_layers = ", n, ", B, out), got ",
-              shape_str(c0.shape()));
   // A padding mask made on the host may come with x on a device: one copy here (no host wait) serves
   // every layer.
   const Tensor pad = mask_pad.defined() ? mask_pad.to(x.device()) : mask_pad;
   Tensor h = x;
   std::vector<Tensor> last_states;
   for (int64_t i = 0; i < n; ++i) {
-    const Tensor c0_i = c0.defined() ? reshape(slice(c0, 0, i, i + 1), {c0.size(1), c0.size(2)}) : Tensor();
-    auto [h_i, c_i] = layers[i]->forward(h, c0_i, pad);
+    auto [h_i, c_i] = layers[i]->forward(h, layer_state(c0, i, n, "SRU"), pad);
     h = h_i;
-    last_states.push_back(reshape(c_i, {1, c_i.size(0), c_i.size(1)}));
+    last_states.push_back(c_i);
   }
-  return {h, concat(last_states, 0)};
+  return {h, stack_layer_states(last_states)};
 }
 
 void SRU::set_implementation(SRUImplementation impl) {
@@ -150,9 +162,7 @@ Tensor SRU::forward_sequence(const EncoderInput& input, std::vector<Tensor>& sta
   return h;
 }
 
-namespace {
-
-std::vector<config::Section> sru_fields(SRUOptions& o) {
+std::vector<config::Section> sru_option_fields(SRUOptions& o) {
   using namespace config;
   const double inf = std::numeric_limits<double>::infinity();
   return {{"model", "", {
@@ -167,12 +177,10 @@ std::vector<config::Section> sru_fields(SRUOptions& o) {
       bool_field("has_skip_term", &o.has_skip_term, "Highway skip connection")}}};
 }
 
-}  // namespace
-
 EncoderSpec sru_encoder() {
   return {"sru", "The Simple Recurrent Unit (Lei et al. 2018) with the options of the PyTorch package `sru` v2.6; "
                  "parameters `rnn_lst.{i}.*` (docs/checkpoint-format.md).",
-          [] { return config::Options::of(SRUOptions{}, &sru_fields); },
+          [] { return config::Options::of(SRUOptions{}, &sru_option_fields); },
           [](const EncoderArgs& a, const config::Options& options, Generator& gen) -> std::shared_ptr<SequenceEncoder> {
             return std::make_shared<SRU>(with_common_args(options.as<SRUOptions>(), a), gen);
           }};

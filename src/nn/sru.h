@@ -51,6 +51,9 @@ class SRULayer : public Module {
   SRULayer(int64_t input_size, const SRUOptions& options, double dropout, Generator& gen);
   // x (L, B, n_in), c0 (B, out) or undefined, mask_pad (L, B) or undefined -> (h (L, B, out), c (B, out))
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const;
+  // U (L, B, out*k) of input x (L, B, n_in): layer norm (before the recurrence), rnn_dropout when
+  // training, the projection and W. Row by row: what the recurrence reads per input vector.
+  Tensor project(const Tensor& x) const;
   void reset_parameters(Generator& gen);
 
   int64_t input_size, output_size, projection_size, k;
@@ -77,6 +80,15 @@ class SRU : public SequenceEncoder {
   SRUOptions options;
   std::vector<std::shared_ptr<SRULayer>> layers;
 };
+
+// Stacked per-layer states (layers, B, out): layer i's (B, out) (undefined when `states` is), checked
+// against the stack's layer count; and the stack of each layer's last state.
+Tensor layer_state(const Tensor& states, int64_t i, int64_t layers, const char* what);
+Tensor stack_layer_states(const std::vector<Tensor>& last_states);
+
+// The SRU's own config keys (model.*) bound to o's members: every SRUOptions member but the sizes,
+// dropout and bidirectional (encoders built on SRU layers share them).
+std::vector<config::Section> sru_option_fields(SRUOptions& o);
 
 // The registry entry "sru": its keys are the SRUOptions above other than the sizes, dropout and
 // bidirectional, which every encoder takes from the model section.

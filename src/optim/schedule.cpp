@@ -13,7 +13,8 @@ double learning_rate(const ScheduleOptions& o, int64_t step, int64_t epoch) {
   const double s = static_cast<double>(step);
   if (o.kind == "constant") return o.lr;
   if (o.kind == "step") return o.lr * std::pow(o.decay_rate, static_cast<double>((step - 1) / std::max<int64_t>(o.decay_steps, 1)));
-  if (o.kind == "epoch") return o.lr * std::pow(o.decay_rate, static_cast<double>(epoch));
+  if (o.kind == "epoch")
+    return o.lr * std::pow(o.decay_rate, static_cast<double>(std::max<int64_t>(0, epoch + 1 - o.epochs_before_decay)));
   if (o.kind == "noam") {
     const double warmup = static_cast<double>(std::max<int64_t>(o.warmup_steps, 1));
     return o.lr / std::sqrt(static_cast<double>(o.model_size)) * std::min(1.0 / std::sqrt(s), s * std::pow(warmup, -1.5));

@@ -13,6 +13,7 @@
 #include "data/byte_file.h"
 #include "data/labeled_text.h"
 #include "data/line_reader.h"
+#include "nn/embed_sru.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/shape_ops.h"
@@ -158,6 +159,10 @@ LanguageModel::LanguageModel(const config::Config& cfg, int64_t vocab_size, Gene
   rnn_ = register_module("rnn", make_encoder(cfg, E, gen, vocab_size));
   output_ = register_module("output",
                             std::make_shared<nn::Linear>(rnn_->output_size(), vocab_size, true, DType::F32, gen));
+  if (const double a = cfg.task_as<LMOptions>().init_range; a > 0) {
+    for (Tensor w : {embedding_->weight, output_->weight, output_->bias})  // handles alias the parameters
+      w.copy_(Tensor::uniform(w.shape(), -a, a, w.dtype(), gen));
+  }
   if (cfg.task_as<LMOptions>().tie_weights) {
     SRU_CHECK(E == rnn_->output_size(), "model.tie_weights: the output layer can use the embedding matrix only when "
               "model.embedding_size (", E, ") equals the encoder's output size (", rnn_->output_size(), ")");
@@ -174,6 +179,15 @@ Tensor LanguageModel::forward(const Tensor& x, std::vector<Tensor>& state) const
   Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_);  // (L, B, E)
   const Tensor h = dropout(rnn_->forward_sequence({e, Tensor(), ids}, state), cfg_.output_dropout, training, *gen_);
   return output_->forward(reshape(h, {-1, h.size(2)}));
+}
+
+nn::NamedTensors LanguageModel::super_embed_state(const std::string& type) const {
+  const nn::SuperEmbedConversion conv = nn::convert_to_super_embed(*rnn_, type, embedding_->weight);
+  nn::NamedTensors out = {{"embedding.weight", conv.input_rows}};
+  for (const auto& [name, t] : conv.encoder) out.emplace_back("rnn." + name, t);
+  out.emplace_back("output.weight", output_->weight);
+  out.emplace_back("output.bias", output_->bias);
+  return out;
 }
 
 StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& tokens, int64_t streams, int64_t chunk,
@@ -297,6 +311,20 @@ std::string LanguageModelTask::generate(const std::string& prompt, int64_t n, do
   return vocab_.decode(out);
 }
 
+ConvertedModel LanguageModelTask::convert_model(const std::string& form) {
+  SRU_CHECK(form == "super-embed", "--convert: unknown form '", form, "' (available: super-embed)");
+  model_->eval();
+  ConvertedModel out;
+  out.state = model_->super_embed_state(cfg_.model.type);
+  config::Config source = cfg_;
+  out.config = config::parse_config(source.to_yaml(), "the converted config",
+                                    {"model.type=super-embed-sru",
+                                     "model.embedding_size=" + std::to_string(cfg_.model.hidden_size),
+                                     "model.tie_weights=false"},
+                                    config::Origin::Stored);
+  return out;
+}
+
 nn::NamedTensors LanguageModelTask::extra_state() {
   nn::NamedTensors out;
   for (size_t i = 0; i < state_.size(); ++i) out.emplace_back("task.state." + std::to_string(i), state_[i]);
@@ -326,7 +354,10 @@ config::Section bptt_and_tying(LMOptions& o, std::vector<config::Field> data_fie
 config::Section tying(LMOptions& o) {
   return {"model", "", {config::bool_field("tie_weights", &o.tie_weights,
                                            "The output layer uses the embedding matrix (needs embedding_size equal to "
-                                           "the encoder's output size)")}};
+                                           "the encoder's output size)"),
+                        config::real_field("init_range", &o.init_range,
+                                           "Initialise the embedding and the output layer U(-a, a) (Zaremba et al. "
+                                           "2014: 0.1); 0 = N(0, 1) and U(+-1/sqrt(H)). The encoder keeps its own", 0)}};
 }
 
 std::vector<config::Section> charlm_fields(LMOptions& o) {

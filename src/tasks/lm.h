@@ -15,7 +15,9 @@
 // Model (checkpoint names): embedding.weight (V, E) -> dropout -> rnn (the encoder: rnn.rnn_lst.{i}.* for
 // the SRU, rnn.weight_ih_l0, ... for the LSTM) -> dropout -> output.weight (V, H), output.bias (V). With
 // model.tie_weights the output layer uses the embedding matrix (E must equal H); the tensor is stored
-// once, as embedding.weight.
+// once, as embedding.weight. With model.init_range a > 0 the embedding and the output layer start
+// U(-a, a) (Zaremba et al. 2014, and the Embed-SRU study: 0.1) instead of N(0, 1) and U(+-1/sqrt(H));
+// the encoder keeps its own initialisation.
 #pragma once
 
 #include <memory>
@@ -36,6 +38,7 @@ struct LMOptions {
   double test_fraction = 0.05;    // charlm: the end of the file
   std::string valid_path, test_path;  // wordlm
   bool tie_weights = false;
+  double init_range = 0.0;  // > 0: embedding and output layer U(-a, a) (Zaremba et al. 2014); 0: module defaults
 };
 
 // Token <-> id for a stream: the 256 byte values, or a word list.
@@ -71,6 +74,11 @@ class LanguageModel : public nn::Module {
   // x (L, B) i64 token ids; state: the encoder state carried in (empty = zeros), replaced by the state
   // after the last step. Returns logits (L*B, V).
   Tensor forward(const Tensor& x, std::vector<Tensor>& state) const;
+  // The state of the equivalent model whose encoder is super-embed-sru (nn::convert_to_super_embed; the
+  // encoder must be a v1 SRU, named `type` in errors): embedding.weight becomes the per-word skip rows
+  // (V, H), rnn.* the Super-Embed-SRU's tensors, and the output layer keeps its weight (the embedding
+  // matrix when tied, which the converted model then holds untied as output.weight). Eval mode.
+  nn::NamedTensors super_embed_state(const std::string& type) const;
 
  private:
   config::ModelConfig cfg_;
@@ -89,7 +97,7 @@ struct StreamLoss {
 StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& tokens, int64_t streams, int64_t chunk,
                        int64_t max_chunks = 0);
 
-class LanguageModelTask : public Task, public EvaluatesFiles, public Generates {
+class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, public ConvertsModel {
  public:
   // A byte-level model (charlm) or a word-level one (wordlm); `checkpoint` supplies a word vocabulary.
   LanguageModelTask(const config::Config& cfg, Generator& gen, bool words, const TaskContext& context);
@@ -108,9 +116,12 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates {
 
   EvaluatesFiles* file_evaluation() override { return this; }
   Generates* generation() override { return this; }
+  ConvertsModel* model_conversion() override { return this; }
   // One stream from a zero state; the result does not depend on chunk (0 = data.bptt).
   Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) override;
   std::string generate(const std::string& prompt, int64_t n, double temperature, Generator& gen) override;
+  // "super-embed": a v1 SRU model as the same model with model.type super-embed-sru (untied weights).
+  ConvertedModel convert_model(const std::string& form) override;
 
  private:
   Metrics metrics_of(const StreamLoss& loss) const;

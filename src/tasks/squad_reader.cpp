@@ -66,8 +66,7 @@ void DocumentReader::fix_embedding_rows(const std::vector<bool>& fixed, const Te
   }
 }
 
-void DocumentReader::after_update() {
-  Module::after_update();
+void DocumentReader::on_after_update() {
   if (!keep_.defined()) return;
   Tensor& w = embedding_->weight;
   if (keep_.device() != w.device()) {

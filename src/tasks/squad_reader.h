@@ -54,7 +54,9 @@ class DocumentReader : public nn::Module {
   // Rows of the embedding set back to `values` (V, E) after every update (DrQA's partial fine-tuning:
   // only the most frequent question words are tuned). fixed[i] true = row i fixed.
   void fix_embedding_rows(const std::vector<bool>& fixed, const Tensor& values);
-  void after_update() override;
+
+ protected:
+  void on_after_update() override;  // puts the fixed rows back
 
  private:
   config::ModelConfig cfg_;

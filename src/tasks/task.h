@@ -1,6 +1,7 @@
 // What a task supplies to the shared trainer and to srueval: its model, its training batches (as a
 // forward pass returning the loss), its splits and metrics, any extra state a resumed run needs, and
-// optional capabilities (evaluate a user's file, predict, generate) that srueval asks for by name.
+// optional capabilities (evaluate a user's file, predict, generate, convert the model) that srueval asks
+// for by name.
 #pragma once
 
 #include <iosfwd>
@@ -58,6 +59,19 @@ class Generates {
   virtual std::string generate(const std::string& prompt, int64_t n, double temperature, Generator& gen) = 0;
 };
 
+// srueval --convert FORM: the same model in another form that computes the same outputs (e.g. a v1 SRU's
+// first layer as Super-Embed-SRU tables).
+struct ConvertedModel {
+  config::Config config;   // the converted model's config
+  nn::NamedTensors state;  // every tensor of the converted model, by name
+};
+class ConvertsModel {
+ public:
+  virtual ~ConvertsModel() = default;
+  // Throws, naming the reason, when `form` does not apply to this model.
+  virtual ConvertedModel convert_model(const std::string& form) = 0;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -93,6 +107,7 @@ class Task {
   virtual EvaluatesFiles* file_evaluation() { return nullptr; }
   virtual Predicts* prediction() { return nullptr; }
   virtual Generates* generation() { return nullptr; }
+  virtual ConvertsModel* model_conversion() { return nullptr; }
 
   const std::string& name() const { return name_; }
   void set_name(const std::string& name) { name_ = name; }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "git_commit.inc"  // SRU_GIT_COMMIT, the source commit, written at every build by cmake/GitCommit.cmake
 
 namespace sru::train {
 
@@ -74,12 +75,6 @@ void install_stop_handlers() {
 
 bool stop_requested() { return stop_flag.load(); }
 
-std::string build_commit() {
-#ifdef SRU_GIT_COMMIT
-  return SRU_GIT_COMMIT;
-#else
-  return "unknown";
-#endif
-}
+std::string build_commit() { return SRU_GIT_COMMIT; }
 
 }  // namespace sru::train

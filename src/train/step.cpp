@@ -10,8 +10,8 @@
 namespace sru::train {
 
 optim::ScheduleOptions schedule_options(const config::TrainConfig& train, int64_t model_size, int64_t total_steps) {
-  return {train.schedule, train.lr, train.warmup_steps, train.decay_steps, train.decay_rate, train.min_lr,
-          model_size,     total_steps};
+  return {train.schedule,   train.lr,    train.warmup_steps, train.decay_steps, train.decay_rate,
+          train.min_lr,     model_size,  total_steps,        train.epochs_before_decay};
 }
 
 TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const config::TrainConfig& train,
@@ -45,8 +45,8 @@ StepOutcome TrainingStep::run(int64_t index, int64_t step, int64_t epoch) {
     return out;
   }
   optimizer_.step(out.lr);
+  task_.model().after_update();  // e.g. gate clipping: after every update, before anything reads the weights
   optimizer_.zero_grad();
-  task_.model().after_update();
   return out;
 }
 

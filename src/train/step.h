@@ -1,6 +1,7 @@
 // One training step — forward, loss, backward, the non-finite policy, gradient clipping, the
-// optimiser update at the scheduled learning rate, the model's after_update() constraints — shared by srutrain's loop, srubench train-epoch
-// and the tests, so that all three train the same way.
+// optimiser update at the scheduled learning rate, the model's after-update hooks (nn::Module::
+// after_update) — shared by srutrain's loop, srubench train-epoch and the tests, so that all three
+// train the same way.
 #pragma once
 
 #include <string>

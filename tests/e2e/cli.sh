@@ -230,7 +230,7 @@ PY
     echo "ok: srubench train-epoch followed the step schedule"
     ;;
   configs)
-    for c in "$src"/configs/*.yaml "$src"/configs/classify/*.yaml; do
+    for c in "$src"/configs/*.yaml "$src"/configs/*/*.yaml; do
       "$train" --config "$c" --print-config > /dev/null || fail "$c does not parse"
       echo "ok: $c"
     done
@@ -325,6 +325,66 @@ PY
         || fail "dev and the train subset were not installed"
       [ ! -e "$work/sqreal/train-v1.1.json" ] || fail "a subset was installed as train-v1.1.json"
     fi
+    ;;
+  get_data_ptb)
+    # A mirror with a wrong file: refused by its md5, nothing unverified left; the project's mirror installs.
+    mkdir -p "$work/mirror/ptb"
+    echo " not the penn treebank" > "$work/mirror/ptb/ptb.train.txt"
+    expect_error "ptb.train.txt has md5 [0-9a-f]+, expected f26c4b92c5fdc7b3f8c7cdcb991d8420" \
+      bash "$src/scripts/get_data.sh" ptb --mirror "$work/mirror" --dest "$work/dest"
+    [ -z "$(ls -A "$work/dest")" ] || fail "an unverified file was left in the destination"
+    real=$src/../shared/data
+    if [ ! -d "$real/ptb" ]; then echo "note: no $real/ptb: the real-data check is skipped"; else
+      bash "$src/scripts/get_data.sh" ptb --mirror "$real" --dest "$work/ptb" || fail "ptb from $real"
+      [ "$(ls "$work/ptb" | tr '\n' ' ')" = "ptb.test.txt ptb.train.txt ptb.valid.txt " ] || fail "expected the three files"
+    fi
+    ;;
+  ptb_variants)
+    # A tiny PTB-like text: every PTB encoder trains on it through its small-*.yaml config, a trained v1
+    # SRU converts to Super-Embed-SRU with the same perplexity, and conversions that cannot be exact are
+    # refused without writing anything.
+    RANDOM=11
+    for f in train valid test; do
+      n=40; [ $f = train ] && n=300
+      for i in $(seq $n); do
+        line=""
+        for w in $(seq $((2 + RANDOM % 8))); do line="$line w$((RANDOM % 30))"; done
+        echo "$line"
+      done > "$work/$f.txt"
+    done
+    small() {  # small MODEL RUN_DIR [--set ...]
+      "$train" --config "$src/configs/ptb/small-$1.yaml" --run-dir "$2" --set data.path="$work/train.txt" \
+        --set data.valid_path="$work/valid.txt" --set data.test_path="$work/test.txt" --set model.hidden_size=16 \
+        --set model.embedding_size=16 --set data.batch_size=4 --set data.bptt=10 --set data.eval_batch_size=2 \
+        --set train.epochs=2 --set log.progress=false "${@:3}"
+    }
+    for m in sru lstm embed-sru super-embed-sru; do
+      small $m "$work/$m" > "$work/$m.log" 2>&1 || { tail -5 "$work/$m.log"; fail "$m run failed"; }
+      grep -q '"test"' "$work/$m/summary.json" || fail "$m: no test perplexity in summary.json"
+      echo "ok: $m: $(grep -o 'final: .*' "$work/$m.log")"
+    done
+    "$eval" --checkpoint "$work/sru/best.safetensors" --convert super-embed --out "$work/super.safetensors" \
+      || fail "conversion failed"
+    for c in "$work/sru/best.safetensors" "$work/super.safetensors"; do
+      "$eval" --checkpoint "$c" --split test --json "$c.json" > /dev/null || fail "srueval $c failed"
+    done
+    python3 - "$work/sru/best.safetensors.json" "$work/super.safetensors.json" <<'PY' || fail "the conversion changed the perplexity"
+import json, sys
+a, b = (json.load(open(p))["metrics"]["ppl"] for p in sys.argv[1:])
+print("test ppl: sru", a, "super-embed-sru", b)
+sys.exit(0 if abs(a - b) <= 1e-6 * a else 1)
+PY
+    expect_error "the model's encoder is lstm \(model.type\); only a v1 SRU" \
+      "$eval" --checkpoint "$work/lstm/last.safetensors" --convert super-embed --out "$work/x.safetensors"
+    expect_error "--convert needs --out FILE" "$eval" --checkpoint "$work/sru/last.safetensors" --convert super-embed
+    small sru "$work/sru-v2" --set model.v1=false > /dev/null 2>&1 || fail "the non-v1 SRU run failed"
+    expect_error "c_\{t-1\} terms in its gates \(model.v1: false\)" \
+      "$eval" --checkpoint "$work/sru-v2/last.safetensors" --convert super-embed --out "$work/x.safetensors"
+    [ ! -e "$work/x.safetensors" ] || fail "a refused conversion wrote a file"
+    "$build/srubench" --warm-up-seconds 0 eval --checkpoint "$work/sru/best.safetensors" \
+      --checkpoint "$work/super.safetensors" --repeats 1 --warmup 0 > "$work/bench.txt" || fail "srubench eval failed"
+    cat "$work/bench.txt"
+    grep -q "super-embed-sru encoder" "$work/bench.txt" || fail "srubench eval printed no encoder row"
     ;;
   *) fail "unknown case $case" ;;
 esac

@@ -29,13 +29,8 @@ TEST(GradcheckSru, FusedRecurrenceAllInputs) {
     const bool extras = bits & 16;  // c0, dropout mask and padding
     SCOPED_TRACE(::testing::Message() << "bits=" << bits);
     const int64_t out = (o.bidirectional ? 2 : 1) * d;
-    Tensor mask_c, mask_pad;
-    if (extras) {
-      mask_c = Tensor::from_vector(std::vector<double>(B * out, 1.0), {B, out});
-      mask_c.data<double>()[1] = 0.0;
-      mask_c.data<double>()[2] = 2.0;
-      mask_pad = Tensor::from_vector(std::vector<int64_t>{0, 0, 0, 0, 0, 1, 0, 1}, {L, B});
-    }
+    const auto [mask_c, mask_pad] =
+        extras ? sru::testing::gradcheck_mask_and_padding(out) : sru::testing::MaskAndPadding{};
     Inputs inputs = {leaf({L, B, out * o.k}, 1), leaf({L, B, out}, 2), leaf({2 * out}, 3), leaf({2 * out}, 4),
                      extras ? leaf({B, out}, 5) : Tensor()};
     expect_gradients_match(

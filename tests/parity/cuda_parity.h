@@ -75,6 +75,29 @@ inline void expect_parity(const Fn& f, const Inputs& inputs, double tol) {
   }
 }
 
+// A float (L, B) padding mask where sequence b has length L - b (padded at the end).
+inline Tensor padding_at_end(int64_t L, int64_t B) {
+  std::vector<float> pad(L * B, 0.0f);
+  for (int64_t b = 1; b < B; ++b)
+    for (int64_t t = L - b; t < L; ++t) pad[t * B + b] = 1.0f;
+  return Tensor::from_vector(pad, {L, B});
+}
+
+// The optional operands of a recurrence test: an initial state c0 (B, width), a dropout mask (B, width)
+// and padding_at_end(L, B); all undefined when `with` is false. Advances `seed` by two.
+struct RecurrenceExtras {
+  Tensor c0, mask_c, mask_pad;
+};
+inline RecurrenceExtras recurrence_extras(bool with, int64_t L, int64_t B, int64_t width, DType dtype, uint64_t& seed) {
+  if (!with) return {};
+  RecurrenceExtras e;
+  e.c0 = rand_leaf({B, width}, ++seed, dtype);
+  Generator g(++seed);
+  e.mask_c = dropout_mask({B, width}, 0.3, dtype, g);
+  e.mask_pad = padding_at_end(L, B);
+  return e;
+}
+
 inline Fn one(std::function<Tensor(const Inputs&)> f) {
   return [f](const Inputs& x) { return std::vector<Tensor>{f(x)}; };
 }

@@ -4,7 +4,7 @@
 //
 // Tolerances (|cuda - cpu| <= tol + tol * |cpu|): float64 1e-10 everywhere; float32 1e-5 for
 // element-wise, row and reduction kernels (same math, FMA contraction and reduction order differ),
-// 1e-4 for GEMMs (cuBLAS blocks the K sum differently from OpenBLAS) and for the SRU recurrence and
+// 1e-4 for GEMMs (cuBLAS blocks the K sum differently from OpenBLAS) and for the SRU (and Embed-SRU) recurrences and
 // everything composed with a GEMM (errors compound over L steps).
 #include <gtest/gtest.h>
 
@@ -12,8 +12,10 @@
 #include "core/host_sync.h"
 #include "cuda_parity.h"
 #include "nn/attention.h"
+#include "nn/embed_sru.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
+#include "ops/embed_sru_recurrence.h"
 #include "ops/lstm_recurrence.h"
 #include "ops/sru_recurrence.h"
 #include "optim/optimizer.h"
@@ -197,16 +199,7 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
               const int64_t out = (bidir ? 2 : 1) * d;
               const Tensor U = rand_leaf({L, B, out * k}, ++seed, dt, -2, 2), x = rand_leaf({L, B, out}, ++seed, dt);
               const Tensor wc = rand_leaf({2 * out}, ++seed, dt), bias = rand_leaf({2 * out}, ++seed, dt);
-              Tensor c0, mask_c, mask_pad;
-              if (masks) {
-                c0 = rand_leaf({B, out}, ++seed, dt);
-                Generator g(++seed);
-                mask_c = dropout_mask({B, out}, 0.3, dt, g);
-                std::vector<float> pad(L * B, 0.0f);
-                for (int64_t b = 1; b < B; ++b)  // sequence b has length L - b (padded at the end)
-                  for (int64_t t = L - b; t < L; ++t) pad[t * B + b] = 1.0f;
-                mask_pad = Tensor::from_vector(pad, {L, B});
-              }
+              const auto [c0, mask_c, mask_pad] = recurrence_extras(masks, L, B, out, dt, seed);
               const std::string what = std::string(dtype_name(dt)) + " k=" + std::to_string(k) + (bidir ? " bidir" : "") +
                                        (skip ? " skip" : "") + (use_tanh ? " tanh" : "") + (masks ? " masks" : "");
               SCOPED_TRACE(what);
@@ -215,7 +208,7 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
                     auto [h, c] = sru_recurrence(v[0], v[1], v[2], v[3], v[4], v[5], v[6], o);
                     return std::vector<Tensor>{h, c};
                   },
-                  {U, x, wc, bias, c0, mask_c.defined() ? mask_c : Tensor(), mask_pad}, tol);
+                  {U, x, wc, bias, c0, mask_c, mask_pad}, tol);
             }
 }
 
@@ -438,5 +431,69 @@ TEST(CudaParity, AttentionAndDrQALayers) {
     expect_same_parameters_and_grads(match_cpu, match_gpu, tol);
     expect_same_parameters_and_grads(pool_cpu, pool_gpu, tol);
     expect_same_parameters_and_grads(bilinear_cpu, bilinear_gpu, tol);
+  }
+}
+
+// The Embed-SRU / Super-Embed-SRU recurrence, both forms, tanh on/off, with and without an initial
+// state, dropout mask and padding.
+TEST(CudaParity, EmbedSruRecurrenceBothForms) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t L = 9, B = 5, d = 7;
+  uint64_t seed = 300;
+  for (DType dt : {DType::F32, DType::F64})
+    for (bool super_embed : {false, true})
+      for (bool use_tanh : {false, true})
+        for (bool masks : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + (super_embed ? " super" : " embed") + (use_tanh ? " tanh" : "") +
+                       (masks ? " masks" : ""));
+          const double tol = dt == DType::F32 ? 1e-4 : 1e-10;
+          EmbedSruRecurrenceOptions o;
+          o.super_embed = super_embed;
+          o.use_tanh = use_tanh;
+          const Tensor u = rand_leaf({L, B, d}, ++seed, dt), x = rand_leaf({L, B, d}, ++seed, dt);
+          const Tensor f = rand_leaf({L, B, d}, ++seed, dt, 0.01, 0.99), r = rand_leaf({L, B, d}, ++seed, dt, 0.01, 0.99);
+          const auto [c0, mask_c, mask_pad] = recurrence_extras(masks, L, B, d, dt, seed);
+          expect_parity(
+              [o](const Inputs& v) {
+                auto [h, c] = embed_sru_recurrence(v[0], v[1], v[2], v[3], v[4], v[5], v[6], o);
+                return std::vector<Tensor>{h, c};
+              },
+              {u, f, r, x, c0, mask_c, mask_pad}, tol);
+        }
+}
+
+// Both encoders moved to the GPU: forward, backward and parameter gradients as on the CPU, and the
+// after-update hook clips the gate tables on the device (Tensor::clamp_).
+TEST(CudaParity, EmbedSruModulesOnDeviceAndGateClipping) {
+  SKIP_WITHOUT_CUDA();
+  for (nn::EmbedSRUForm form : {nn::EmbedSRUForm::Embed, nn::EmbedSRUForm::SuperEmbed}) {
+    nn::EmbedSRUOptions o;
+    o.input_size = o.hidden_size = 6;
+    o.num_layers = 2;
+    o.v1 = true;
+    o.use_tanh = true;
+    Generator g_cpu(9), g_gpu(9);
+    nn::EmbedSRU cpu(o, 11, form, g_cpu), gpu(o, 11, form, g_gpu);
+    gpu.to(kCuda);
+    cpu.eval();
+    gpu.eval();
+    const Tensor tokens = Tensor::from_vector(std::vector<int64_t>{0, 3, 10, 7, 7, 1, 2, 9, 4, 5, 6, 8, 0, 1, 2}, {5, 3});
+    expect_parity(
+        [&](const Inputs& v) {
+          const bool on_gpu = v[0].device().is_cuda();
+          std::vector<Tensor> state;
+          const Tensor h = (on_gpu ? gpu : cpu).forward_sequence({v[0], Tensor(), tokens.to(v[0].device())}, state);
+          return std::vector<Tensor>{h, state[0]};
+        },
+        {rand_leaf({5, 3, 6}, 61)}, 1e-4);
+    expect_same_parameters_and_grads(cpu, gpu, 1e-4);
+    for (nn::EmbedSRU* m : {&cpu, &gpu}) {
+      m->first->forget->weight.fill_(2.0);
+      m->first->reset->weight.fill_(-1.0);
+      m->after_update();
+    }
+    EXPECT_EQ(gpu.first->forget->weight.to_vector<double>(), cpu.first->forget->weight.to_vector<double>());
+    EXPECT_EQ(gpu.first->reset->weight.to(Device::cpu()).to_vector<float>(),
+              std::vector<float>(11 * 6, static_cast<float>(nn::EmbedSRULayer::kGateMin)));
   }
 }

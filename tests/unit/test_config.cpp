@@ -55,6 +55,7 @@ TEST(Config, TaskAndEncoderNamesComeFromTheRegistriesWithSuggestions) {
   for (const auto& spec : nn::encoders()) encoder_names += (encoder_names.empty() ? "" : ", ") + spec.name;
   EXPECT_EQ(task_names.rfind("charlm, wordlm, classify", 0), 0u) << task_names;
   EXPECT_EQ(encoder_names.rfind("sru, lstm", 0), 0u) << encoder_names;
+  EXPECT_NE(encoder_names.find("embed-sru, super-embed-sru"), std::string::npos) << encoder_names;
   const std::string t = error_of([] { parse("task: clasify\n" + kMinimal); });
   EXPECT_NE(t.find("exp.yaml:1: task: 'clasify' is not one of: " + task_names + " (did you mean 'classify'?)"),
             std::string::npos) << t;
@@ -77,8 +78,8 @@ TEST(Config, KeysOfAnotherTaskOrEncoderDoNotApply) {
   const std::string b = error_of([] { parse("task: classify\n" + kMinimal + "  bptt: 35\n"); });
   EXPECT_NE(b.find("data.bptt does not apply here: it is a key of task charlm / wordlm"), std::string::npos) << b;
   const std::string c = error_of([] { parse(kMinimal + "model:\n  type: lstm\n  highway_bias: -2\n"); });
-  EXPECT_NE(c.find("exp.yaml:5: model.highway_bias does not apply here: it is a key of encoder sru (remove it, or "
-                   "choose that encoder)"), std::string::npos) << c;
+  EXPECT_NE(c.find("exp.yaml:5: model.highway_bias does not apply here: it is a key of encoder sru / embed-sru / "
+                   "super-embed-sru (remove it, or choose that encoder)"), std::string::npos) << c;
   const std::string d = error_of([] { parse(kMinimal, {"model.type=lstm", "model.rescale=true"}); });
   EXPECT_NE(d.find("--set model.rescale=true: model.rescale does not apply here: it is a key of encoder sru"),
             std::string::npos) << d;

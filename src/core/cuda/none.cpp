@@ -31,6 +31,7 @@ double time_on_stream_ms(int, const std::function<void()>&) { no_backend(); }
 void fill(const Tensor&, double) { no_backend(); }
 void add_scaled(const Tensor&, const Tensor&, double) { no_backend(); }
 void scale(const Tensor&, double) { no_backend(); }
+void clamp(const Tensor&, double, double) { no_backend(); }
 void convert(const Tensor&, const Tensor&) { no_backend(); }
 void zero(const Tensor&) { no_backend(); }
 

@@ -247,6 +247,11 @@ struct ScaleOp {
   T factor;
   __device__ T operator()(T x, long long) const { return x * factor; }
 };
+template <typename T>
+struct ClampOp {
+  T low, high;
+  __device__ T operator()(T x, long long) const { return x < low ? low : (x > high ? high : x); }
+};
 
 template <typename T, typename F>
 void launch_map(const Tensor& t, F f) {
@@ -380,6 +385,12 @@ void add_scaled(const Tensor& dst, const Tensor& src, double alpha) {
 void scale(const Tensor& t, double factor) {
   SRU_DISPATCH_FLOATING(t.dtype(), "mul_", [&]<typename T>() {
     launch_map<T>(t, ScaleOp<T>{static_cast<T>(factor)});
+  });
+}
+
+void clamp(const Tensor& t, double low, double high) {
+  SRU_DISPATCH_FLOATING(t.dtype(), "clamp_", [&]<typename T>() {
+    launch_map<T>(t, ClampOp<T>{static_cast<T>(low), static_cast<T>(high)});
   });
 }
 

@@ -60,10 +60,11 @@ constexpr unsigned long long kNoError = ~0ull;
 // recorded before and after it (waits for the work to finish).
 double time_on_stream_ms(int device, const std::function<void()>& fn);
 
-// In-place updates of contiguous device tensors (Tensor's fill_/add_/mul_/to(DType)).
+// In-place updates of contiguous device tensors (Tensor's fill_/add_/mul_/clamp_/to(DType)).
 void fill(const Tensor& t, double value);
 void add_scaled(const Tensor& dst, const Tensor& src, double alpha);  // dst += alpha * src
 void scale(const Tensor& t, double factor);
+void clamp(const Tensor& t, double low, double high);
 void convert(const Tensor& src, const Tensor& dst);  // element-wise dtype conversion, same numel
 void zero(const Tensor& t);
 

@@ -3,6 +3,7 @@
 // the baseline x86-64 (or other architecture) build of the same code.
 #define SRU_KERNEL_NAMESPACE baseline
 #include "ops/cpu/sru_recurrence_kernels.h"
+#include "ops/cpu/padding.h"
 
 namespace sru::cpu {
 
@@ -28,18 +29,6 @@ bool use_avx2() {
 #endif
 }
 
-// Padded steps as bytes, (L, B); empty when there is no mask.
-std::vector<uint8_t> padding_of(const Tensor& mask_pad) {
-  std::vector<uint8_t> pad;
-  if (!mask_pad.defined()) return pad;
-  SRU_DISPATCH_ALL(mask_pad.dtype(), "mask_pad", [&]<typename M>() {
-    const M* p = mask_pad.data<M>();
-    pad.resize(mask_pad.numel());
-    for (size_t i = 0; i < pad.size(); ++i) pad[i] = p[i] != M(0);
-  });
-  return pad;
-}
-
 }  // namespace
 
 const char* sru_kernel_isa() { return use_avx2() ? "avx2" : "baseline"; }
@@ -52,7 +41,7 @@ bool force_baseline_sru_kernels(bool on) {
 
 void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
                             const Tensor& c_last) {
-  const std::vector<uint8_t> pad = padding_of(in.mask_pad);
+  const std::vector<uint8_t> pad = padding_bytes(in.mask_pad);
 #if defined(SRU_HAVE_AVX2_KERNELS)
   if (use_avx2()) return avx2::forward(in, o, pad, h, c_all, c_last);
 #endif
@@ -63,7 +52,7 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
                              const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_U,
                              const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
                              const Tensor& grad_c0) {
-  const std::vector<uint8_t> pad = padding_of(in.mask_pad);
+  const std::vector<uint8_t> pad = padding_bytes(in.mask_pad);
 #if defined(SRU_HAVE_AVX2_KERNELS)
   if (use_avx2())
     return avx2::backward(in, o, pad, c_all, grad_h, grad_c_last, grad_U, grad_x, grad_weight_c, grad_bias, grad_c0);

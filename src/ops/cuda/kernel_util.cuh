@@ -90,6 +90,25 @@ void column_sums(const F& f, long long rows, long long cols, double scale, T* ou
   SRU_CUDA_LAUNCH_CHECK("finish_column_sum_kernel");
 }
 
+// A padding mask of any dtype as one int32 per element (1 where nonzero) on its device, so a recurrence
+// kernel reads one type; undefined stays undefined.
+template <typename M>
+__global__ void nonzero_int32_kernel(const M* src, int32_t* dst, long long n) {
+  SRU_GRID_STRIDE(i, n) dst[i] = src[i] != M(0);
+}
+
+inline Tensor padding_as_int32(const Tensor& mask_pad) {
+  if (!mask_pad.defined()) return Tensor();
+  Tensor pad = Tensor::empty(mask_pad.shape(), DType::I32, mask_pad.device());
+  const long long n = pad.numel();
+  if (n == 0) return pad;
+  SRU_DISPATCH_ALL(mask_pad.dtype(), "mask_pad", [&]<typename M>() {
+    nonzero_int32_kernel<<<grid_for(n), kBlock, 0, stream_of(pad)>>>(mask_pad.data<M>(), pad.data<int32_t>(), n);
+    SRU_CUDA_LAUNCH_CHECK("nonzero_int32_kernel");
+  });
+  return pad;
+}
+
 // Row kernels run one block per row: for (n = block index; n < rows; n += blocks). Their grid is capped
 // like grid_for's, so any number of rows fits one launch (a block then takes several rows).
 #define SRU_ROW_STRIDE(n, rows) for (long long n = blockIdx.x; n < (rows); n += gridDim.x)

@@ -181,24 +181,6 @@ __global__ void reduce_batch_kernel(const T* part_v, const T* part_b, long long 
   }
 }
 
-template <typename M>
-__global__ void nonzero_kernel(const M* src, int32_t* dst, long long n) {
-  SRU_GRID_STRIDE(i, n) dst[i] = src[i] != M(0);
-}
-
-// The padding mask as one int32 per (t, b) on the device (undefined when there is no mask).
-Tensor padding_of(const Tensor& mask_pad) {
-  if (!mask_pad.defined()) return Tensor();
-  Tensor pad = Tensor::empty(mask_pad.shape(), DType::I32, mask_pad.device());
-  const long long n = pad.numel();
-  if (n == 0) return pad;
-  SRU_DISPATCH_ALL(mask_pad.dtype(), "mask_pad", [&]<typename M>() {
-    nonzero_kernel<<<grid_for(n), kBlock, 0, stream_of(pad)>>>(mask_pad.data<M>(), pad.data<int32_t>(), n);
-    SRU_CUDA_LAUNCH_CHECK("nonzero_kernel");
-  });
-  return pad;
-}
-
 template <typename T>
 Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& pad) {
   const long long D = o.bidirectional ? 2 : 1;
@@ -212,7 +194,7 @@ Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tenso
 
 void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
                             const Tensor& c_last) {
-  const Tensor pad = padding_of(in.mask_pad);
+  const Tensor pad = padding_as_int32(in.mask_pad);
   SRU_DISPATCH_FLOATING(in.U.dtype(), "sru_recurrence", [&]<typename T>() {
     const Args<T> a = args_of<T>(in, o, pad);
     const long long threads = a.B * a.out;
@@ -229,7 +211,7 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
                              const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_U,
                              const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
                              const Tensor& grad_c0) {
-  const Tensor pad = padding_of(in.mask_pad);
+  const Tensor pad = padding_as_int32(in.mask_pad);
   SRU_DISPATCH_FLOATING(in.U.dtype(), "sru_recurrence_backward", [&]<typename T>() {
     const Args<T> a = args_of<T>(in, o, pad);
       const Shape part_shape{static_cast<int64_t>(a.B), static_cast<int64_t>(2 * a.out)};
