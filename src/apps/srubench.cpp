@@ -98,7 +98,8 @@ struct LayerBenchOptions {
   std::vector<int64_t> lengths = {32, 128};
   std::vector<int64_t> hidden = {256, 512};
   int64_t batch = 32;
-  std::vector<std::string> impls = {"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm"};
+  std::vector<std::string> impls = {"gemm",         "recurrence", "copy", "sru_fused",
+                                    "sru_composed", "lstm_gemm",  "lstm", "lstm_composed"};
   sru::bench::TimingOptions timing{2, 7};
   sru::Device device;
 };
@@ -170,17 +171,36 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
       };
       record("sru_fused", run_sru(nn::SRUImplementation::Fused));
       record("sru_composed", run_sru(nn::SRUImplementation::Composed));
+      // The LSTM layer's GEMMs alone: x W_ih^T, per step h W_hh^T and dG_t W_hh, then dx, dW_ih, dW_hh.
+      Tensor w_ih = Tensor::uniform({4 * d, d}, -0.1, 0.1, sru::DType::F32, gen).to(dev), w_hh = w_ih.clone();
+      Tensor gG = Tensor::uniform({M, 4 * d}, -1, 1, sru::DType::F32, gen).to(dev);
+      record("lstm_gemm", [&] {
+        sru::autograd::NoGradGuard no_grad;
+        sru::matmul(x, w_ih, false, true);
+        for (int64_t t = 0; t < L; ++t) {
+          sru::matmul(x.narrow0(t, 1).view({B, d}), w_hh, false, true);
+          sru::matmul(gG.narrow0(t * B, B), w_hh);
+        }
+        sru::matmul(gG, w_ih);
+        sru::matmul(gG, x.view({M, d}), true, false);
+        sru::matmul(gG, x.view({M, d}), true, false);
+      });
       nn::LSTMOptions lo;
       lo.input_size = d;
       lo.hidden_size = d;
       nn::LSTM lstm(lo, gen);
       lstm.to(dev);
-      // On a GPU nn::LSTM runs through cuDNN: its row is called lstm_cudnn there.
+      auto run_lstm = [&](nn::LSTMImplementation impl) {
+        return [&, impl] {
+          lstm.set_implementation(impl);
+          lstm.zero_grad();
+          sru::autograd::backward(lstm.forward(xin).output, grad_h);
+        };
+      };
+      // On a GPU nn::LSTM runs through cuDNN: its row is called lstm_cudnn there (and has no composed twin).
       const std::string lstm_name = dev.is_cuda() ? "lstm_cudnn" : "lstm";
-      record(lstm_name, [&] {
-        lstm.zero_grad();
-        sru::autograd::backward(lstm.forward(xin).output, grad_h);
-      });
+      record(lstm_name, run_lstm(nn::LSTMImplementation::Fused));
+      if (!dev.is_cuda()) record("lstm_composed", run_lstm(nn::LSTMImplementation::Composed));
       auto time_of = [&](const std::string& impl) {
         for (const Measured& m : times)
           if (m.impl == impl) return m.ms;
@@ -192,6 +212,7 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
         if (m.bytes > 0) row.set("gbps", m.bytes / (m.ms * 1e6));
         if (time_of("gemm") > 0 && m.bytes == 0) row.set("x_gemm", m.ms / time_of("gemm"));
         if (time_of(lstm_name) > 0 && m.bytes == 0) row.set("lstm_over_this", time_of(lstm_name) / m.ms);
+        if (o.timing.cpu_time) row.set("cpu_clock", 1);
         report.add(row);
       }
     }
@@ -412,13 +433,17 @@ int main(int argc, char** argv) {
 
   LayerBenchOptions layer;
   auto* layer_cmd = cli.add_subcommand("sru-vs-lstm", "Forward+backward of one layer: GEMMs alone, the fused "
-                                                       "recurrence alone, SRU fused, SRU composed, LSTM");
+                                                       "recurrence alone, SRU fused, SRU composed, the LSTM's "
+                                                       "GEMMs alone, LSTM fused, LSTM composed");
   layer_cmd->add_option("--lengths", layer.lengths, "Sequence lengths L")->capture_default_str();
   layer_cmd->add_option("--hidden", layer.hidden, "Hidden sizes d (= input size)")->capture_default_str();
   layer_cmd->add_option("--batch", layer.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
   layer_cmd->add_option("--impls", layer.impls, "Implementations to run")->capture_default_str()
-      ->check(CLI::IsMember({"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm", "lstm_cudnn"}));
+      ->check(CLI::IsMember({"gemm", "recurrence", "copy", "sru_fused", "sru_composed", "lstm_gemm", "lstm",
+                             "lstm_composed", "lstm_cudnn"}));
   add_timing_options(layer_cmd, layer.timing);
+  layer_cmd->add_flag("--cpu-time", layer.timing.cpu_time, "CPU only: report the process's CPU time per run, not "
+                      "the wall clock (for a loaded shared machine; with --threads 1 it is the work of one thread)");
   layer_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
   layer_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
@@ -501,6 +526,8 @@ int main(int argc, char** argv) {
     SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed() || reader_cmd->parsed() || srupp_cmd->parsed(), "srubench ",
               name, ": --device ", device, " is not supported: only sru-vs-lstm, reader-rnn and srupp-layer measure "
               "CUDA devices");
+    SRU_CHECK(!(layer.timing.cpu_time && layer.device.is_cuda()), "srubench sru-vs-lstm: --cpu-time measures the CPU "
+              "only; a CUDA device is timed with CUDA events");
     if (layer.device.is_cuda()) {
       const std::string why = sru::cuda::unavailable_reason(layer.device.index);
       SRU_CHECK(why.empty(), "srubench ", name, ": --device ", device, " is not available: ", why);
@@ -526,7 +553,8 @@ int main(int argc, char** argv) {
       bench_sru_vs_lstm(report, layer);
     }
     if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
-    std::cout << "threads: " << sru::num_threads() << "\n" << report.table();
+    std::cout << "threads: " << sru::num_threads() << (layer.timing.cpu_time ? ", clock: process CPU time" : "")
+              << "\n" << report.table();
     if (!json_path.empty()) report.write_json(json_path);
     return 0;
   });

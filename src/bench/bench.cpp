@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -17,6 +18,16 @@
 
 namespace sru::bench {
 
+namespace {
+
+double process_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+}  // namespace
+
 Timing time_cpu(const std::function<void()>& fn, const TimingOptions& options) {
   return time_on(Device::cpu(), fn, options);
 }
@@ -29,6 +40,12 @@ Timing time_on(Device device, const std::function<void()>& fn, const TimingOptio
   for (int i = 0; i < options.repeats; ++i) {
     if (device.is_cuda()) {
       ms.push_back(cuda::time_on_stream_ms(device.index, fn));
+      continue;
+    }
+    if (options.cpu_time) {
+      const double start = process_cpu_ms();
+      fn();
+      ms.push_back(process_cpu_ms() - start);
       continue;
     }
     const auto start = std::chrono::steady_clock::now();

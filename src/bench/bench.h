@@ -15,13 +15,17 @@ namespace sru::bench {
 struct TimingOptions {
   int warmup = 2;
   int repeats = 10;
+  // CPU only: time each repeat with the process's CPU time (all its threads) instead of the wall
+  // clock. On a shared machine whose other processes take turns on the cores, the wall clock measures
+  // the queue; CPU time measures the work (with one thread: the work of that thread).
+  bool cpu_time = false;
 };
 
 struct Timing {
   double median_ms = 0, min_ms = 0, max_ms = 0;
 };
 
-// Runs fn warmup times untimed, then `repeats` times timed with a steady clock.
+// Runs fn warmup times untimed, then `repeats` times timed with a steady clock (or CPU time).
 Timing time_cpu(const std::function<void()>& fn, const TimingOptions& options);
 // As time_cpu on the CPU; on a CUDA device each repeat is timed with CUDA events around the work fn
 // queues (after the warm-up has finished on the device).

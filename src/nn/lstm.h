@@ -1,5 +1,6 @@
-// LSTM baseline, built from autograd ops on the CPU and through cuDNN (ops/lstm_cudnn.h, one call per
-// layer) on a CUDA device, with PyTorch's nn.LSTM parameter names, shapes,
+// LSTM baseline, on the CPU through the fused recurrence op (ops/lstm_recurrence.h: per step one GEMM
+// for the four gates and one gate kernel) and through cuDNN (ops/lstm_cudnn.h, one call per layer) on
+// a CUDA device, with PyTorch's nn.LSTM parameter names, shapes,
 // gate order (i, f, g, o — also cuDNN's) and initialisation U(-1/sqrt(H), 1/sqrt(H)):
 //   weight_ih_l{k}[_reverse] (4H, n_in)   weight_hh_l{k}[_reverse] (4H, H)
 //   bias_ih_l{k}[_reverse]   (4H)         bias_hh_l{k}[_reverse]   (4H)
@@ -10,7 +11,8 @@
 // last h and c of every layer (layers, B, out). Dropout (training only) between layers, as PyTorch, the
 // same masks on both devices. On CUDA, padding must sit at the end of each sequence (cuDNN's lengths),
 // and mask_pad is best made on the CPU: cuDNN takes the lengths on the host, so a device mask costs a
-// host wait to read back.
+// host wait to read back. set_implementation(Composed) runs the recurrence as basic autograd ops per
+// step instead (the previous CPU implementation, kept as the fused op's test oracle and benchmark row).
 #pragma once
 
 #include <memory>
@@ -31,6 +33,8 @@ struct LSTMOptions {
   DType dtype = DType::F32;
 };
 
+enum class LSTMImplementation { Fused, Composed };
+
 struct RecurrentOutput {
   Tensor output;  // (L, B, out)
   Tensor h;       // (layers, B, out), last hidden state per layer
@@ -46,6 +50,8 @@ class LSTM : public SequenceEncoder {
   Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
   int64_t output_size() const override { return directions() * options.hidden_size; }
   int64_t directions() const override { return options.bidirectional ? 2 : 1; }
+  // The CPU implementation (a CUDA device always uses cuDNN).
+  void set_implementation(LSTMImplementation impl) { implementation_ = impl; }
 
   LSTMOptions options;
 
@@ -53,7 +59,16 @@ class LSTM : public SequenceEncoder {
   struct Direction {
     Tensor weight_ih, weight_hh, bias_ih, bias_hh;
   };
+  struct DirectionResult {
+    Tensor output, h, c;  // (L, B, H), (B, H), (B, H)
+  };
   RecurrentOutput forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad) const;
+  // One direction of one layer on the CPU; h0, c0 (B, H) or undefined.
+  DirectionResult direction_fused(const Direction& p, const Tensor& input, const Tensor& h0, const Tensor& c0,
+                                  const Tensor& mask_pad, bool reverse) const;
+  DirectionResult direction_composed(const Direction& p, const Tensor& input, const Tensor& h0, const Tensor& c0,
+                                     const std::vector<Tensor>& pad, bool reverse) const;
+  LSTMImplementation implementation_ = LSTMImplementation::Fused;
   std::vector<std::vector<Direction>> layers_;  // [layer][direction]
   Generator* gen_;
 };

@@ -2,6 +2,7 @@
 #include "tasks/classify.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <ostream>
 #include <unordered_set>
@@ -44,6 +45,15 @@ Tensor pad_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < lengths[b]; ++t) p[t * B + b] = ids[batch[b]][t];
   return x;
+}
+
+// The reference classifier's training batches: the examples in one seeded order, cut into consecutive
+// batches of `size` once; every epoch sees the same batches in the same order.
+std::vector<std::vector<int64_t>> fixed_batches(int64_t n, int64_t size, uint64_t seed) {
+  const std::vector<int64_t> order = data::shuffled_indices(n, seed);
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t i = 0; i < n; i += size) batches.emplace_back(order.begin() + i, order.begin() + std::min(n, i + size));
+  return batches;
 }
 
 // The highest-scoring class of row b of logits (B, C).
@@ -169,8 +179,12 @@ ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, const Task
         subwords_ = data::SubwordModel::train(texts, d.sentencepiece_vocab_size, static_cast<uint64_t>(cfg.train.seed));
       }
     }
+    // With vocab_from all, words seen only in validation or test get rows of their own (random, or
+    // their pretrained vectors) instead of <unk>, as in the reference classifier; no label is read.
     std::vector<std::vector<std::string>> words;
-    for (const auto& s : train_s) words.push_back(tokens(s.text));
+    for (const auto* split : {&train_s, &valid_s, &test_s})
+      if (split == &train_s || d.vocab_from == "all")
+        for (const auto& s : *split) words.push_back(tokens(s.text));
     vocab_ = data::Vocabulary::build(words, d.min_count);
     for (const auto* split : {&train_s, &valid_s, &test_s})
       for (const auto& s : *split) num_classes = std::max(num_classes, s.label + 1);
@@ -193,6 +207,7 @@ ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, const Task
 }
 
 std::vector<std::string> ClassifyTask::tokens(const std::string& text) const {
+  if (options_.tokenizer == "clean_str") return data::clean_str_words(text, options_.lowercase);
   if (!subwords_) return data::split_words(text, options_.lowercase);
   return subwords_->pieces(options_.lowercase ? data::ascii_lower(text) : text);
 }
@@ -214,12 +229,17 @@ void ClassifyTask::init_embeddings(Generator& gen) {
   const int64_t V = w.size(0), E = w.size(1);
   w.copy_(Tensor::uniform({V, E}, -0.25, 0.25, DType::F32, gen));
   float* p = w.data<float>();
-  std::fill(p, p + E, 0.0f);  // <pad>
   if (options_.vectors.empty()) {
     if (cfg_.model.freeze_embedding)
-      spdlog::warn("model.freeze_embedding is set but data.vectors is empty: the embeddings stay random");
-    return;
+      spdlog::info("model.freeze_embedding is set and data.vectors is empty: the embeddings are fixed random vectors");
+  } else {
+    load_vectors(p, V, E);
   }
+  if (options_.normalize_embeddings) normalize_rows(p, V, E);
+  std::fill(p, p + E, 0.0f);  // <pad>
+}
+
+void ClassifyTask::load_vectors(float* p, int64_t V, int64_t E) {
   SRU_CHECK(std::filesystem::is_regular_file(options_.vectors), "cannot open word vectors '", options_.vectors,
             "' (data.vectors)");
   std::unordered_set<std::string> wanted(vocab_.words().begin() + 2, vocab_.words().end());
@@ -237,12 +257,25 @@ void ClassifyTask::init_embeddings(Generator& gen) {
                options_.vectors, pretrained_words_, V - 2, vectors.rows_read);
 }
 
+void ClassifyTask::normalize_rows(float* p, int64_t V, int64_t E) {
+  for (int64_t i = 0; i < V; ++i) {
+    float* row = p + i * E;
+    double sum = 0;
+    for (int64_t j = 0; j < E; ++j) sum += static_cast<double>(row[j]) * row[j];
+    if (sum == 0) continue;
+    const double scale = 1.0 / std::sqrt(sum);
+    for (int64_t j = 0; j < E; ++j) row[j] = static_cast<float>(row[j] * scale);
+  }
+}
+
 int64_t ClassifyTask::steps_per_epoch() const {
   return (train_.size() + cfg_.data.batch_size - 1) / cfg_.data.batch_size;
 }
 
 void ClassifyTask::start_epoch(int64_t epoch, int64_t) {
-  batches_ = epoch_batches(train_.lengths(), cfg_.data.batch_size, static_cast<uint64_t>(cfg_.train.seed), epoch);
+  batches_ = options_.batching == "fixed"
+                 ? fixed_batches(train_.size(), cfg_.data.batch_size, static_cast<uint64_t>(cfg_.train.seed))
+                 : epoch_batches(train_.lengths(), cfg_.data.batch_size, static_cast<uint64_t>(cfg_.train.seed), epoch);
 }
 
 StepResult ClassifyTask::forward_step(int64_t index) {
@@ -381,18 +414,27 @@ std::vector<config::Section> classify_fields(ClassifyOptions& o) {
       int_field("fold", &o.fold, "This run's test fold (-1 = run every fold, report mean and std)", -1),
       int_field("run_folds", &o.run_folds, "With data.fold -1, run only the first N folds (0 = all)", 0),
       bool_field("lowercase", &o.lowercase, "Lower-case ASCII letters before building the vocabulary"),
-      string_field("tokenizer", &o.tokenizer, "whitespace (the files are tokenised) or sentencepiece",
-                   {"whitespace", "sentencepiece"}),
+      string_field("tokenizer", &o.tokenizer, "whitespace (the files are tokenised), clean_str (the reference "
+                   "classifier's rules: drops characters but letters, digits and ( ) , ! ? ' `, splits clitics) or "
+                   "sentencepiece", {"whitespace", "clean_str", "sentencepiece"}),
       string_field("sentencepiece_model", &o.sentencepiece_model,
                    "SentencePiece .model to use (empty = train one on the training split)"),
       int_field("sentencepiece_vocab_size", &o.sentencepiece_vocab_size, "Pieces of a SentencePiece model trained here",
                 16),
       int_field("min_count", &o.min_count, "Words seen fewer times in training become <unk>", 1),
+      string_field("vocab_from", &o.vocab_from, "Vocabulary from the training split, or from all splits (the "
+                   "reference's; unseen test words then get their own random or pretrained rows, not <unk>)",
+                   {"train", "all"}),
+      string_field("batching", &o.batching, "Training batches: bucketed (similar lengths, reshuffled each epoch) or "
+                   "fixed (the reference's: one seeded order cut once, the same batches every epoch)",
+                   {"bucketed", "fixed"}),
       string_field("vectors", &o.vectors, "Pretrained word vectors (word2vec .bin, GloVe/fastText text, .gz or .zip); "
                    "empty = random trainable embeddings"),
       string_field("vectors_format", &o.vectors_format, "Format of data.vectors (auto: .bin = word2vec)",
                    {"auto", "text", "word2vec"}),
-      bool_field("normalize_vectors", &o.normalize_vectors, "Scale pretrained vectors to unit L2 norm")}}};
+      bool_field("normalize_vectors", &o.normalize_vectors, "Scale pretrained vectors to unit L2 norm"),
+      bool_field("normalize_embeddings", &o.normalize_embeddings, "Scale every embedding row (random ones too) to "
+                 "unit L2 norm at initialisation, as the reference classifier does")}}};
 }
 
 }  // namespace

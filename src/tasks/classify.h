@@ -6,11 +6,19 @@
 // Model (checkpoint names): embedding.weight (V, E) -> dropout -> rnn (SRU rnn.rnn_lst.{i}.* or LSTM
 // rnn.weight_ih_l0, ...; padded batches through mask_pad) -> dropout -> output.weight (C, out),
 // output.bias (C). Embeddings: pretrained vectors where the file has the word, U(-0.25, 0.25) for
-// the others (Kim 2014), the padding row 0; fixed when model.freeze_embedding.
+// the others (Kim 2014), the padding row 0; every row but <pad> scaled to unit L2 norm when
+// data.normalize_embeddings (the reference classifier's EmbeddingLayer); fixed when
+// model.freeze_embedding.
+//
+// The reference protocol (asappresearch/sru classification/, the paper's Table 1) in config keys:
+// data.tokenizer clean_str, data.vocab_from all, data.batching fixed, data.normalize_embeddings true,
+// model.freeze_embedding true (configs/classify/*.yaml; docs/results.md has what each one changes).
 //
 // Splits: data.test_path given -> train on data.path (valid from data.valid_path or held out);
 // otherwise k-fold cross-validation on data.path with data.fold the test fold (see
-// data::cross_validation_split). Batches group sentences of similar length (bucketing).
+// data::cross_validation_split). Batches group sentences of similar length (bucketing), reshuffled
+// every epoch; or, with data.batching fixed, the reference's: consecutive sentences of one seeded
+// shuffle, the same batches in the same order every epoch.
 // Checkpoints carry the vocabulary ("task.vocab") and a SentencePiece model ("task.subword_model"),
 // as bytes in i32 tensors, so a checkpoint alone classifies new text.
 #pragma once
@@ -38,13 +46,16 @@ struct ClassifyOptions {
   int64_t fold = -1;              // the test fold of this run; -1 = run every fold and report mean/std
   int64_t run_folds = 0;          // with fold -1: run only the first N folds (0 = all); for quick estimates
   bool lowercase = false;
-  std::string tokenizer = "whitespace";  // whitespace | sentencepiece
+  std::string tokenizer = "whitespace";  // whitespace | clean_str | sentencepiece
   std::string sentencepiece_model;       // "" = train one on the training split
   int64_t sentencepiece_vocab_size = 8000;
   int64_t min_count = 1;          // words seen fewer times in training are <unk>
+  std::string vocab_from = "train";  // train | all: the words of the training split, or of every split
+  std::string batching = "bucketed";  // bucketed (by length, reshuffled each epoch) | fixed (the reference's)
   std::string vectors;            // pretrained word vectors ("" = random trainable embeddings)
   std::string vectors_format = "auto";  // auto | text | word2vec
   bool normalize_vectors = true;  // scale each pretrained vector to unit L2 norm
+  bool normalize_embeddings = false;  // scale every row (random ones too, not <pad>) to unit L2 norm
 };
 
 class Classifier : public nn::Module {
@@ -120,6 +131,8 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
   void eval_batches(const EncodedSplit& split, int64_t max_batches, bool distributed,
                     const std::function<void(const std::vector<int64_t>&, const Tensor&)>& fn);
   void init_embeddings(Generator& gen);
+  void load_vectors(float* weight, int64_t V, int64_t E);  // pretrained rows over the random ones
+  static void normalize_rows(float* weight, int64_t V, int64_t E);
 
   config::Config cfg_;
   ClassifyOptions options_;

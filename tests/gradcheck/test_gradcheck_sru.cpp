@@ -1,10 +1,12 @@
 // Finite-difference checks of the fused SRU recurrence's backward (every input that takes a
-// gradient: U, x, weight_c, bias, c0), of a whole SRU stack, and of the CPU LSTM.
+// gradient: U, x, weight_c, bias, c0), of a whole SRU stack, of the fused LSTM recurrence (gates_x,
+// weight_hh, bias, h0, c0) and of the CPU LSTM.
 #include <gtest/gtest.h>
 
 #include "autograd/gradcheck.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
+#include "ops/lstm_recurrence.h"
 #include "ops/ops.h"
 #include "ops/sru_recurrence.h"
 #include "testing.h"
@@ -66,6 +68,24 @@ TEST(GradcheckSru, StackWithLayerNormProjectionAndDropout) {
         return std::vector<Tensor>{h, c};
       },
       inputs);
+}
+
+TEST(GradcheckLstm, FusedRecurrenceAllInputs) {
+  const int64_t L = 5, B = 3, H = 2;
+  // Padding at the start of sequence 1, in the middle of sequence 2, none in sequence 0.
+  const Tensor mask_pad = Tensor::from_vector(std::vector<int64_t>{0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, {L, B});
+  for (int bits = 0; bits < 8; ++bits) {
+    const bool reverse = bits & 1, extras = bits & 2, padded = bits & 4;  // extras: bias, h0, c0
+    SCOPED_TRACE(::testing::Message() << "reverse " << reverse << ", bias/h0/c0 " << extras << ", padding " << padded);
+    Inputs inputs = {leaf({L, B, 4 * H}, 1, -2, 2), leaf({4 * H, H}, 2), extras ? leaf({4 * H}, 3) : Tensor(),
+                     extras ? leaf({B, H}, 4) : Tensor(), extras ? leaf({B, H}, 5) : Tensor()};
+    expect_gradients_match(
+        [=](const Inputs& x) {
+          const LstmRecurrenceResult r = lstm_recurrence(x[0], x[1], x[2], x[3], x[4], padded ? mask_pad : Tensor(), reverse);
+          return std::vector<Tensor>{r.output, r.h, r.c};
+        },
+        inputs);
+  }
 }
 
 TEST(GradcheckLstm, BidirectionalTwoLayersWithPaddingAndInitialState) {

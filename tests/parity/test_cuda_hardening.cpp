@@ -16,6 +16,7 @@
 #include "cuda_parity.h"
 #include "nn/lstm.h"
 #include "ops/lstm_cudnn.h"
+#include "ops/lstm_recurrence.h"
 #include "ops/softmax.h"
 #include "ops/sru_recurrence.h"
 #include "train_step.h"
@@ -236,6 +237,11 @@ TEST(CudaHardening, MismatchedDevicesAreRefusedByEveryOpFamily) {
          const Tensor w = Tensor::ones({2}, DType::F32, kCuda);
          sru_recurrence(Tensor::ones({2, 1, 3}, DType::F32, kCuda), Tensor::ones({2, 1, 1}, DType::F32, kCuda), w, w,
                         Tensor(), Tensor(), Tensor(), o);
+       }},
+      {"lstm_recurrence weight_hh",
+       [&] {
+         lstm_recurrence(Tensor::ones({2, 1, 4}, DType::F32, kCuda), Tensor::ones({4, 1}), Tensor(), Tensor(), Tensor(),
+                         Tensor(), false);
        }},
 #if defined(SRU_WITH_CUDA)  // built with the CUDA backend only
       {"lstm_cudnn_layer",

@@ -16,6 +16,7 @@
 #include "nn/lstm.h"
 #include "nn/sru.h"
 #include "ops/embed_sru_recurrence.h"
+#include "ops/lstm_recurrence.h"
 #include "ops/sru_recurrence.h"
 #include "optim/optimizer.h"
 
@@ -284,6 +285,31 @@ TEST(CudaParity, CudnnLstmMatchesCpuLstm) {
           },
           {x, h0, c0, mask_pad}, tol);
       expect_same_parameters_and_grads(cpu, gpu, tol);
+    }
+}
+
+// The fused LSTM recurrence op (CUDA twin) against its CPU kernels: both directions, with and without
+// bias and initial state, padding at the start, middle and end of sequences; outputs and gradients.
+TEST(CudaParity, FusedLstmRecurrence) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t L = 9, B = 4, H = 37;
+  std::vector<float> pad(L * B, 0.0f);
+  pad[0 * B + 1] = pad[1 * B + 1] = pad[4 * B + 2] = pad[7 * B + 3] = pad[8 * B + 3] = 1.0f;
+  const Tensor mask_pad = Tensor::from_vector(pad, {L, B});
+  for (DType dt : {DType::F32, DType::F64})
+    for (int bits = 0; bits < 4; ++bits) {
+      const bool reverse = bits & 1, extras = bits & 2;
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (reverse ? " reverse" : "") + (extras ? " bias, h0, c0" : ""));
+      const double tol = dt == DType::F32 ? 1e-4 : 1e-10;
+      expect_parity(
+          [&](const Inputs& v) {
+            const LstmRecurrenceResult r = lstm_recurrence(v[0], v[1], v[2], v[3], v[4], v[5], reverse);
+            return std::vector<Tensor>{r.output, r.h, r.c};
+          },
+          {rand_leaf({L, B, 4 * H}, 70, dt, -2, 2), rand_leaf({4 * H, H}, 71, dt, -0.5, 0.5),
+           extras ? rand_leaf({4 * H}, 72, dt) : Tensor(), extras ? rand_leaf({B, H}, 73, dt) : Tensor(),
+           extras ? rand_leaf({B, H}, 74, dt) : Tensor(), mask_pad},
+          tol);
     }
 }
 

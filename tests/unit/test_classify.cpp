@@ -70,6 +70,25 @@ TEST(LabeledText, ReadsLabelsAndWordsSkipsLabelOnlyLines) {
   EXPECT_EQ(data::split_words("\xc9t\xc9 ABC", true), (std::vector<std::string>{"\xc9t\xc9", "abc"}));  // Latin-1 kept
 }
 
+// Expected tokens from the reference's clean_str (asappresearch/sru classification/dataloader.py)
+// run under Python 3 on the same strings.
+TEST(LabeledText, CleanStrFollowsTheReferenceRules) {
+  using W = std::vector<std::string>;
+  EXPECT_EQ(data::clean_str_words("It's a (very) good film, isn't it? Yes!", true),
+            (W{"it", "'s", "a", "\\(", "very", "\\)", "good", "film", ",", "is", "n't", "it", "\\?", "yes", "!"}));
+  EXPECT_EQ(data::clean_str_words("don't  won't can't I'd we'll they're you've", true),
+            (W{"do", "n't", "wo", "n't", "ca", "n't", "i", "'d", "we", "'ll", "they", "'re", "you", "'ve"}));
+  // Everything but letters, digits and ( ) , ! ? ' ` goes: '.', '"', '-', '/', tabs, non-ASCII bytes.
+  EXPECT_EQ(data::clean_str_words("`quoted' \"double\" -- dash.", true), (W{"`quoted'", "double", "dash"}));
+  EXPECT_EQ(data::clean_str_words("caf\xc3\xa9 na\xc3\xafve\t3.5/10", true), (W{"caf", "na", "ve", "3", "5", "10"}));
+  EXPECT_EQ(data::clean_str_words("caf\xe9 ok", true), (W{"caf", "ok"}));  // a Latin-1 byte alike
+  // Substitutions run one after the other, each left to right without overlaps.
+  EXPECT_EQ(data::clean_str_words("'s's n'tn't ''ll", true), (W{"'s", "'s", "n't", "n't", "'", "'ll"}));
+  // TREC keeps its case (lowercase false); the rules are the same.
+  EXPECT_EQ(data::clean_str_words("What's the (B)est?", false), (W{"What", "'s", "the", "\\(", "B", "\\)", "est", "\\?"}));
+  EXPECT_EQ(data::clean_str_words(" . ... ", true), W{});
+}
+
 TEST(LabeledText, MalformedLinesNameFileAndLine) {
   EXPECT_NE(error_of([] { data::read_labeled_file(temp_file("bad_label.txt", "1 ok\npos great\n")); })
                 .find("bad_label.txt:2: expected \"LABEL text\""),
@@ -223,6 +242,56 @@ TEST(ClassifyTask, PretrainedVectorsFillKnownWordsAndCanBeFrozen) {
   EXPECT_NEAR(no[2], 1.0, 1e-6);
   for (double x : w1) EXPECT_TRUE(x >= -0.25 && x <= 0.25);  // not in the file: U(-0.25, 0.25)
   for (const auto& p : task.model().trainable_parameters()) EXPECT_FALSE(p.shares_storage(w));
+}
+
+// The reference protocol's options: the vocabulary from every split, every row normalised (random
+// ones and pretrained ones alike, <pad> zero), and fixed batches that repeat every epoch.
+TEST(ClassifyTask, ReferenceProtocolOptions) {
+  config::Config cfg = tiny_config("sru");
+  cfg.data.path = temp_file("proto_train.txt", "1 Good, isn't it?\n0 bad. don't\n1 fine! can't\n0 dull\n1 nice\n0 poor\n");
+  options(cfg).test_path = temp_file("proto_test.txt", "1 unseen (word)\n");
+  options(cfg).valid_fraction = 0.2;
+  cfg.data.batch_size = 2;
+  cfg.model.embedding_size = 3;
+  options(cfg).tokenizer = "clean_str";
+  options(cfg).lowercase = true;
+  options(cfg).vectors = temp_file("proto_vec.txt", "good 3 0 4\nnice 0 0 2\n");
+  options(cfg).normalize_vectors = false;
+  cfg.model.dropout = cfg.model.embedding_dropout = cfg.model.output_dropout = 0;  // a loss depends on its batch only
+  {
+    Generator gen(1);
+    tasks::ClassifyTask task(cfg, gen, {});
+    EXPECT_EQ(task.vocabulary().id("unseen"), data::Vocabulary::kUnk);  // vocab_from train
+    EXPECT_NE(task.vocabulary().id("n't"), data::Vocabulary::kUnk);  // in 3 sentences, 1 of 6 held out
+    EXPECT_EQ(task.vocabulary().id("bad."), data::Vocabulary::kUnk);
+  }
+  options(cfg).vocab_from = "all";
+  options(cfg).normalize_embeddings = true;
+  options(cfg).batching = "fixed";
+  Generator gen(1);
+  tasks::ClassifyTask task(cfg, gen, {});
+  EXPECT_NE(task.vocabulary().id("unseen"), data::Vocabulary::kUnk);
+  EXPECT_NE(task.vocabulary().id("\\("), data::Vocabulary::kUnk);
+  const std::vector<double> w = task.model().state().front().second.to_vector<double>();  // embedding.weight
+  for (int64_t id = 0; id < task.vocabulary().size(); ++id) {
+    double norm = 0;
+    for (int64_t j = 0; j < 3; ++j) norm += w[id * 3 + j] * w[id * 3 + j];
+    EXPECT_NEAR(norm, id == data::Vocabulary::kPad ? 0.0 : 1.0, 1e-6) << task.vocabulary().words()[id];
+  }
+  const int64_t good = task.vocabulary().id("good");
+  EXPECT_NEAR(w[good * 3 + 0], 0.6, 1e-6);  // (3, 0, 4) scaled although normalize_vectors is off
+  EXPECT_NEAR(w[good * 3 + 2], 0.8, 1e-6);
+
+  // Fixed batches: every training example once, the same batches in the same order every epoch.
+  auto epoch = [&](int64_t e) {
+    task.start_epoch(e, 0);
+    std::vector<double> losses;
+    for (int64_t i = 0; i < task.steps_per_epoch(); ++i) losses.push_back(task.forward_step(i).loss.item<double>());
+    return losses;
+  };
+  EXPECT_EQ(task.steps_per_epoch(), 3);  // 5 training sentences in batches of 2
+  const auto first = epoch(0), second = epoch(5);
+  EXPECT_EQ(first, second);
 }
 
 // The real data sets, when mirrored beside the project (skipped without them): counts and classes
