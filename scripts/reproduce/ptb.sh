@@ -44,16 +44,18 @@ done
 # The trained v1 SRU as Super-Embed-SRU: the same test perplexity (to float rounding).
 dir=$out/ptb
 if [ -f "$dir/sru/best.safetensors" ]; then
-  "$srueval" --checkpoint "$dir/sru/best.safetensors" --convert super-embed --out "$dir/sru-as-super-embed.safetensors" > /dev/null
-  "$srueval" --checkpoint "$dir/sru/best.safetensors" --split test --json "$dir/sru-before.test.json" > /dev/null
-  "$srueval" --checkpoint "$dir/sru-as-super-embed.safetensors" --split test --json "$dir/sru-after.test.json" > /dev/null
+  conv=$dir/sru-as-super-embed
+  mkdir -p "$conv"
+  "$srueval" --checkpoint "$dir/sru/best.safetensors" --convert super-embed --out "$conv/model.safetensors" > /dev/null
+  "$srueval" --checkpoint "$dir/sru/best.safetensors" --split test --json "$conv/before.test.json" > /dev/null
+  "$srueval" --checkpoint "$conv/model.safetensors" --split test --json "$conv/after.test.json" > /dev/null
   python3 - "$dir" "$scale" <<'PY'
 import json, os, sys
 d, scale = sys.argv[1], sys.argv[2]
-before = json.load(open(os.path.join(d, "sru-before.test.json")))["metrics"]["ppl"]
-after = json.load(open(os.path.join(d, "sru-after.test.json")))["metrics"]["ppl"]
+before = json.load(open(os.path.join(d, "sru-as-super-embed", "before.test.json")))["metrics"]["ppl"]
+after = json.load(open(os.path.join(d, "sru-as-super-embed", "after.test.json")))["metrics"]["ppl"]
 summary = json.load(open(os.path.join(d, "sru.json")))
-summary.update({"run": "sru-as-super-embed", "metric": "ppl", "stopped": "converted from sru/best.safetensors",
+summary.update({"run": "sru-as-super-embed", "metric": "ppl", "stopped": "converted from sru/best.safetensors to sru-as-super-embed/model.safetensors",
                 "metrics": {"test.ppl": after, "test.ppl_before": before, "test.ppl_change": abs(after - before) / before},
                 "parameters": None, "wall_time_s": None, "train_tokens_per_s": None, "seconds_per_epoch": None})
 json.dump(summary, open(os.path.join(d, "sru-as-super-embed.json"), "w"), indent=2)
