@@ -11,15 +11,9 @@
 # Summaries: OUT/charlm/{sru,lstm}.json (see scripts/reproduce/lib.sh for the common options).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-repro_parse "$@"
 models="sru lstm"
-set -- "${repro_args[@]+"${repro_args[@]}"}"
-while [ $# -gt 0 ]; do
-  case $1 in
-    --models) models=$2; shift 2 ;;
-    *) echo "charlm.sh: unknown argument '$1'" >&2; exit 1 ;;
-  esac
-done
+repro_parse "$@"
+repro_refuse_rest
 
 if [ "$scale" = ci ]; then
   data=(--set data.path=data/enwik8-sample/enwik8.head1M --set data.batch_size=32 --set data.bptt=64

@@ -15,13 +15,12 @@
 # Summaries: OUT/classify/NAME.json, NAME = set, or set-lstm (see scripts/reproduce/lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-repro_parse "$@"
 sets="mr subj cr mpqa trec sst2" models="sru lstm" epochs="" run_folds=""
+repro_parse "$@"
 set -- "${repro_args[@]+"${repro_args[@]}"}"
 while [ $# -gt 0 ]; do
   case $1 in
     --sets) sets=$2; shift 2 ;;
-    --models) models=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --run-folds) run_folds=$2; shift 2 ;;
     *) echo "classify.sh: unknown argument '$1'" >&2; exit 1 ;;

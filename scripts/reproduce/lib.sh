@@ -7,6 +7,7 @@
 #   --out DIR          where runs and summaries go (default runs/reproduce-SCALE)
 #   --threads N        train.threads (0 = all cores)
 #   --set KEY=VALUE    any config override, given to every run (repeatable)
+#   --models "A B"     which of the script's models to run (the script sets the default in $models)
 # Each run writes OUT/EXPERIMENT/RUN/ (the run directory) and OUT/EXPERIMENT/RUN.json (the summary of
 # scripts/reproduce/summarize.py: metrics, wall time, throughput, config hash, commit, machine).
 # SRUTRAIN / SRUEVAL choose other binaries than build/srutrain, build/srueval.
@@ -24,6 +25,7 @@ repro_parse() {
       --out) out=$2; shift 2 ;;
       --threads) threads=$2; shift 2 ;;
       --set) repro_extra+=(--set "$2"); shift 2 ;;
+      --models) models=$2; shift 2 ;;
       -h|--help) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 0 ;;
       *) repro_args+=("$1"); shift ;;
     esac
@@ -36,6 +38,11 @@ repro_parse() {
   srutrain=${SRUTRAIN:-build/srutrain} srueval=${SRUEVAL:-build/srueval}
   if [ ! -x "$srutrain" ] || [ ! -x "$srueval" ]; then scripts/build.sh > /dev/null; fi
   mkdir -p "$out"
+}
+
+# Refuses what repro_parse left over, for scripts with no options of their own.
+repro_refuse_rest() {
+  if [ ${#repro_args[@]} -gt 0 ]; then echo "$(basename "$0"): unknown argument '${repro_args[0]}'" >&2; exit 1; fi
 }
 
 # Says which data file is missing and how to get it, and stops.

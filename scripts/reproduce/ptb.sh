@@ -15,12 +15,11 @@
 # after conversion and its relative change (test.ppl_change) (see scripts/reproduce/lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-repro_parse "$@"
 models="lstm sru embed-sru super-embed-sru" prefix="" epochs=""
+repro_parse "$@"
 set -- "${repro_args[@]+"${repro_args[@]}"}"
 while [ $# -gt 0 ]; do
   case $1 in
-    --models) models=$2; shift 2 ;;
     --small) prefix=small-; shift ;;
     --epochs) epochs=$2; shift 2 ;;
     *) echo "ptb.sh: unknown argument '$1'" >&2; exit 1 ;;

@@ -13,15 +13,9 @@
 # Summaries: OUT/squad/{sru,lstm}.json with valid.exact_match and valid.f1 (see scripts/reproduce/lib.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-repro_parse "$@"
 models="sru lstm"
-set -- "${repro_args[@]+"${repro_args[@]}"}"
-while [ $# -gt 0 ]; do
-  case $1 in
-    --models) models=$2; shift 2 ;;
-    *) echo "squad.sh: unknown argument '$1'" >&2; exit 1 ;;
-  esac
-done
+repro_parse "$@"
+repro_refuse_rest
 
 if [ "$scale" = ci ]; then
   sample=data/squad-sample/dev-v1.1.sample.json
