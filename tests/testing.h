@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -69,8 +72,19 @@ std::string error_of(F&& fn) {
 }
 
 // Writes bytes to a file named `name` in GoogleTest's temporary directory; returns its path.
+// A directory of this process's own under gtest's TempDir(): ctest runs each test and its nanfill.* twin
+// at the same time, so files with fixed names must not share one directory.
+inline const std::string& tmp_dir() {
+  static const std::string dir = [] {
+    const std::string d = ::testing::TempDir() + "srutrain-test-" + std::to_string(::getpid()) + "/";
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
 inline std::string temp_file(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = tmp_dir() + name;
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }

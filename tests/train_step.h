@@ -11,6 +11,7 @@
 #include "nn/sru.h"
 #include "tasks/lm.h"
 #include "tasks/registry.h"
+#include "testing.h"
 #include "train/step.h"
 #include "train/trainer.h"
 
@@ -21,7 +22,7 @@ class CharLmSteps {
   // Every op of a step: embedding, dropout, layer norm, the SRU with rescale (scale_x read by the
   // kernel) or the LSTM, the output layer, cross-entropy; batches of 4 streams x 12 bytes.
   CharLmSteps(const std::string& type, Device device) {
-    const std::string path = ::testing::TempDir() + "host_waits_" + type + ".bin";
+    const std::string path = sru::testing::tmp_dir() + "host_waits_" + type + ".bin";
     {
       Generator gen(7);
       std::ofstream out(path, std::ios::binary);

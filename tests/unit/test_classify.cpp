@@ -187,7 +187,7 @@ TEST(ClassifyTask, LearnsASyntheticTaskAndItsCheckpointClassifiesWithoutData) {
     // The checkpoint carries the vocabulary: a task built from it alone predicts the same classes.
     nn::NamedTensors tensors = task.model().state();
     for (auto& e : task.extra_state()) tensors.push_back(e);
-    const std::string path = ::testing::TempDir() + "classify_" + type + ".safetensors";
+    const std::string path = sru::testing::tmp_dir() + "classify_" + type + ".safetensors";
     safetensors::save(path, tensors);
     const safetensors::File file = safetensors::load(path);
     Generator gen2(99);

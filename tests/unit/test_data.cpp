@@ -132,7 +132,7 @@ TEST(ByteFile, BrokenArchivesAreClearErrors) {
 namespace {
 
 std::string gzip_file(const std::string& name, const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = sru::testing::tmp_dir() + name;
   gzFile f = gzopen(path.c_str(), "wb");
   gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
   gzclose(f);

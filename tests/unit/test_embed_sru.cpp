@@ -107,7 +107,7 @@ std::string trained_checkpoint(const config::Config& cfg, const std::string& nam
   Generator gen(static_cast<uint64_t>(cfg.train.seed));
   auto task = tasks::make_task(cfg, gen);
   train_epochs(*task, cfg, epochs);
-  const std::string path = ::testing::TempDir() + name;
+  const std::string path = sru::testing::tmp_dir() + name;
   config::Config copy = cfg;
   train::save_checkpoint(path, *task, nullptr, copy.to_yaml(), {});
   return path;
@@ -245,7 +245,7 @@ TEST(EmbedSru, CheckpointsOfBothVariantsRoundTrip) {
     const double loaded = task->evaluate("valid", 0).at("ppl");
     EXPECT_NE(loaded, before) << "the trained weights were loaded";
     // Saved again and loaded into a third model: the same numbers.
-    const std::string again = ::testing::TempDir() + encoder + "-again.safetensors";
+    const std::string again = sru::testing::tmp_dir() + encoder + "-again.safetensors";
     train::save_checkpoint(again, *task, nullptr, config::Config(ckpt.config).to_yaml(), ckpt.progress);
     EXPECT_EQ(evaluate_checkpoint(again).valid_ppl, loaded);
   }
@@ -267,7 +267,7 @@ TEST(EmbedSru, AV1SruConvertsToSuperEmbedWithTheSamePerplexity) {
     cfg.encoder_options.as<nn::SRUOptions>().highway_bias = k.rescale ? -1.0 : 0.0;
     cfg.task_as<tasks::LMOptions>().tie_weights = k.tied;
     const std::string sru = trained_checkpoint(cfg, "sru-" + k.name + ".safetensors");
-    const std::string converted = ::testing::TempDir() + "super-" + k.name + ".safetensors";
+    const std::string converted = sru::testing::tmp_dir() + "super-" + k.name + ".safetensors";
     train::convert_checkpoint(sru, "super-embed", converted);
 
     const train::LoadedCheckpoint ckpt = train::read_checkpoint(converted);
@@ -288,7 +288,7 @@ TEST(EmbedSru, AV1SruConvertsToSuperEmbedWithTheSamePerplexity) {
 TEST(EmbedSru, ConversionsThatCannotBeExactAreRefused) {
   config::Config lstm = tiny_wordlm("lstm");
   const std::string lstm_ckpt = trained_checkpoint(lstm, "lstm-refused.safetensors", 1);
-  const std::string out = ::testing::TempDir() + "refused.safetensors";
+  const std::string out = sru::testing::tmp_dir() + "refused.safetensors";
   EXPECT_EQ(error_of([&] { train::convert_checkpoint(lstm_ckpt, "super-embed", out); }),
             "--convert super-embed: the model's encoder is lstm (model.type); only a v1 SRU (model.type sru with "
             "model.v1: true) converts to Super-Embed-SRU form");

@@ -170,7 +170,7 @@ TEST(SquadPredictions, RefusesAnythingButAnObjectOfStrings) {
     return error_of([&] { read_squad_predictions(path); });
   };
   std::string e = error("preds_array.json", R"(["a", "b"])");
-  EXPECT_NE(e.find("predictions file '" + ::testing::TempDir() + "preds_array.json' must be a JSON object"), std::string::npos) << e;
+  EXPECT_NE(e.find("predictions file '" + sru::testing::tmp_dir() + "preds_array.json' must be a JSON object"), std::string::npos) << e;
   e = error("preds_number.json", R"({"q1": "ok", "q2": 3})");
   EXPECT_NE(e.find("preds_number.json': the prediction for question 'q2' must be a string, got number 3"), std::string::npos) << e;
   e = error("preds_null.json", R"({"q1": null})");
@@ -178,9 +178,9 @@ TEST(SquadPredictions, RefusesAnythingButAnObjectOfStrings) {
   e = error("preds_list.json", R"({"q1": ["a"]})");
   EXPECT_NE(e.find("'q1' must be a string, got array"), std::string::npos) << e;
   e = error("preds_bad.json", "{\"q1\": \"a\",\n \"q2\" 5}");
-  EXPECT_NE(e.find("predictions file '" + ::testing::TempDir() + "preds_bad.json' is not valid JSON (at byte 19, counting from 1)"),
+  EXPECT_NE(e.find("predictions file '" + sru::testing::tmp_dir() + "preds_bad.json' is not valid JSON (at byte 19, counting from 1)"),
             std::string::npos) << e;
-  e = error_of([] { read_squad_predictions(::testing::TempDir() + "no_such_preds.json"); });
+  e = error_of([] { read_squad_predictions(sru::testing::tmp_dir() + "no_such_preds.json"); });
   EXPECT_NE(e.find("cannot open predictions file"), std::string::npos) << e;
   // A repeated id keeps the last value, as Python's json.load does.
   const SquadPredictions p = read_squad_predictions(temp_file("preds_dup.json", R"({"q": "first", "q": "last"})"));
@@ -208,7 +208,7 @@ TEST(SquadReader, ReadsCodePointOffsetsAsBytes) {
 }
 
 TEST(SquadReader, ErrorsNameTheFileArticleAndQuestion) {
-  const std::string dir = ::testing::TempDir();
+  const std::string dir = sru::testing::tmp_dir();
   struct Case {
     const char* name;
     void (*edit)(nlohmann::json&);

@@ -288,7 +288,7 @@ TEST(SRUpp, CheckpointRoundTripRestoresTheOutputs) {
   nn::SRUpp model(o, gen);
   set_alpha(model, 0.3);
   model.train(false);
-  const std::string path = ::testing::TempDir() + "srupp_roundtrip.safetensors";
+  const std::string path = sru::testing::tmp_dir() + "srupp_roundtrip.safetensors";
   nn::save_state(model, path);
   Generator other(99);
   nn::SRUpp loaded(o, other);

@@ -71,7 +71,7 @@ TEST(SruppLanguageModel, MemoryIsCarriedAcrossStepsAndThroughCheckpoints) {
   for (const auto& [name, t] : state) EXPECT_FALSE(t.requires_grad()) << name;
 
   // Saved and restored (model, optimiser, carried state, generator position): the next steps repeat.
-  const std::string path = ::testing::TempDir() + "srupp_lm.safetensors";
+  const std::string path = sru::testing::tmp_dir() + "srupp_lm.safetensors";
   nn::NamedTensors all = task->model().state();
   for (auto& entry : opt->state()) all.push_back(entry);
   for (auto& entry : state) all.push_back(entry);
@@ -95,7 +95,7 @@ TEST(SruppLanguageModel, MemoryIsCarriedAcrossStepsAndThroughCheckpoints) {
   };
   EXPECT_EQ(resume_from(path), uninterrupted);
   // Without the memory (c alone carried over) the steps differ: the memory is part of the state.
-  const std::string without_memory = ::testing::TempDir() + "srupp_lm_no_memory.safetensors";
+  const std::string without_memory = sru::testing::tmp_dir() + "srupp_lm_no_memory.safetensors";
   all.resize(all.size() - 2);
   safetensors::save(without_memory, all);
   EXPECT_NE(resume_from(without_memory), uninterrupted);

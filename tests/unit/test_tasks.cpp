@@ -88,7 +88,7 @@ TEST(WordLM, VocabularyFromTheTrainingFileWithEosAndPerplexity) {
   // The checkpoint carries the vocabulary: a task built from it alone evaluates a file the same way.
   nn::NamedTensors tensors = task->model().state();
   for (auto& e : task->extra_state()) tensors.push_back(e);
-  const std::string path = ::testing::TempDir() + "wordlm.safetensors";
+  const std::string path = sru::testing::tmp_dir() + "wordlm.safetensors";
   safetensors::save(path, tensors);
   const safetensors::File file = safetensors::load(path);
   Generator gen2(7);
@@ -162,7 +162,7 @@ TEST(LanguageModel, TiedWeightsAreOneParameterUpdatedOnceAndSavedOnce) {
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i] - 0.5 * g[i], 1e-6) << i;
 
   // Saved once; a tied model loads it back.
-  const std::string path = ::testing::TempDir() + "tied.safetensors";
+  const std::string path = sru::testing::tmp_dir() + "tied.safetensors";
   safetensors::save(path, task->model().state());
   const safetensors::File file = safetensors::load(path);
   EXPECT_NE(file.find("embedding.weight"), nullptr);
@@ -222,7 +222,7 @@ TEST(TrainingStep, FollowsTheScheduleAndTheNonFinitePolicy) {
 }
 
 TEST(Trainer, ResumingADirectoryWithoutConfigSaysItIsNotARunDirectory) {
-  const std::string dir = ::testing::TempDir() + "not-a-run";
+  const std::string dir = sru::testing::tmp_dir() + "not-a-run";
   std::filesystem::create_directories(dir);
   train::RunOptions o;
   o.resume = true;
@@ -246,7 +246,7 @@ TEST(CrossValidation, DrivenByTheMetricTheRunsChoseTheBestCheckpointBy) {
     train::RunOptions o;
     o.config_path = config;
     o.overrides = {"eval.metric=" + metric, "data.run_folds=2"};
-    o.run_dir = ::testing::TempDir() + "cv-" + metric;
+    o.run_dir = sru::testing::tmp_dir() + "cv-" + metric;
     std::filesystem::remove_all(o.run_dir);
     ASSERT_EQ(train::train(o), 0);
     const auto s = nlohmann::json::parse(train::read_text_file(o.run_dir + "/cv_summary.json"));
