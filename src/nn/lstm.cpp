@@ -43,7 +43,7 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
   const int64_t n_layers = static_cast<int64_t>(layers_.size());
   SRU_CHECK(x.dim() == 3 && x.size(2) == options.input_size, "LSTM: input must be (L, B, ", options.input_size,
             "), got ", shape_str(x.shape()));
-  const int64_t L = x.size(0), B = x.size(1);
+  const int64_t B = x.size(1);
   for (const Tensor* s : {&h0, &c0})
     if (s->defined())
       SRU_CHECK(s->shape() == (Shape{n_layers, B, out}), "LSTM: initial state must be (", n_layers, ", ", B, ", ", out,
