@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every reproduction at --scale ci, then the thresholds: fails (exit 1) when a metric is worse than its
-# bound in scripts/reproduce/thresholds-ci.json, naming the run, the metric, the threshold and the value.
+# Every reproduction at --scale ci (and two settings of classify_ablations.sh, as a smoke test), then the
+# thresholds: fails (exit 1) when a metric is worse than its bound in scripts/reproduce/thresholds-ci.json,
+# naming the run, the metric, the threshold and the value.
 # .ci/run calls it after the unit tests.
 #
 #   scripts/reproduce/ci.sh [--out DIR] [--threads N] [--set KEY=VALUE ...] [--record]
@@ -28,6 +29,9 @@ for experiment in charlm classify squad ptb srupp; do
   scripts/reproduce/$experiment.sh --scale ci --out "$out" "${pass[@]+"${pass[@]}"}"
   echo "== $experiment: $((SECONDS - t)) s"
 done
+t=$SECONDS
+scripts/reproduce/classify_ablations.sh --scale ci --out "$out" --settings "base tanh" "${pass[@]+"${pass[@]}"}"
+echo "== classify ablations (base, tanh): $((SECONDS - t)) s"
 echo "== all ci-scale reproductions: $((SECONDS - start)) s"
 python3 scripts/reproduce/check.py scripts/reproduce/thresholds-ci.json "$out"
 if [ $record = 1 ]; then
