@@ -71,7 +71,6 @@ std::string error_of(F&& fn) {
   return "";
 }
 
-// Writes bytes to a file named `name` in GoogleTest's temporary directory; returns its path.
 // A directory of this process's own under gtest's TempDir(): ctest runs each test and its nanfill.* twin
 // at the same time, so files with fixed names must not share one directory.
 inline const std::string& tmp_dir() {
@@ -83,6 +82,7 @@ inline const std::string& tmp_dir() {
   return dir;
 }
 
+// Writes bytes to a file named `name` in this process's temporary directory; returns its path.
 inline std::string temp_file(const std::string& name, const std::string& bytes) {
   const std::string path = tmp_dir() + name;
   std::ofstream(path, std::ios::binary) << bytes;

@@ -17,7 +17,8 @@
 # Runs: OUT/ablations/SETTING/classify/mr{,-lstm}/ (classify.sh layout; finished runs are reused).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-scale=paper out="" settings="base whitespace tanh dropout0.2 dropout0 layers4 trained trained-dropout0.2" epochs=10 run_folds=3
+all_settings="base whitespace tanh dropout0.2 dropout0 layers4 trained trained-dropout0.2"
+scale=paper out="" settings=$all_settings epochs=10 run_folds=3
 pass=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -34,20 +35,20 @@ done
 out=${out:-runs/reproduce-$scale}
 [ "$scale" = ci ] || pass+=(--epochs "$epochs" --run-folds "$run_folds")
 
+dropout() { echo "--set model.dropout=$1 --set model.embedding_dropout=$1 --set model.output_dropout=$1"; }
+trained="--set model.freeze_embedding=false --set data.normalize_embeddings=false"
 for setting in $settings; do
   models="sru lstm"
   case $setting in
     base) change=() ;;
     whitespace) change=(--set data.tokenizer=whitespace) ;;
     tanh) models=sru change=(--set model.use_tanh=true) ;;
-    dropout0.2) change=(--set model.dropout=0.2 --set model.embedding_dropout=0.2 --set model.output_dropout=0.2) ;;
-    dropout0) change=(--set model.dropout=0 --set model.embedding_dropout=0 --set model.output_dropout=0) ;;
+    dropout0.2) change=($(dropout 0.2)) ;;
+    dropout0) change=($(dropout 0)) ;;
     layers4) models=sru change=(--set model.num_layers=4) ;;
-    trained) change=(--set model.freeze_embedding=false --set data.normalize_embeddings=false) ;;
-    trained-dropout0.2) change=(--set model.freeze_embedding=false --set data.normalize_embeddings=false
-                                --set model.dropout=0.2 --set model.embedding_dropout=0.2 --set model.output_dropout=0.2) ;;
-    *) echo "classify_ablations.sh: unknown setting '$setting' (choices: base whitespace tanh dropout0.2 dropout0 layers4 trained trained-dropout0.2)" >&2
-       exit 1 ;;
+    trained) change=($trained) ;;
+    trained-dropout0.2) change=($trained $(dropout 0.2)) ;;
+    *) echo "classify_ablations.sh: unknown setting '$setting' (choices: $all_settings)" >&2; exit 1 ;;
   esac
   echo "== ablation $setting: ${change[*]:-the configs as shipped}"
   scripts/reproduce/classify.sh --scale "$scale" --out "$out/ablations/$setting" --sets mr --models "$models" \
