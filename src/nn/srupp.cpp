@@ -36,6 +36,8 @@ void check_input(const Tensor& x, int64_t width, const char* who) {
 
 }  // namespace
 
+double srupp_proj_dropout(const SRUppOptions& o) { return o.proj_dropout < 0 ? o.dropout : o.proj_dropout; }
+
 bool srupp_layer_attends(const SRUppOptions& o, int64_t i) {
   if (o.attention_last_n_layers >= 0) return o.num_layers - i <= o.attention_last_n_layers;
   return (i + 1) % o.attention_every_n_layers == 0;
@@ -45,7 +47,7 @@ bool srupp_layer_attends(const SRUppOptions& o, int64_t i) {
 
 SRUppAttention::SRUppAttention(int64_t in_features, int64_t out_features, int64_t proj_features,
                                const SRUppOptions& o, Generator& gen)
-    : num_heads(o.num_heads), dropout(o.dropout), attn_dropout(o.attn_dropout), gen_(&gen) {
+    : num_heads(o.num_heads), dropout(srupp_proj_dropout(o)), attn_dropout(o.attn_dropout), gen_(&gen) {
   SRU_CHECK(proj_features % o.num_heads == 0, "SRU++: proj_size (", proj_features, ") must be divisible by num_heads (",
             o.num_heads, ")");
   alpha = register_parameter("alpha", Tensor::zeros({1}, o.dtype));
@@ -107,7 +109,7 @@ Tensor SRUppAttention::forward(const Tensor& x, const AttentionContext& ctx) con
 
 SRUppProjectedLinear::SRUppProjectedLinear(int64_t in_features, int64_t out_features, int64_t proj_features,
                                            const SRUppOptions& o, Generator& gen)
-    : dropout(o.dropout), gen_(&gen) {
+    : dropout(srupp_proj_dropout(o)), gen_(&gen) {
   linear1 = register_module("linear1", linear_without_bias(in_features, proj_features, o, gen));
   linear2 = register_module("linear2", linear_without_bias(proj_features, out_features, o, gen));
   if (o.attn_layer_norm) layer_norm = register_module("layer_norm", std::make_shared<LayerNorm>(proj_features, 1e-5, o.dtype));
@@ -190,6 +192,8 @@ SRUpp::SRUpp(const SRUppOptions& given, Generator& gen) : options(given) {
             ", ", o.num_layers);
   SRU_CHECK(o.dropout >= 0 && o.dropout < 1 && o.attn_dropout >= 0 && o.attn_dropout < 1,
             "SRU++: dropout and attn_dropout must be in [0, 1), got ", o.dropout, " and ", o.attn_dropout);
+  SRU_CHECK(o.proj_dropout == -1 || (o.proj_dropout >= 0 && o.proj_dropout < 1),
+            "SRU++: proj_dropout must be -1 (= dropout) or in [0, 1), got ", o.proj_dropout);
   SRU_CHECK(o.attention_every_n_layers >= 1, "SRU++: attention_every_n_layers must be >= 1, got ",
             o.attention_every_n_layers);
   SRU_CHECK(o.attention_every_n_layers == 1 || o.attention_last_n_layers == -1,
@@ -283,6 +287,9 @@ std::vector<config::Section> srupp_fields(SRUppOptions& o) {
       int_field("proj_size", &o.proj_size, "Attention size d' (0 = hidden_size / 4)", 0),
       int_field("num_heads", &o.num_heads, "Attention heads (must divide proj_size)", 1),
       real_field("attn_dropout", &o.attn_dropout, "Dropout on the attention weights", 0, 0.99),
+      real_field("proj_dropout", &o.proj_dropout,
+                 "Dropout before U's last projection (-1 = model.dropout, the reference; model.dropout stays on h)",
+                 -1, 0.99),
       int_field("attention_every_n_layers", &o.attention_every_n_layers,
                 "Attention in every n-th layer (the others project U without it)", 1),
       int_field("attention_last_n_layers", &o.attention_last_n_layers,

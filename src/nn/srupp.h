@@ -20,7 +20,8 @@
 // With proj_input_to_hidden_first and input_size != out, input_to_hidden.weight (out, input_size) maps the
 // input to the layers' width first. Names are prefixed rnn_lst.{i}. as the reference's ModuleList.
 // Initialisation as the reference's reset_parameters: W1, W2, W3 Xavier-uniform, the last projection
-// scaled by sqrt(1 - dropout); alpha 0, so a new layer is an SRU with the factorised projection W3 W1.
+// scaled by sqrt(1 - p) with p the dropout before it (proj_dropout, or dropout when that is -1); alpha 0,
+// so a new layer is an SRU with the factorised projection W3 W1.
 //
 // Attention masks: causal (the default; language models) lets query i see keys up to its own position;
 // causal: false lets every query see the whole sequence (bidirectional encoders). Both run through the
@@ -52,7 +53,8 @@ struct SRUppOptions {
   int64_t input_size = 0;
   int64_t hidden_size = 0;                 // d, per direction
   int64_t num_layers = 2;
-  double dropout = 0.0;                    // before the last projection of U; and on h (all layers but the last)
+  double dropout = 0.0;                    // on h (all layers but the last); and before U's last projection
+  double proj_dropout = -1.0;              // before U's last projection instead (-1 = dropout, the reference)
   bool bidirectional = false;
   int64_t proj_size = 0;                   // d'; 0 = hidden_size / 4 (the reference's base ratio)
   int64_t num_heads = 1;
@@ -154,6 +156,9 @@ class SRUpp : public SequenceEncoder {
   std::vector<std::shared_ptr<SRUppLayer>> layers;
   std::shared_ptr<Linear> input_to_hidden;
 };
+
+// The dropout before U's last projection: proj_dropout, or dropout when proj_dropout is -1.
+double srupp_proj_dropout(const SRUppOptions& options);
 
 // Whether layer i (0-based) of a stack of `options.num_layers` has attention.
 bool srupp_layer_attends(const SRUppOptions& options, int64_t i);

@@ -280,6 +280,47 @@ TEST(SRUpp, BadOptionsAndStatesAreRefusedByName) {
   EXPECT_EQ(nn::SRUpp(o, gen).options.proj_size, 2) << "hidden_size / 4";
 }
 
+TEST(SRUpp, ProjDropoutMovesTheDropoutBeforeUsProjectionApartFromTheDropoutOnH) {
+  // One layer: the dropout on h applies to all layers but the last, so any training/evaluation
+  // difference comes from the dropout before U's last projection (attention dropout is 0).
+  const auto training_changes_output = [](double dropout, double proj_dropout) {
+    nn::SRUppOptions o = small_options();
+    o.num_layers = 1;
+    o.dropout = dropout;
+    o.proj_dropout = proj_dropout;
+    Generator gen(18);
+    nn::SRUpp model(o, gen);
+    set_alpha(model, 0.5);
+    const Tensor x = random_input(4, 2, 6, 19);
+    std::vector<Tensor> s1, s2;
+    model.train(true);
+    const Tensor trained = run(model, x, s1);
+    model.train(false);
+    return !tensors_near(trained, run(model, x, s2), 1e-12, 1e-12);
+  };
+  EXPECT_TRUE(training_changes_output(0.5, -1)) << "-1: the reference's dropout before the projection";
+  EXPECT_FALSE(training_changes_output(0.5, 0)) << "proj_dropout 0 removes it; dropout stays on h only";
+  EXPECT_TRUE(training_changes_output(0, 0.5));
+  // The projection's initial scale sqrt(1 - p) follows the dropout before it.
+  nn::SRUppOptions o = small_options();
+  o.dropout = 0.5;
+  o.proj_dropout = 0;
+  Generator g1(20), g2(20);
+  nn::SRUpp split(o, g1);
+  o.dropout = 0;
+  nn::SRUpp none(o, g2);
+  const auto projection = [](const nn::SRUpp& model) {
+    for (const auto& [name, t] : model.state())
+      if (name == "rnn_lst.2.transform_module.linear3.weight") return t;
+    return Tensor();
+  };
+  ASSERT_TRUE(projection(split).defined());
+  EXPECT_TRUE(tensors_near(projection(split), projection(none), 0, 0));
+  o.proj_dropout = -0.5;
+  EXPECT_NE(error_of([&] { nn::SRUpp(o, g1); }).find("proj_dropout must be -1 (= dropout) or in [0, 1)"),
+            std::string::npos);
+}
+
 TEST(SRUpp, CheckpointRoundTripRestoresTheOutputs) {
   nn::SRUppOptions o = small_options();
   o.dtype = DType::F32;
