@@ -47,7 +47,8 @@ bool srupp_layer_attends(const SRUppOptions& o, int64_t i) {
 
 SRUppAttention::SRUppAttention(int64_t in_features, int64_t out_features, int64_t proj_features,
                                const SRUppOptions& o, Generator& gen)
-    : num_heads(o.num_heads), dropout(srupp_proj_dropout(o)), attn_dropout(o.attn_dropout), gen_(&gen) {
+    : num_heads(o.num_heads), dropout(srupp_proj_dropout(o)), attn_dropout(o.attn_dropout),
+      init_alpha(o.rezero_init_alpha), gen_(&gen) {
   SRU_CHECK(proj_features % o.num_heads == 0, "SRU++: proj_size (", proj_features, ") must be divisible by num_heads (",
             o.num_heads, ")");
   alpha = register_parameter("alpha", Tensor::zeros({1}, o.dtype));
@@ -60,7 +61,7 @@ SRUppAttention::SRUppAttention(int64_t in_features, int64_t out_features, int64_
 
 void SRUppAttention::reset_parameters(Generator& gen) {
   for (const auto& linear : {linear1, linear2, linear3}) xavier_uniform(linear->weight, gen);
-  alpha.zero_();
+  alpha.fill_(init_alpha);
   if (dropout > 0) linear3->weight.mul_(std::sqrt(1.0 - dropout));
 }
 
@@ -74,9 +75,10 @@ Tensor SRUppAttention::forward(const Tensor& x, const AttentionContext& ctx) con
               shape_str(x.shape()), ", got ", shape_str(ctx.memory.shape()));
   // Keys and values come from [memory | x]; the queries are the rows of x. The memory's projection is
   // recomputed every segment (it is kept as the layer's input), as the reference does, so it follows
-  // the weights as they train.
-  const Tensor z = linear1->forward(M > 0 ? concat({ctx.memory, x}, 0) : x);  // (M + L, B, d')
-  const Tensor q = M > 0 ? slice(z, 0, M, M + L) : z;                          // a view: dim 0
+  // the weights as they train. It is projected apart from x: the memory is detached, so its product's
+  // backward computes W1's gradient only, not an input gradient for M rows that would be dropped.
+  const Tensor q = linear1->forward(x);                                         // (L, B, d')
+  const Tensor z = M > 0 ? concat({linear1->forward(ctx.memory), q}, 0) : q;    // (M + L, B, d')
   // W2's two row blocks are K's and V's weights; slicing the (2d', d') weight costs less than slicing
   // the (M + L, B, 2d') product.
   const Tensor& w2 = linear2->weight;
@@ -287,6 +289,8 @@ std::vector<config::Section> srupp_fields(SRUppOptions& o) {
       int_field("proj_size", &o.proj_size, "Attention size d' (0 = hidden_size / 4)", 0),
       int_field("num_heads", &o.num_heads, "Attention heads (must divide proj_size)", 1),
       real_field("attn_dropout", &o.attn_dropout, "Dropout on the attention weights", 0, 0.99),
+      real_field("rezero_init_alpha", &o.rezero_init_alpha,
+                 "Initial attention weight alpha in U = W3 LN(Q + alpha A) (0: a new layer starts as a factorised SRU)", -inf),
       real_field("proj_dropout", &o.proj_dropout,
                  "Dropout before U's last projection (-1 = model.dropout, the reference; model.dropout stays on h)",
                  -1, 0.99),

@@ -8,7 +8,8 @@
 //   [K | V] = W2 Z, Z = W1 [memory | x]        (M+L, B, 2d')  transform_module.linear2.weight (2d', d')
 //   A = softmax(Q K^T / sqrt(d'/H) + causal mask) V, per head (H heads of d'/H features)
 //   U = W3 dropout(LN(Q + alpha A))            (L, B, out*k)  transform_module.linear3.weight (out*k, d')
-//                                                             transform_module.alpha (1), starts at 0
+//                                                             transform_module.alpha (1), starts at
+//                                                             rezero_init_alpha (0)
 //                                                             transform_module.layer_norm.{weight,bias}
 //                                                             (d') with attn_layer_norm
 //   h, c = the SRU recurrence on U (ops/sru_recurrence), x the skip input: weight_c (2*out) ~
@@ -20,8 +21,8 @@
 // With proj_input_to_hidden_first and input_size != out, input_to_hidden.weight (out, input_size) maps the
 // input to the layers' width first. Names are prefixed rnn_lst.{i}. as the reference's ModuleList.
 // Initialisation as the reference's reset_parameters: W1, W2, W3 Xavier-uniform, the last projection
-// scaled by sqrt(1 - p) with p the dropout before it (proj_dropout, or dropout when that is -1); alpha 0,
-// so a new layer is an SRU with the factorised projection W3 W1.
+// scaled by sqrt(1 - p) with p the dropout before it (proj_dropout, or dropout when that is -1); alpha
+// rezero_init_alpha, 0 by default, so a new layer is an SRU with the factorised projection W3 W1.
 //
 // Attention masks: causal (the default; language models) lets query i see keys up to its own position;
 // causal: false lets every query see the whole sequence (bidirectional encoders). Both run through the
@@ -59,6 +60,7 @@ struct SRUppOptions {
   int64_t proj_size = 0;                   // d'; 0 = hidden_size / 4 (the reference's base ratio)
   int64_t num_heads = 1;
   double attn_dropout = 0.0;               // on the attention weights
+  double rezero_init_alpha = 0.0;          // alpha's initial value (the reference's rezero_init_alpha)
   int64_t attention_every_n_layers = 1;    // attention in layers i with (i + 1) % n == 0
   int64_t attention_last_n_layers = -1;    // >= 0: attention only in the last n layers instead
   bool attn_layer_norm = true;             // LN(Q + alpha A) (LN(W1 x) in layers without attention)
@@ -99,7 +101,7 @@ class SRUppAttention : public SRUppTransform {
   void reset_parameters(Generator& gen);
 
   int64_t num_heads;
-  double dropout, attn_dropout;
+  double dropout, attn_dropout, init_alpha;
   Tensor alpha;
   std::shared_ptr<Linear> linear1, linear2, linear3;
   std::shared_ptr<LayerNorm> layer_norm;

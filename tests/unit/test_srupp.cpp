@@ -320,6 +320,38 @@ TEST(SRUpp, ProjDropoutMovesTheDropoutBeforeUsProjectionApartFromTheDropoutOnH) 
             std::string::npos);
 }
 
+TEST(SRUpp, RezeroInitAlphaStartsTheAttentionAtThatWeight) {
+  // Two stacks from the same seed differ only in alpha's start: every other tensor is equal, and the
+  // one started at 0.5 is the one started at 0 with alpha set to 0.5 (the attention is in from step 0).
+  nn::SRUppOptions o = small_options();
+  Generator g1(21), g2(21);
+  nn::SRUpp from_zero(o, g1);
+  o.rezero_init_alpha = 0.5;
+  nn::SRUpp from_half(o, g2);
+  size_t alphas = 0;
+  const auto zero_state = from_zero.state(), half_state = from_half.state();
+  ASSERT_EQ(zero_state.size(), half_state.size());
+  for (size_t i = 0; i < zero_state.size(); ++i) {
+    ASSERT_EQ(zero_state[i].first, half_state[i].first);
+    if (zero_state[i].first.ends_with("transform_module.alpha")) {
+      ++alphas;
+      EXPECT_EQ(zero_state[i].second.item<double>(), 0.0);
+      EXPECT_EQ(half_state[i].second.item<double>(), 0.5);
+    } else {
+      EXPECT_TRUE(tensors_near(zero_state[i].second, half_state[i].second, 0, 0)) << zero_state[i].first;
+    }
+  }
+  EXPECT_EQ(alphas, static_cast<size_t>(o.num_layers)) << "attention in every layer";
+  from_zero.train(false);
+  from_half.train(false);
+  const Tensor x = random_input(5, 2, 6, 22);
+  std::vector<Tensor> s1, s2, s3;
+  const Tensor started_at_half = run(from_half, x, s1);
+  EXPECT_FALSE(tensors_near(run(from_zero, x, s2), started_at_half, 1e-6, 1e-6));
+  set_alpha(from_zero, 0.5);
+  EXPECT_TRUE(tensors_near(run(from_zero, x, s3), started_at_half, 0, 0));
+}
+
 TEST(SRUpp, CheckpointRoundTripRestoresTheOutputs) {
   nn::SRUppOptions o = small_options();
   o.dtype = DType::F32;
