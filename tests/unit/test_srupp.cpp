@@ -19,6 +19,7 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::expect_same_state_except;
 using sru::testing::set_alpha;
 using sru::testing::tensors_near;
 
@@ -311,10 +312,7 @@ TEST(SRUpp, ProjDropoutMovesTheDropoutBeforeUsProjectionApartFromTheDropoutOnH) 
   nn::SRUpp split(o, g1);
   o.dropout = 0;
   nn::SRUpp none(o, g2);
-  const auto split_state = split.state(), none_state = none.state();
-  ASSERT_EQ(split_state.size(), none_state.size());
-  for (size_t i = 0; i < split_state.size(); ++i)
-    EXPECT_TRUE(tensors_near(split_state[i].second, none_state[i].second, 0, 0)) << split_state[i].first;
+  expect_same_state_except(split, none);
   o.proj_dropout = -0.5;
   EXPECT_NE(error_of([&] { nn::SRUpp(o, g1); }).find("proj_dropout must be -1 (= dropout) or in [0, 1)"),
             std::string::npos);
@@ -328,20 +326,12 @@ TEST(SRUpp, RezeroInitAlphaStartsTheAttentionAtThatWeight) {
   nn::SRUpp from_zero(o, g1);
   o.rezero_init_alpha = 0.5;
   nn::SRUpp from_half(o, g2);
-  size_t alphas = 0;
-  const auto zero_state = from_zero.state(), half_state = from_half.state();
-  ASSERT_EQ(zero_state.size(), half_state.size());
-  for (size_t i = 0; i < zero_state.size(); ++i) {
-    ASSERT_EQ(zero_state[i].first, half_state[i].first);
-    if (zero_state[i].first.ends_with("transform_module.alpha")) {
-      ++alphas;
-      EXPECT_EQ(zero_state[i].second.item<double>(), 0.0);
-      EXPECT_EQ(half_state[i].second.item<double>(), 0.5);
-    } else {
-      EXPECT_TRUE(tensors_near(zero_state[i].second, half_state[i].second, 0, 0)) << zero_state[i].first;
-    }
+  EXPECT_EQ(expect_same_state_except(from_zero, from_half, "transform_module.alpha").size(),
+            static_cast<size_t>(o.num_layers)) << "attention in every layer";
+  for (size_t i = 0; i < from_zero.layers.size(); ++i) {
+    EXPECT_EQ(dynamic_cast<const nn::SRUppAttention&>(*from_zero.layers[i]->transform_module).alpha.item<double>(), 0.0);
+    EXPECT_EQ(dynamic_cast<const nn::SRUppAttention&>(*from_half.layers[i]->transform_module).alpha.item<double>(), 0.5);
   }
-  EXPECT_EQ(alphas, static_cast<size_t>(o.num_layers)) << "attention in every layer";
   from_zero.train(false);
   from_half.train(false);
   const Tensor x = random_input(5, 2, 6, 22);
