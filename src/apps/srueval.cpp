@@ -1,17 +1,19 @@
 // srueval: evaluates a srutrain checkpoint on a split of its data or on any file, and uses what the
-// task can do beyond that (predict, generate), asking the task for each capability.
+// task can do beyond that (predict, generate), asking the task for each capability; its subcommands are
+// the scorers the registered tasks declare (TaskSpec::scorers), so no task is named here.
 // The model is rebuilt from the config stored in the checkpoint: no config file is needed.
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "apps/common.h"
+#include "core/error.h"
 #include "core/parallel.h"
-#include "data/squad.h"
-#include "data/squad_metric.h"
 #include "tasks/registry.h"
 #include "train/checkpoint.h"
 #include "train/convert.h"
@@ -42,34 +44,67 @@ int main(int argc, char** argv) {
   bool device_info = false;
   cli.add_option("--checkpoint", checkpoint, "Checkpoint file (last.safetensors or best.safetensors of a run)");
   cli.add_option("--split", split, "Split to evaluate (default: the task's validation split; e.g. train, valid, test)");
-  cli.add_option("--text", text_file, "Evaluate on this file instead: language models: one stream from a zero state; "
-                 "classify: \"LABEL text\" lines (accuracy); squad: a SQuAD v1.1 file (EM/F1)");
-  cli.add_option("--predict", predict_file, "Answer the inputs of this file and print the answers (classify: one "
-                 "sentence a line, no label -> one class a line; squad: a JSON array of {\"id\", \"context\", "
-                 "\"question\"} -> a JSON object of answers)");
-  cli.add_option("--predictions", predictions_path, "Also write the answers behind the evaluation to this file "
-                 "(classify: one class a line; squad: {question id: answer}, what `srueval squad-score` reads)");
+  cli.add_option("--text", text_file, "Evaluate on this file instead, in the format of the checkpoint's task (a language "
+                 "model reads it as one stream from a zero state; README.md's srueval section lists each task's)");
+  cli.add_option("--predict", predict_file, "Answer the inputs of this file (the task's input format, without answers) "
+                 "and print the answers in the task's output format");
+  cli.add_option("--predictions", predictions_path, "Also write the answers behind the evaluation to this file, in the "
+                 "task's output format (the one its scoring subcommand, if any, reads)");
   cli.add_option("--chunk", chunk, "Tokens per forward pass with --text (default data.bptt); the result does not depend on it")
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--max-batches", max_batches, "Evaluate at most this many batches (0 = all)")->check(CLI::NonNegativeNumber);
   cli.add_option("--json", json_path, "Also write the metrics as JSON to this file");
   cli.add_option("--set", overrides, "Override a key of the stored config, e.g. --set data.path=/data/enwik8");
-  cli.add_option("--generate", generate, "Sample this many tokens from a language model after the evaluation")
+  sru::tasks::GenerationOptions generation;
+  bool greedy = false;
+  cli.add_option("--generate", generate, "Generate this many tokens from a language model after the evaluation "
+                 "(sampling by default; --greedy or --beam K to search instead)")
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--temperature", temperature, "Sampling temperature")->check(CLI::PositiveNumber)->capture_default_str();
   cli.add_option("--prompt", prompt, "Text the sample continues");
   cli.add_option("--seed", seed, "Sampling seed")->capture_default_str();
+  cli.add_option("--top-k", generation.sampling.top_k, "Sample from the k most probable tokens only (0 = all)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cli.add_option("--top-p", generation.sampling.top_p, "Sample from the smallest set of most probable tokens whose "
+                 "probability reaches p (nucleus sampling; 1 = all)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  cli.add_flag("--greedy", greedy, "Generate the most probable token each step instead of sampling");
+  auto* beam_option = cli.add_option("--beam", generation.beam.beam_size, "Beam search with this many beams instead "
+                                     "of sampling")->check(CLI::PositiveNumber);
+  cli.add_option("--length-penalty", generation.beam.length_penalty, "Beam search: GNMT length penalty alpha "
+                 "((5 + |Y|) / 6)^alpha (0 = none)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cli.add_option("--n-best", generation.beam.n_best, "Beam search: print this many best continuations (<= --beam)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  cli.add_option("--samples", generation.batch, "Continuations to generate together (sampling draws each apart)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   cli.add_option("--threads", threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   cli.add_flag("--device-info", device_info, "Print the CPU thread count and the CUDA devices, then exit");
   std::string convert_form, out_path;
   cli.add_option("--convert", convert_form, "Write the checkpoint's model in another form that computes the same "
                  "outputs to --out: super-embed (a v1 SRU's first layer as Super-Embed-SRU per-word tables)");
   cli.add_option("--out", out_path, "The converted checkpoint (--convert)");
-  std::string score_data, score_predictions;
-  auto* squad_score = cli.add_subcommand("squad-score", "Score a SQuAD v1.1 predictions file exactly as the official "
-                                                        "evaluate-v1.1.py does; prints {\"exact_match\": ..., \"f1\": ...}");
-  squad_score->add_option("--data", score_data, "The SQuAD v1.1 data file (e.g. dev-v1.1.json)")->required();
-  squad_score->add_option("--predictions", score_predictions, "A JSON object {question id: answer text}")->required();
+  // The scoring subcommands the registered tasks declare (TaskSpec::scorers), one each.
+  struct ScorerCommand {
+    const sru::tasks::Scorer* scorer;
+    CLI::App* command;
+    std::map<std::string, std::string> values;  // by option name; std::map keeps the bound strings in place
+  };
+  std::vector<const sru::tasks::Scorer*> scorers;
+  try {
+    scorers = sru::tasks::scorers();
+  } catch (const sru::Error& e) {
+    sru::apps::print_error("srueval", e);
+    return 1;
+  }
+  std::vector<ScorerCommand> scorer_commands(scorers.size());
+  for (size_t i = 0; i < scorers.size(); ++i) {
+    ScorerCommand& c = scorer_commands[i];
+    c.scorer = scorers[i];
+    c.command = cli.add_subcommand(c.scorer->name, c.scorer->help);
+    for (const sru::tasks::ScorerOption& o : c.scorer->options) {
+      CLI::Option* option = c.command->add_option("--" + o.name, c.values[o.name], o.help);
+      if (o.required) option->required();
+    }
+  }
   CLI11_PARSE(cli, argc, argv);
 
   return sru::apps::run_main("srueval", [&] {
@@ -77,13 +112,12 @@ int main(int argc, char** argv) {
       std::cout << sru::apps::device_summary();
       return 0;
     }
-    if (squad_score->parsed()) {
-      const sru::data::SquadDataset dataset = sru::data::read_squad(score_data);
-      const sru::data::SquadScore r = sru::data::score_squad(dataset, sru::data::read_squad_predictions(score_predictions));
-      // Like the official script: questions without a prediction score 0 and are named on stderr.
-      for (const std::string& id : r.unanswered) std::cerr << "Unanswered question " << id << " will receive score 0.\n";
-      std::cout << nlohmann::json{{"exact_match", r.exact_match}, {"f1", r.f1}}.dump() << "\n";
-      return 0;
+    for (const ScorerCommand& c : scorer_commands) {
+      if (!c.command->parsed()) continue;
+      sru::tasks::ScorerArgs args;  // the options given
+      for (const sru::tasks::ScorerOption& o : c.scorer->options)
+        if (c.command->count("--" + o.name) > 0) args[o.name] = c.values.at(o.name);
+      return c.scorer->run(args, std::cout, std::cerr);
     }
     SRU_CHECK(!checkpoint.empty(), "no checkpoint given: srueval --checkpoint FILE (see srueval --help)");
     sru::set_num_threads(threads);
@@ -132,10 +166,40 @@ int main(int argc, char** argv) {
     for (const auto& [k, v] : metrics) std::cout << "  " << k << " " << v;
     std::cout << "\n";
     if (generate > 0) {
-      const std::string sample =
-          require(task->generation(), *task, "--generate", "generate text").generate(prompt, generate, temperature, gen);
-      std::cout << "sample (temperature " << temperature << "):\n" << prompt << sample << "\n";
-      out["sample"] = prompt + sample;
+      SRU_CHECK(!(greedy && beam_option->count() > 0), "--greedy and --beam: choose one way to generate");
+      generation.tokens = generate;
+      generation.sampling.temperature = temperature;
+      generation.sampling.seed = seed;
+      generation.strategy = greedy                       ? sru::tasks::GenerationOptions::Strategy::Greedy
+                            : beam_option->count() > 0 ? sru::tasks::GenerationOptions::Strategy::Beam
+                                                       : sru::tasks::GenerationOptions::Strategy::Sample;
+      if (generation.strategy != sru::tasks::GenerationOptions::Strategy::Beam) generation.beam.n_best = 1;
+      const auto texts = require(task->generation(), *task, "--generate", "generate text").generate(prompt, generation);
+      std::string how;
+      switch (generation.strategy) {
+        case sru::tasks::GenerationOptions::Strategy::Sample: {
+          std::ostringstream t;
+          t << "sample (temperature " << temperature;
+          if (generation.sampling.top_k > 0) t << ", top-k " << generation.sampling.top_k;
+          if (generation.sampling.top_p < 1) t << ", top-p " << generation.sampling.top_p;
+          how = t.str() + ")";
+          break;
+        }
+        case sru::tasks::GenerationOptions::Strategy::Greedy: how = "greedy"; break;
+        case sru::tasks::GenerationOptions::Strategy::Beam:
+          how = "beam " + std::to_string(generation.beam.beam_size);
+          break;
+      }
+      nlohmann::ordered_json samples = nlohmann::ordered_json::array();
+      for (size_t row = 0; row < texts.size(); ++row)
+        for (size_t k = 0; k < texts[row].size(); ++k) {
+          std::cout << how;
+          if (texts.size() > 1) std::cout << " " << row + 1;
+          if (texts[row].size() > 1) std::cout << " (" << k + 1 << " of " << texts[row].size() << ")";
+          std::cout << ":\n" << prompt << texts[row][k] << "\n";
+          samples.push_back(prompt + texts[row][k]);
+        }
+      out["sample"] = samples.size() == 1 ? samples[0] : samples;
     }
     if (!json_path.empty()) sru::train::write_file_atomic(json_path, out.dump(2) + "\n");
     return 0;

@@ -14,42 +14,12 @@
 #include "nn/layers.h"
 #include "nn/sru.h"
 #include "nn/srupp.h"
+#include "nn/transformer.h"
 #include "ops/ops.h"
 
 namespace sru::bench {
 
 namespace {
-
-// A pre-layer-norm Transformer block (Vaswani et al. 2017 as most language models now use it):
-//   x + Wo attention(LN1(x)), then + W2 relu(W1 LN2(x)); causal multi-head attention through the same
-//   bmm + causal_softmax path as SRU++; FFN inner size 4w. 12 w^2 + 13 w parameters.
-class TransformerBlock : public nn::Module {
- public:
-  TransformerBlock(int64_t width, int64_t heads, Generator& gen) : heads_(heads) {
-    ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(width));
-    for (const char* name : {"q", "k", "v", "o"})
-      proj.push_back(register_module(name, std::make_shared<nn::Linear>(width, width, true, DType::F32, gen)));
-    ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(width));
-    ff1 = register_module("ff1", std::make_shared<nn::Linear>(width, 4 * width, true, DType::F32, gen));
-    ff2 = register_module("ff2", std::make_shared<nn::Linear>(4 * width, width, true, DType::F32, gen));
-  }
-
-  Tensor forward(const Tensor& x) const {
-    const Tensor h = ln1->forward(x);
-    const Tensor q = nn::split_heads(proj[0]->forward(h), heads_), k = nn::split_heads(proj[1]->forward(h), heads_),
-                 v = nn::split_heads(proj[2]->forward(h), heads_);
-    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2)));
-    const Tensor attended = nn::merge_heads(bmm(causal_softmax(bmm(q, k, false, true), scale, 0), v), heads_);
-    const Tensor y = x + proj[3]->forward(attended);
-    return y + ff2->forward(relu(ff1->forward(ln2->forward(y))));
-  }
-
- private:
-  int64_t heads_;
-  std::shared_ptr<nn::LayerNorm> ln1, ln2;
-  std::vector<std::shared_ptr<nn::Linear>> proj;
-  std::shared_ptr<nn::Linear> ff1, ff2;
-};
 
 int64_t srupp_parameters(int64_t d, int64_t p) { return 4 * d * p + 2 * p * p + 2 * p + 1 + 4 * d; }
 int64_t sru_parameters(int64_t w) { return 3 * w * w + 4 * w; }
@@ -121,7 +91,11 @@ void bench_srupp_layer(Report& report, const SruppLayerBenchOptions& o) {
       ro.input_size = ro.hidden_size = widths.sru_width;
       ro.num_layers = 1;
       nn::SRU sru_layer(ro, gen);
-      TransformerBlock block(widths.transformer_width, o.heads, gen);
+      // A pre-norm causal Transformer layer (as most language models now use), FFN inner size 4w.
+      nn::TransformerLayerOptions to;
+      to.width = widths.transformer_width;
+      to.heads = o.heads;
+      nn::TransformerLayer block(to, gen);
 
       struct Entry {
         std::string impl;

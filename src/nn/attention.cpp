@@ -1,12 +1,13 @@
-// Scaled dot-product attention, head split/merge, mask builders and DrQA's attention layers (see
-// nn/attention.h), composed from differentiable ops: bmm with transpose flags, masked softmax,
-// dropout, reshape/transpose.
+// Multi-head attention and its key/value cache, scaled dot-product attention, head split/merge, mask
+// builders and DrQA's attention layers (see nn/attention.h), composed from differentiable ops: bmm with
+// transpose flags, the fused softmax kernels, dropout, reshape/transpose, index_select / index_copy_.
 #include "nn/attention.h"
 
 #include <cmath>
 #include <limits>
 
 #include "ops/dropout.h"
+#include "ops/index.h"
 #include "ops/elementwise.h"
 #include "ops/masked_softmax.h"
 #include "ops/matmul.h"
@@ -57,6 +58,219 @@ Tensor mask_tensor(const Shape& shape, const std::vector<int32_t>& hidden, DType
 }
 
 }  // namespace
+
+Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
+                    double scale, double dropout_p, bool training, Generator& gen) {
+  SRU_CHECK(qh.dim() == 3 && kh.dim() == 3 && vh.dim() == 3 && qh.size(0) == kh.size(0) && kh.size(0) == vh.size(0) &&
+                qh.size(2) == kh.size(2) && kh.size(1) == vh.size(1) && heads > 0 && qh.size(0) % heads == 0,
+            "attention: expected q (B*H, Lq, dh), k (B*H, Lk, dh), v (B*H, Lk, dv) with H = ", heads, ", got q ",
+            shape_str(qh.shape()), ", k ", shape_str(kh.shape()), ", v ", shape_str(vh.shape()));
+  const int64_t BH = qh.size(0), B = BH / heads, Lq = qh.size(1), Lk = kh.size(1);
+  const Tensor scores = bmm(qh, kh, false, true);  // (B*H, Lq, Lk)
+  const auto padding_as_heads = [&] {
+    const Tensor& p = mask.key_padding;
+    SRU_CHECK(p.dim() == 2 && p.size(0) == B && p.size(1) == Lk, "attention: key_padding must be (B, Lk) = (", B,
+              ", ", Lk, "), got ", shape_str(p.shape()));
+    return p.view({B, 1, 1, Lk});
+  };
+  Tensor weights;
+  switch (mask.kind) {
+    case AttentionMask::Kind::None:
+      // Every key at or before each query: the causal kernel with nothing hidden, scale folded in.
+      weights = causal_softmax(scores, scale, Lk);
+      break;
+    case AttentionMask::Kind::KeyPadding:
+      weights = reshape(masked_softmax(reshape(scores * scale, {B, heads, Lq, Lk}), padding_as_heads()), {BH, Lq, Lk});
+      break;
+    case AttentionMask::Kind::Causal:
+      if (!mask.key_padding.defined()) {
+        weights = causal_softmax(scores, scale, mask.offset, mask.window);
+      } else {
+        SRU_CHECK(mask.window < 0, "attention: a causal window with key padding is not supported");
+        const Tensor s = masked_fill(scores * scale, causal_mask(Lq, Lk, mask.offset, DType::I32, qh.device()),
+                                     -std::numeric_limits<double>::infinity());
+        weights = reshape(masked_softmax(reshape(s, {B, heads, Lq, Lk}), padding_as_heads()), {BH, Lq, Lk});
+      }
+      break;
+  }
+  if (training && dropout_p > 0)
+    weights = reshape(dropout(reshape(weights, {B, heads, Lq, Lk}), dropout_p, training, gen), {BH, Lq, Lk});
+  return bmm(weights, vh);
+}
+
+// ---- key/value cache ----
+
+namespace {
+
+// Slot indices [first, first + n) of a ring of `capacity` slots, wrapped, as an I64 tensor.
+Tensor ring_slots(int64_t first, int64_t n, int64_t capacity, Device device) {
+  std::vector<int64_t> slots(n);
+  for (int64_t i = 0; i < n; ++i) slots[i] = (first + i) % capacity;
+  return Tensor::from_vector(slots, {n}).to(device);
+}
+
+// buffer[:, slot, :] = rows[:, 0, :] for buffer (N, capacity, d), rows (N, 1, d): one index_copy_ along
+// dim 1 with the one-element index {slot} on the buffer's device. The cache carries no history (the
+// step's attention reads the buffer as it is), so both go in detached: the buffer's storage is written
+// in place, and an evaluation under grad mode writes as it did before.
+void write_slot(const Tensor& buffer, int64_t slot, const Tensor& rows) {
+  Tensor dst = buffer.detach();
+  index_copy_(dst, 1, Tensor::from_vector(std::vector<int64_t>{slot}, {1}).to(buffer.device()), rows.detach());
+}
+
+// A fresh (B*H, capacity, dh) buffer whose first rows are `rows` (B*H, n, dh); the rest zero.
+Tensor buffer_with(const Tensor& rows, int64_t capacity) {
+  const int64_t n = rows.size(1);
+  if (n == capacity) return rows.clone();
+  return concat({rows, Tensor::zeros({rows.size(0), capacity - n, rows.size(2)}, rows.dtype(), rows.device())}, 1);
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> KeyValueCache::ordered() const {
+  if (length == 0 || !keys.defined()) return {Tensor(), Tensor()};
+  if (start + length <= capacity()) {
+    if (start == 0 && length == capacity()) return {keys, values};
+    return {slice(keys, 1, start, start + length), slice(values, 1, start, start + length)};
+  }
+  const Tensor slots = ring_slots(start, length, capacity(), keys.device());
+  return {index_select(keys, 1, slots), index_select(values, 1, slots)};
+}
+
+void KeyValueCache::assign(const Tensor& kh, const Tensor& vh) {
+  SRU_CHECK(kh.dim() == 3 && vh.dim() == 3 && kh.size(0) == vh.size(0) && kh.size(1) == vh.size(1),
+            "key/value cache: expected keys and values (B*H, n, dh), got ", shape_str(kh.shape()), " and ",
+            shape_str(vh.shape()));
+  // The last rows (bounded) or all of them, in a fresh buffer starting at slot 0.
+  const int64_t total = kh.size(1), keep = max_length >= 0 ? std::min(max_length, total) : total;
+  const int64_t cap = max_length >= 0 ? max_length + 1 : std::max<int64_t>(16, 2 * keep);
+  keys = buffer_with(slice(kh, 1, total - keep, total), cap);
+  values = buffer_with(slice(vh, 1, total - keep, total), cap);
+  start = 0;
+  length = keep;
+}
+
+void KeyValueCache::reorder(const Tensor& rows, int64_t heads) {
+  if (!keys.defined()) return;
+  const int64_t BH = keys.size(0), B = BH / heads, cap = keys.size(1), dh = keys.size(2);
+  const Tensor index = rows.to(keys.device());
+  const int64_t B2 = index.numel();
+  keys = reshape(index_select(keys.view({B, heads * cap * dh}), 0, index), {B2 * heads, cap, dh});
+  values = reshape(index_select(values.view({B, heads * cap * dh}), 0, index), {B2 * heads, cap, values.size(2)});
+}
+
+// ---- multi-head attention ----
+
+MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o, Generator& gen) : options_(o), gen_(&gen) {
+  if (options_.key_size == 0) options_.key_size = o.query_size;
+  const int64_t d = o.model_size;
+  SRU_CHECK(o.query_size > 0 && d > 0 && o.heads > 0 && d % o.heads == 0,
+            "multi-head attention: query_size and model_size must be positive and model_size (", d,
+            ") divisible by the heads (", o.heads, "), got query_size ", o.query_size);
+  query = register_module(o.names.query, std::make_shared<Linear>(o.query_size, d, o.bias, o.dtype, gen));
+  if (o.keys_from_queries) {
+    key_value = register_module(o.names.key_value, std::make_shared<Linear>(d, 2 * d, false, o.dtype, gen));
+  } else {
+    key = register_module(o.names.key, std::make_shared<Linear>(options_.key_size, d, o.bias, o.dtype, gen));
+    value = register_module(o.names.value, std::make_shared<Linear>(options_.key_size, d, o.bias, o.dtype, gen));
+  }
+  if (o.output_size > 0)
+    output = register_module(o.names.output, std::make_shared<Linear>(d, o.output_size, o.bias, o.dtype, gen));
+}
+
+Tensor MultiHeadAttention::project_queries(const Tensor& x) const {
+  SRU_CHECK(x.defined() && x.dim() == 3 && x.size(2) == options_.query_size, "multi-head attention: queries must be (L, B, ",
+            options_.query_size, "), got ", x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  return query->forward(x);
+}
+
+std::pair<Tensor, Tensor> MultiHeadAttention::project_keys_values(const Tensor& source) const {
+  const int64_t d = options_.model_size, width = options_.keys_from_queries ? d : options_.key_size;
+  SRU_CHECK(source.defined() && source.dim() == 3 && source.size(2) == width, "multi-head attention: the keys' source "
+            "must be (L, B, ", width, "), got ", source.defined() ? shape_str(source.shape()) : std::string("undefined"));
+  if (!options_.keys_from_queries) return {key->forward(source), value->forward(source)};
+  // W_kv's two row blocks are K's and V's weights; slicing the (2d, d) weight costs less than slicing the
+  // (L, B, 2d) product.
+  const Tensor& w = key_value->weight;
+  return {matmul(source, slice(w, 0, 0, d), false, true), matmul(source, slice(w, 0, d, 2 * d), false, true)};
+}
+
+Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) const {
+  const int64_t H = options_.heads;
+  SRU_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.size(1) == k.size(1) && k.size(0) == v.size(0) &&
+                k.size(1) == v.size(1),
+            "multi-head attention: expected q (Lq, B, d), k and v (Lk, B, d), got q ", shape_str(q.shape()), ", k ",
+            shape_str(k.shape()), ", v ", shape_str(v.shape()));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(options_.model_size / H));
+  return merge_heads(attend_heads(split_heads(q, H), split_heads(k, H), split_heads(v, H), H, mask, scale,
+                                  options_.attn_dropout, is_training(), *gen_),
+                     H);
+}
+
+Tensor MultiHeadAttention::project_output(const Tensor& attended) const {
+  return output ? output->forward(attended) : attended;
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x, const Tensor& source, const AttentionMask& mask) const {
+  const Tensor q = project_queries(x);
+  const auto [k, v] = project_keys_values(source.defined() ? source : options_.keys_from_queries ? q : x);
+  return project_output(attend(q, k, v, mask));
+}
+
+Tensor MultiHeadAttention::attend_incremental(const Tensor& q, const Tensor& source, KeyValueCache& cache,
+                                              int64_t window, const Tensor& cache_source) const {
+  const int64_t H = options_.heads, L = q.size(0), B = q.size(1), dh = options_.model_size / H;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+  const auto [k_new, v_new] = project_keys_values(source);
+  const Tensor qh = split_heads(q, H), kh = split_heads(k_new, H), vh = split_heads(v_new, H);
+  Tensor kh_cache = kh, vh_cache = vh;
+  if (cache_source.defined()) {
+    const auto [kc, vc] = project_keys_values(cache_source);
+    kh_cache = split_heads(kc, H);
+    vh_cache = split_heads(vc, H);
+  }
+  SRU_CHECK(!cache.keys.defined() || cache.keys.size(0) == B * H, "multi-head attention: the cache holds ",
+            cache.keys.size(0) / H, " batch rows, the queries ", B);
+  const int64_t bound = cache.max_length;
+  // One position, nothing to leave out: write its row into a free slot and attend over every slot (the
+  // order of keys does not matter), so the step costs the same however many tokens came before.
+  const bool single_step = L == 1 && !cache_source.defined() && (window < 0 || window >= std::max<int64_t>(cache.length, bound));
+  if (single_step) {
+    int64_t cap = cache.capacity();
+    if (cache.length + 1 > cap) {
+      // Grow (bounded caches start at their full max_length + 1 slots; unbounded ones double).
+      const int64_t new_cap = bound >= 0 ? bound + 1 : std::max<int64_t>(16, 2 * cap);
+      const auto [ok, ov] = cache.ordered();
+      cache.keys = ok.defined() ? buffer_with(ok, new_cap) : Tensor::zeros({B * H, new_cap, dh}, q.dtype(), q.device());
+      cache.values = ov.defined() ? buffer_with(ov, new_cap)
+                                  : Tensor::zeros({B * H, new_cap, vh.size(2)}, q.dtype(), q.device());
+      cache.start = 0;
+      cap = new_cap;
+    }
+    const int64_t slot = (cache.start + cache.length) % cap;
+    write_slot(cache.keys, slot, kh);
+    write_slot(cache.values, slot, vh);
+    const int64_t visible = cache.length + 1;
+    // Before the ring wraps the valid slots are [0, visible): the causal pattern of the one query at
+    // offset visible - 1 hides the rest, with no mask tensor. Once full, every slot is valid.
+    const int64_t offset = visible == cap ? cap - 1 : cache.start + cache.length;
+    const Tensor attended = attend_heads(qh, cache.keys, cache.values, H, AttentionMask::causal(offset), scale);
+    if (bound >= 0 && visible > bound) {
+      cache.start = (cache.start + 1) % cap;
+      cache.length = bound;
+    } else {
+      cache.length = visible;
+    }
+    return merge_heads(attended, H);
+  }
+  // Several positions (a prompt, an evaluation chunk): keys [cached rows in time order | new rows], causal.
+  const auto [ok, ov] = cache.ordered();
+  const int64_t n = cache.length;
+  const Tensor keys = ok.defined() ? concat({ok, kh}, 1) : kh, values = ov.defined() ? concat({ov, vh}, 1) : vh;
+  const Tensor attended = attend_heads(qh, keys, values, H, AttentionMask::causal(n, window), scale);
+  cache.assign(ok.defined() ? concat({ok, kh_cache}, 1) : kh_cache, ov.defined() ? concat({ov, vh_cache}, 1) : vh_cache);
+  return merge_heads(attended, H);
+}
 
 AttentionResult scaled_dot_product_attention_with_weights(const Tensor& q, const Tensor& k, const Tensor& v,
                                                           const Tensor& mask, double dropout_p, bool training,
@@ -126,8 +340,9 @@ Tensor SeqAttnMatch::forward(const Tensor& x, const Tensor& y, const Tensor& y_m
             " have different batch sizes");
   check_sequence_mask(y_mask, y, "SeqAttnMatch", "y_mask");
   const Tensor x_proj = relu(linear->forward(x)), y_proj = relu(linear->forward(y));
-  const Tensor mask = y_mask.defined() ? y_mask.view({y.size(0), 1, y.size(1)}) : Tensor();
-  return scaled_dot_product_attention(x_proj, y_proj, y, mask, 0.0, false, default_generator(), 1.0);
+  // One head: batch-first (B, L, d) is already attend_heads' (B*H, L, dh) layout.
+  return attend_heads(x_proj, y_proj, y, 1, y_mask.defined() ? AttentionMask::padding(y_mask) : AttentionMask::none(),
+                      1.0);
 }
 
 LinearSeqAttn::LinearSeqAttn(int64_t dim, DType dtype, Generator& gen) {

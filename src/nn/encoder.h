@@ -7,6 +7,15 @@
 // encoders that look up per-token parameters (undefined when a task has none). The carried state is
 // the encoder's own list of tensors (SRU: {c (layers, B, out)}; LSTM: {h, c}); an empty list means
 // zeros, and forward replaces it with the state after the last step.
+//
+// Incremental state (decoding): forward_sequence is also the step of a decoder. Feed the next tokens
+// (L >= 1, often 1) with the state the previous call returned; the encoder contract
+// (tests/unit/test_encoder_contract.cpp, run over every registered encoder) requires, in evaluation mode,
+// that feeding a sequence in chunks or token by token equals one pass over it whenever streams() says
+// so, that padding a row does not change the others, and that reorder_state then a step equals the
+// step on the reordered rows recomputed from scratch. reorder_state is the beam search's hook: new row
+// i of the batch continues old row rows[i], for every tensor of the state; unless an encoder says
+// otherwise, each state tensor holds the batch at dim kStateBatchDim and is gathered there.
 #pragma once
 
 #include <functional>
@@ -32,6 +41,15 @@ class SequenceEncoder : public Module {
   virtual Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const = 0;
   virtual int64_t output_size() const = 0;  // directions * hidden size
   virtual int64_t directions() const = 0;
+  // Whether, in evaluation mode, a sequence fed in chunks with the carried state gives exactly the
+  // output of one pass (true for recurrences; SRU++ only with a memory, see nn/srupp.h).
+  virtual bool streams() const { return directions() == 1; }
+  // New row i of the batch continues row rows[i] (I64 indices, any count; rows may repeat or drop).
+  virtual void reorder_state(std::vector<Tensor>& state, const Tensor& rows) const;
+  // Whether forward_sequence takes a padding mask (SRU++ with a memory reads unpadded streams only).
+  virtual bool accepts_padding() const { return true; }
+
+  static constexpr int kStateBatchDim = 1;
 };
 
 // What every encoder is built from (the model section's common keys), plus the task's input size.
@@ -42,6 +60,7 @@ struct EncoderArgs {
   double dropout = 0.0;
   bool bidirectional = false;
   int64_t vocab_size = 0;  // the task's token vocabulary (for per-token encoders)
+  DType dtype = DType::F32;
 };
 
 // Copies the common sizes into an encoder's own options struct (which has members of these names).
@@ -52,6 +71,7 @@ Options with_common_args(Options o, const EncoderArgs& a) {
   o.num_layers = a.num_layers;
   o.dropout = a.dropout;
   o.bidirectional = a.bidirectional;
+  o.dtype = a.dtype;
   return o;
 }
 
@@ -60,6 +80,9 @@ struct EncoderSpec {
   // The encoder's own config keys with their defaults (model.* keys only it has).
   std::function<config::Options()> make_options;
   std::function<std::shared_ptr<SequenceEncoder>(const EncoderArgs&, const config::Options&, Generator&)> build;
+  // Settings (`model.KEY=VALUE`) beyond the defaults that the encoder contract suite also runs, so that
+  // every option with its own state or code path (e.g. SRU++'s memory) is held to the contract.
+  std::vector<std::vector<std::string>> contract_variants = {};
 };
 
 // Every registered encoder, in the order the docs list them.

@@ -42,7 +42,10 @@ void Module::collect(const std::string& prefix, bool params, bool buffers, Named
     for (const Entry& e : parameters_) add(e);
   if (buffers)
     for (const Entry& e : buffers_) add(e);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, buffers, out, seen);
+  // A child registered under "" lends its tensors to this module's names (a shared module whose owner
+  // keeps the names of a reference implementation, e.g. SRU++'s attention projections).
+  for (const auto& [name, child] : children_)
+    child->collect(name.empty() ? prefix : prefix + name + ".", params, buffers, out, seen);
 }
 
 NamedTensors Module::state() const {

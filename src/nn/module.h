@@ -52,6 +52,7 @@ class Module {
   Tensor register_buffer(const std::string& name, Tensor t);
   // Makes the registered parameter `name` the tensor t (same shape and dtype), for weight tying.
   void replace_parameter(const std::string& name, const Tensor& t);
+  // An empty name puts the child's tensors under this module's own prefix.
   template <typename M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     children_.emplace_back(name, module);

@@ -52,8 +52,19 @@ SRUppAttention::SRUppAttention(int64_t in_features, int64_t out_features, int64_
   SRU_CHECK(proj_features % o.num_heads == 0, "SRU++: proj_size (", proj_features, ") must be divisible by num_heads (",
             o.num_heads, ")");
   alpha = register_parameter("alpha", Tensor::zeros({1}, o.dtype));
-  linear1 = register_module("linear1", linear_without_bias(in_features, proj_features, o, gen));
-  linear2 = register_module("linear2", linear_without_bias(proj_features, 2 * proj_features, o, gen));
+  MultiHeadAttentionOptions mo;
+  mo.query_size = in_features;
+  mo.model_size = proj_features;
+  mo.heads = o.num_heads;
+  mo.bias = false;
+  mo.keys_from_queries = true;
+  mo.attn_dropout = o.attn_dropout;
+  mo.names.query = "linear1";
+  mo.names.key_value = "linear2";
+  mo.dtype = o.dtype;
+  attention = register_module("", std::make_shared<MultiHeadAttention>(mo, gen));
+  linear1 = attention->query;
+  linear2 = attention->key_value;
   linear3 = register_module("linear3", linear_without_bias(proj_features, out_features, o, gen));
   if (o.attn_layer_norm) layer_norm = register_module("layer_norm", std::make_shared<LayerNorm>(proj_features, 1e-5, o.dtype));
   reset_parameters(gen);
@@ -67,44 +78,40 @@ void SRUppAttention::reset_parameters(Generator& gen) {
 
 Tensor SRUppAttention::forward(const Tensor& x, const AttentionContext& ctx) const {
   check_input(x, linear1->weight.size(1), "SRU++ attention");
-  const int64_t L = x.size(0), B = x.size(1), P = linear1->weight.size(0), H = num_heads;
+  const int64_t L = x.size(0), B = x.size(1);
   const int64_t M = ctx.memory.defined() ? ctx.memory.size(0) : 0;
   if (M > 0)
     SRU_CHECK(ctx.memory.dim() == 3 && ctx.memory.size(1) == B && ctx.memory.size(2) == x.size(2),
               "SRU++ attention: memory must be (M, B, n_in) = (M, ", B, ", ", x.size(2), ") for input ",
               shape_str(x.shape()), ", got ", shape_str(ctx.memory.shape()));
-  // Keys and values come from [memory | x]; the queries are the rows of x. The memory's projection is
-  // recomputed every segment (it is kept as the layer's input), as the reference does, so it follows
-  // the weights as they train. It is projected apart from x: the memory is detached, so its product's
-  // backward computes W1's gradient only, not an input gradient for M rows that would be dropped.
-  const Tensor q = linear1->forward(x);                                         // (L, B, d')
-  const Tensor z = M > 0 ? concat({linear1->forward(ctx.memory), q}, 0) : q;    // (M + L, B, d')
-  // W2's two row blocks are K's and V's weights; slicing the (2d', d') weight costs less than slicing
-  // the (M + L, B, 2d') product.
-  const Tensor& w2 = linear2->weight;
-  const Tensor k = matmul(z, slice(w2, 0, 0, P), false, true), v = matmul(z, slice(w2, 0, P, 2 * P), false, true);
-  const Tensor qh = split_heads(q, H), kh = split_heads(k, H), vh = split_heads(v, H);  // (B*H, len, d'/H)
-  const double scale = 1.0 / std::sqrt(static_cast<double>(P / H));
-  const Tensor scores = bmm(qh, kh, false, true);  // (B*H, L, M + L)
-  const int64_t Lk = M + L;
-  Tensor weights;
-  if (!ctx.key_padding.defined()) {
-    // Non-causal attention is the causal pattern with every key at or before each query.
-    weights = ctx.causal ? causal_softmax(scores, scale, M, ctx.window) : causal_softmax(scores, scale, Lk);
+  const Tensor q = attention->project_queries(x);  // (L, B, d')
+  Tensor attended;
+  if (ctx.cache) {
+    // Decoding: K and V of the new rows join the cache of earlier ones (no recomputation of the memory).
+    const Tensor cache_source = ctx.cache_input.defined() ? attention->project_queries(ctx.cache_input) : Tensor();
+    attended = attention->attend_incremental(q, q, *ctx.cache, ctx.window, cache_source);
   } else {
-    Tensor s = scores * scale;
-    if (ctx.causal)
-      s = masked_fill(s, causal_mask(L, Lk, M, DType::I32, x.device()), -std::numeric_limits<double>::infinity());
-    weights = reshape(masked_softmax(reshape(s, {B, H, L, Lk}), ctx.key_padding), {B * H, L, Lk});
+    // Keys and values come from [memory | x]; the queries are the rows of x. The memory's projection is
+    // recomputed every segment (it is kept as the layer's input), as the reference does, so it follows
+    // the weights as they train. It is projected apart from x: the memory is detached, so its product's
+    // backward computes W1's gradient only, not an input gradient for M rows that would be dropped.
+    const Tensor z = M > 0 ? concat({attention->project_queries(ctx.memory), q}, 0) : q;  // (M + L, B, d')
+    const auto [k, v] = attention->project_keys_values(z);
+    AttentionMask mask;
+    if (ctx.causal) mask = AttentionMask::causal(M, ctx.window, ctx.key_padding);
+    else if (ctx.key_padding.defined()) mask = AttentionMask::padding(ctx.key_padding);
+    attended = attention->attend(q, k, v, mask);  // (L, B, d')
   }
-  // Dropout sees the batch as dim 0 of (B, H, L, Lk) (heads are b-major), so that under data parallel
-  // each rank draws its rows of the single process's mask.
-  weights = reshape(sru::dropout(reshape(weights, {B, H, L, Lk}), attn_dropout, is_training(), *gen_),
-                    {B * H, L, Lk});
-  const Tensor attended = merge_heads(bmm(weights, vh), H);  // (L, B, d')
+  (void)L;
   Tensor y = q + attended * alpha;
   if (layer_norm) y = layer_norm->forward(y);
   return linear3->forward(sru::dropout(y, dropout, is_training(), *gen_, 1));  // (L, B, d'): batch dim 1
+}
+
+void SRUppAttention::prime_cache(const Tensor& memory, KeyValueCache& cache) const {
+  check_input(memory, linear1->weight.size(1), "SRU++ attention memory");
+  const auto [k, v] = attention->project_keys_values(attention->project_queries(memory));
+  cache.assign(split_heads(k, num_heads), split_heads(v, num_heads));
 }
 
 // ---- projected linear transform (layers without attention) ----
@@ -161,17 +168,26 @@ void SRUppLayer::reset_parameters() {
   weight_c.copy_(Tensor::uniform(weight_c.shape(), -options.weight_c_init, options.weight_c_init, weight_c.dtype(), *gen_));
 }
 
+void SRUppLayer::prime_cache(const Tensor& memory, KeyValueCache& cache) const {
+  const auto* attention = dynamic_cast<const SRUppAttention*>(transform_module.get());
+  SRU_CHECK(attention, "SRU++: prime_cache on a layer without attention");
+  const bool normalize = layer_norm && !options.normalize_after && options.normalize_memory;
+  attention->prime_cache(normalize ? layer_norm->forward(memory) : memory, cache);
+}
+
 std::pair<Tensor, Tensor> SRUppLayer::forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad,
                                               const AttentionContext& context) const {
   check_input(x, input_size, "SRU++ layer");
   const int64_t B = x.size(1);
-  // The memory holds raw layer inputs; the layer's pre-norm applies to it as to the current input. (The
-  // reference normalises only the current input, so with layer_norm and memory its keys mix normalised
-  // and raw inputs; here a segmented stream computes what the whole stream does.)
+  // The memory holds raw layer inputs; the layer's pre-norm applies to it as to the current input
+  // (normalize_memory). The reference normalises only the current input, so with layer_norm and memory
+  // its keys mix normalised and raw inputs; by default here a segmented stream computes what the whole
+  // stream does, and normalize_memory false computes what the reference does.
   const bool pre_norm = layer_norm && !options.normalize_after;
   const Tensor input = pre_norm ? layer_norm->forward(x) : x;
   AttentionContext ctx = context;
-  if (pre_norm && ctx.memory.defined()) ctx.memory = layer_norm->forward(ctx.memory);
+  if (pre_norm && ctx.memory.defined() && options.normalize_memory) ctx.memory = layer_norm->forward(ctx.memory);
+  if (pre_norm && ctx.cache && !options.normalize_memory) ctx.cache_input = x;
   Tensor mask_c;
   if (is_training() && dropout > 0) mask_c = dropout_mask({B, output_size}, dropout, x.dtype(), *gen_, x.device());
   const Tensor U = transform_module->forward(input, ctx);
@@ -227,15 +243,31 @@ int64_t SRUpp::attention_layers() const {
   return n;
 }
 
+namespace {
+
+// The decoding state's cursor: [start, length] of every attention layer's cache ring (they move together).
+Tensor cache_cursor(const KeyValueCache& cache) {
+  return Tensor::from_vector(std::vector<int64_t>{cache.start, cache.length}, {2});
+}
+
+}  // namespace
+
 Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
   const Tensor& x0 = input.x;
   check_input(x0, options.input_size, "SRU++");
   const int64_t L = x0.size(0), B = x0.size(1), n = static_cast<int64_t>(layers.size()), M = options.memory_length;
+  const int64_t A = attention_layers();
   const bool with_memory = M > 0;
-  const size_t expected = with_memory ? 1 + static_cast<size_t>(attention_layers()) : 1;
-  SRU_CHECK(state.empty() || state.size() == 1 || state.size() == expected, "SRU++: the carried state must hold ",
-            expected, " tensors (c", with_memory ? " and the memory of each attention layer" : "", "), got ",
-            state.size());
+  // Evaluation with a memory decodes through key/value caches (see nn/srupp.h); training keeps raw inputs,
+  // whose projection follows the weights as they change.
+  const bool decoding = with_memory && A > 0 && !is_training();
+  const size_t raw_size = with_memory ? 1 + static_cast<size_t>(A) : 1, cache_size = 2 + 2 * static_cast<size_t>(A);
+  const bool given_cache = decoding && state.size() == cache_size;
+  SRU_CHECK(state.empty() || state.size() == 1 || state.size() == raw_size || given_cache, "SRU++: the carried state must hold ",
+            raw_size, " tensors (c", with_memory ? " and the memory of each attention layer" : "", ")",
+            decoding ? " or " + std::to_string(cache_size) + " (c, the cursor and K, V of each attention layer)" : "",
+            ", got ", state.size(), is_training() && state.size() == cache_size && with_memory
+                                       ? " (a decoding cache, which only evaluation reads)" : "");
   const Tensor c0 = state.empty() ? Tensor() : state[0];
   if (c0.defined())
     SRU_CHECK(c0.dim() == 3 && c0.size(0) == n && c0.size(1) == B, "SRU++: c0 must be (num_layers = ", n, ", B = ", B,
@@ -250,17 +282,48 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
   if (pad.defined()) {
     SRU_CHECK(pad.dim() == 2 && pad.size(0) == L && pad.size(1) == B, "SRU++: mask_pad must be (L, B) = (", L, ", ", B,
               "), got ", shape_str(pad.shape()));
-    context.key_padding = reshape(transpose(pad, 0, 1), {B, 1, 1, L});
+    context.key_padding = transpose(pad, 0, 1);  // (B, L)
+  }
+
+  std::vector<KeyValueCache> caches;
+  if (decoding) {
+    caches.resize(static_cast<size_t>(A));
+    std::vector<int64_t> cursor = {0, 0};
+    if (given_cache) {
+      cursor = state[1].to(Device::cpu()).to_vector<int64_t>();
+      SRU_CHECK(cursor.size() == 2 && cursor[1] <= M, "SRU++: the decoding cache's cursor must be [start, length <= ",
+                M, "], got ", shape_str(state[1].shape()));
+    }
+    for (size_t a = 0; a < caches.size(); ++a) {
+      caches[a].max_length = M;
+      if (given_cache) {
+        caches[a].keys = state[2 + 2 * a].to(x0.device());
+        caches[a].values = state[3 + 2 * a].to(x0.device());
+        caches[a].start = cursor[0];
+        caches[a].length = cursor[1];
+      }
+    }
   }
 
   Tensor x = input_to_hidden ? input_to_hidden->forward(x0) : x0;
   std::vector<Tensor> last_c, memories;
-  size_t memory_index = 1;
+  size_t attention_index = 0;
   for (int64_t i = 0; i < n; ++i) {
     const SRUppLayer& layer = *layers[i];
-    const bool remembers = with_memory && layer.transform_module->attends();
-    context.memory = remembers && state.size() == expected ? state[memory_index++].to(x.device()) : Tensor();
-    if (remembers) {
+    const bool attends = layer.transform_module->attends();
+    const bool remembers = with_memory && attends;
+    context.memory = Tensor();
+    context.cache = nullptr;
+    if (remembers && state.size() == raw_size && raw_size > 1) context.memory = state[1 + attention_index].to(x.device());
+    if (decoding && attends) {
+      KeyValueCache& cache = caches[attention_index];
+      if (context.memory.defined()) {
+        // A training state: its raw memory becomes this layer's cache (projected once).
+        layer.prime_cache(context.memory, cache);
+        context.memory = Tensor();
+      }
+      context.cache = &cache;
+    } else if (remembers) {
       // The last M inputs of [memory | x], detached; a compact copy unless it is x itself.
       const Tensor seen = context.memory.defined() ? concat({context.memory, x.detach()}, 0) : x.detach();
       const int64_t keep = std::min(M, seen.size(0));
@@ -268,14 +331,42 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
                              ? seen
                              : slice(seen, 0, seen.size(0) - keep, seen.size(0)).clone());
     }
+    attention_index += attends ? 1 : 0;
     const Tensor c0_i = c0.defined() ? reshape(slice(c0, 0, i, i + 1), {c0.size(1), c0.size(2)}) : Tensor();
     auto [h, c] = layer.forward(x, c0_i, pad, context);
     x = h;
     last_c.push_back(reshape(c, {1, c.size(0), c.size(1)}));
   }
   state = {concat(last_c, 0)};
-  state.insert(state.end(), memories.begin(), memories.end());
+  if (decoding) {
+    state.push_back(cache_cursor(caches.front()));
+    for (const KeyValueCache& cache : caches) {
+      state.push_back(cache.keys);
+      state.push_back(cache.values);
+    }
+  } else {
+    state.insert(state.end(), memories.begin(), memories.end());
+  }
   return x;
+}
+
+void SRUpp::reorder_state(std::vector<Tensor>& state, const Tensor& rows) const {
+  const size_t A = static_cast<size_t>(attention_layers());
+  if (options.memory_length == 0 || A == 0 || state.size() != 2 + 2 * A) {
+    SequenceEncoder::reorder_state(state, rows);  // c and raw memories: the batch at dim 1
+    return;
+  }
+  std::vector<Tensor> c = {state[0]};
+  SequenceEncoder::reorder_state(c, rows);
+  state[0] = c[0];
+  for (size_t a = 0; a < A; ++a) {
+    KeyValueCache cache;
+    cache.keys = state[2 + 2 * a];
+    cache.values = state[3 + 2 * a];
+    cache.reorder(rows, options.num_heads);
+    state[2 + 2 * a] = cache.keys;
+    state[3 + 2 * a] = cache.values;
+  }
 }
 
 // ---- registry entry ----
@@ -310,6 +401,9 @@ std::vector<config::Section> srupp_fields(SRUppOptions& o) {
                 "Earlier inputs each attention layer keeps as extra keys and values (language models; 0 = none)", 0),
       bool_field("same_length", &o.same_length,
                  "In evaluation each query sees exactly memory_length earlier positions (the reference's evaluation)"),
+      bool_field("normalize_memory", &o.normalize_memory,
+                 "With layer_norm (pre-norm) and a memory, normalise the memory rows too (false: only the current "
+                 "segment, the reference SRUpp's convention)"),
       bool_field("causal", &o.causal, "Causal attention (language models); false: every position sees the sequence")}}};
 }
 
@@ -323,7 +417,15 @@ EncoderSpec srupp_encoder() {
           [] { return config::Options::of(SRUppOptions{}, &srupp_fields); },
           [](const EncoderArgs& a, const config::Options& options, Generator& gen) -> std::shared_ptr<SequenceEncoder> {
             return std::make_shared<SRUpp>(with_common_args(options.as<SRUppOptions>(), a), gen);
-          }};
+          },
+          // The decoding cache (memory), with several heads, pre-norm and both memory conventions; alpha
+          // starts away from 0, where attention would not reach the output at all.
+          {{"model.rezero_init_alpha=0.7"},
+           {"model.memory_length=5", "model.rezero_init_alpha=0.7"},
+           {"model.memory_length=3", "model.num_heads=2", "model.proj_size=8", "model.layer_norm=true",
+            "model.rezero_init_alpha=0.9"},
+           {"model.memory_length=4", "model.layer_norm=true", "model.normalize_memory=false",
+            "model.attention_last_n_layers=1", "model.rezero_init_alpha=0.8"}}};
 }
 
 }  // namespace sru::nn

@@ -34,9 +34,16 @@
 // values, so a model sees beyond the unroll window. Training lets each query see the whole memory plus
 // the segment up to itself (the reference's training mask); in evaluation with same_length each query
 // sees exactly M earlier positions (the reference's evaluation mask), which also makes evaluation
-// independent of how a stream is cut into chunks. The carried state is {c (layers, B, out), then the
-// memory (M', B, n_in) of each attention layer in order} (M' <= M; {c} alone when M = 0); an empty
-// state means zeros and no memory.
+// independent of how a stream is cut into chunks. The carried state in training is {c (layers, B, out),
+// then the memory (M', B, n_in) of each attention layer in order} (M' <= M; {c} alone when M = 0); an
+// empty state means zeros and no memory. In evaluation with a memory the state is the decoding cache
+// instead: {c, cursor, then K and V (B*H, M + 1, d'/H) of each attention layer} with cursor = [start,
+// length] (I64, on the CPU) of the caches' rings (nn/attention.h KeyValueCache): a generated token then
+// costs one projected row and attention over M cached rows, not a projection of all M + 1 inputs. A
+// training state given to an evaluating encoder is projected into a cache on the way in.
+// With the layer's pre-norm the memory rows are normalised as the current ones (normalize_memory, the
+// default: a segmented stream computes what the whole stream does); normalize_memory false is the
+// reference's convention (only the current segment is normalised), so its checkpoints evaluate as there.
 #pragma once
 
 #include <memory>
@@ -44,6 +51,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "nn/attention.h"
 #include "nn/encoder.h"
 #include "nn/layers.h"
 #include "nn/module.h"
@@ -72,17 +80,24 @@ struct SRUppOptions {
   double weight_c_init = 1.0;
   int64_t memory_length = 0;               // M: earlier inputs each attention layer keeps (0 = none)
   bool same_length = true;                 // evaluation: each query sees exactly M earlier positions
+  bool normalize_memory = true;            // pre-norm (layer_norm) also on the memory rows (false: the reference's)
   bool causal = true;
   DType dtype = DType::F32;
 };
 
 // What an attention transform needs besides its input: the memory of earlier inputs (M, B, n_in) or
 // undefined, a key padding mask (B, 1, 1, M + L) or undefined, and the causal pattern.
+// In evaluation with a memory the layer decodes incrementally instead: `cache` holds the projected keys
+// and values of the last M positions (nn/attention.h), so a new token costs one projected row plus
+// attention over the cache; `cache_input` (the reference's convention, normalize_memory false) are the
+// raw inputs whose projections the cache keeps when the attention itself reads normalised ones.
 struct AttentionContext {
   Tensor memory;
   Tensor key_padding;
   bool causal = true;
   int64_t window = -1;  // earlier positions a query sees (-1 = all)
+  KeyValueCache* cache = nullptr;
+  Tensor cache_input;
 };
 
 // Computes U (L, B, out*k) from a layer's input.
@@ -99,10 +114,16 @@ class SRUppAttention : public SRUppTransform {
   Tensor forward(const Tensor& x, const AttentionContext& context) const override;
   bool attends() const override { return true; }
   void reset_parameters(Generator& gen);
+  // Fills `cache` with the keys and values of `memory` (M, B, n_in), the inputs this transform reads.
+  void prime_cache(const Tensor& memory, KeyValueCache& cache) const;
 
   int64_t num_heads;
   double dropout, attn_dropout, init_alpha;
   Tensor alpha;
+  // Q = W1 x and [K | V] = W2 Q: the shared multi-head attention module, its projections named linear1
+  // and linear2 as the reference (registered without a prefix of its own, so the names stay
+  // transform_module.linear1.weight, ...); linear1 and linear2 alias its projections.
+  std::shared_ptr<MultiHeadAttention> attention;
   std::shared_ptr<Linear> linear1, linear2, linear3;
   std::shared_ptr<LayerNorm> layer_norm;
 
@@ -133,6 +154,8 @@ class SRUppLayer : public Module {
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad,
                                     const AttentionContext& context) const;
   void reset_parameters();
+  // Decoding from a training state: the cache of this (attention) layer's raw memory inputs (M, B, n_in).
+  void prime_cache(const Tensor& memory, KeyValueCache& cache) const;
 
   int64_t input_size, output_size, k;
   double dropout;  // on h inside the recurrence
@@ -152,6 +175,16 @@ class SRUpp : public SequenceEncoder {
   Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
   int64_t output_size() const override { return layers.back()->output_size; }
   int64_t directions() const override { return options.bidirectional ? 2 : 1; }
+  // Chunks equal the whole stream in evaluation only with a memory and same_length (each query then sees
+  // exactly M earlier positions); without a memory attention sees the current chunk alone, and with the
+  // reference's memory convention (pre-norm, normalize_memory false) a key is normalised or not depending
+  // on whether it came in the current chunk.
+  bool streams() const override {
+    const bool reference_memory = options.layer_norm && !options.normalize_after && !options.normalize_memory;
+    return options.memory_length > 0 && options.same_length && !options.bidirectional && !reference_memory;
+  }
+  void reorder_state(std::vector<Tensor>& state, const Tensor& rows) const override;
+  bool accepts_padding() const override { return options.memory_length == 0; }
   int64_t attention_layers() const;
 
   SRUppOptions options;

@@ -4,6 +4,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/index.h"
 #include "ops/layer_norm.h"
 #include "ops/masked_softmax.h"
 #include "ops/matmul.h"

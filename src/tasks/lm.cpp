@@ -18,6 +18,7 @@
 #include "ops/elementwise.h"
 #include "ops/shape_ops.h"
 #include "ops/softmax.h"
+#include "search/search.h"
 #include "tasks/batching.h"
 
 namespace sru::tasks {
@@ -307,29 +308,62 @@ Metrics LanguageModelTask::evaluate_file(const std::string& path, int64_t max_ba
   return metrics_of(r);
 }
 
-std::string LanguageModelTask::generate(const std::string& prompt, int64_t n, double temperature, Generator& gen) {
-  SRU_CHECK(temperature > 0, "generate: temperature must be > 0, got ", temperature);
+namespace {
+
+// The language model as the search layer sees it: log-probabilities of the next token of each row, the
+// encoder state carried from step to step and reordered with the rows.
+class LanguageModelScorer : public search::StepScorer {
+ public:
+  LanguageModelScorer(const LanguageModel& model, std::vector<Tensor> state) : model_(model), state_(std::move(state)) {}
+  Tensor next_log_probs(const std::vector<int64_t>& last_tokens) override {
+    const int64_t N = static_cast<int64_t>(last_tokens.size());
+    return log_softmax(model_.forward(Tensor::from_vector(last_tokens, {1, N}), state_));  // (N, V)
+  }
+  void reorder(const std::vector<int64_t>& rows) override { model_.reorder_state(state_, rows); }
+
+ private:
+  const LanguageModel& model_;
+  std::vector<Tensor> state_;
+};
+
+}  // namespace
+
+void LanguageModel::reorder_state(std::vector<Tensor>& state, const std::vector<int64_t>& rows) const {
+  rnn_->reorder_state(state, Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+}
+
+std::vector<std::vector<std::string>> LanguageModelTask::generate(const std::string& prompt,
+                                                                   const GenerationOptions& options) {
+  SRU_CHECK(options.tokens >= 0 && options.batch >= 1, "generate: tokens must be >= 0 and the batch >= 1, got ",
+            options.tokens, " and ", options.batch);
   autograd::NoGradGuard no_grad;
   model_->eval();
   std::vector<int32_t> context = vocab_.encode_text(prompt);
   if (context.empty()) context = vocab_.encode_text(vocab_.is_bytes() ? "\n" : kEos);  // start after a line end
+  // The prompt but its last token sets the state; the search feeds the last token first.
+  const int64_t B = options.batch, P = static_cast<int64_t>(context.size());
   std::vector<Tensor> state;
-  Tensor x = Tensor::empty({static_cast<int64_t>(context.size()), 1}, DType::I64);
-  for (size_t i = 0; i < context.size(); ++i) x.data<int64_t>()[i] = context[i];
-  Tensor logits = model_->forward(x, state);
-  const int64_t V = vocab_.size();
-  std::vector<int32_t> out;
-  for (int64_t i = 0; i < n; ++i) {
-    const Tensor last = slice(logits, 0, logits.size(0) - 1, logits.size(0));  // (1, V)
-    const auto p = softmax(last * (1.0 / temperature)).to_vector<double>();
-    const double u = philox::u32_to_unit_float(philox::random_u32(gen.seed(), gen.reserve(1), 0));
-    int64_t k = 0;
-    for (double acc = p[0]; acc < u && k < V - 1; acc += p[++k]) {
-    }
-    out.push_back(static_cast<int32_t>(k));
-    logits = model_->forward(Tensor::full({1, 1}, static_cast<double>(k), DType::I64), state);
+  if (P > 1) {
+    std::vector<int64_t> ids;
+    for (int64_t t = 0; t + 1 < P; ++t) ids.insert(ids.end(), B, context[t]);
+    model_->forward(Tensor::from_vector(ids, {P - 1, B}), state);
   }
-  return vocab_.decode(out);
+  LanguageModelScorer scorer(*model_, std::move(state));
+  search::Request request;
+  request.first_tokens.assign(B, context.back());
+  request.max_len_b = options.tokens;  // no end token: exactly `tokens` of them
+  std::vector<search::NBest> found;
+  switch (options.strategy) {
+    case GenerationOptions::Strategy::Sample: found = search::sample(scorer, request, options.sampling); break;
+    case GenerationOptions::Strategy::Greedy: found = search::greedy(scorer, request); break;
+    case GenerationOptions::Strategy::Beam: found = search::beam(scorer, request, options.beam); break;
+  }
+  std::vector<std::vector<std::string>> out;
+  for (const search::NBest& nbest : found) {
+    out.emplace_back();
+    for (const search::Hypothesis& h : nbest) out.back().push_back(vocab_.decode(std::vector<int32_t>(h.tokens.begin(), h.tokens.end())));
+  }
+  return out;
 }
 
 ConvertedModel LanguageModelTask::convert_model(const std::string& form) {

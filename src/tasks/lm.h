@@ -79,6 +79,8 @@ class LanguageModel : public nn::Module {
   // (V, H), rnn.* the Super-Embed-SRU's tensors, and the output layer keeps its weight (the embedding
   // matrix when tied, which the converted model then holds untied as output.weight). Eval mode.
   nn::NamedTensors super_embed_state(const std::string& type) const;
+  // Beam search: row i of the batch continues row rows[i] (the encoder's reorder_state).
+  void reorder_state(std::vector<Tensor>& state, const std::vector<int64_t>& rows) const;
 
  private:
   config::ModelConfig cfg_;
@@ -121,7 +123,7 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   ConvertsModel* model_conversion() override { return this; }
   // One stream from a zero state; the result does not depend on chunk (0 = data.bptt).
   Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) override;
-  std::string generate(const std::string& prompt, int64_t n, double temperature, Generator& gen) override;
+  std::vector<std::vector<std::string>> generate(const std::string& prompt, const GenerationOptions& options) override;
   // "super-embed": a v1 SRU model as the same model with model.type super-embed-sru (untied weights).
   ConvertedModel convert_model(const std::string& form) override;
 

@@ -2,6 +2,9 @@
 // config catalogue built from it and the encoder registry.
 #include "tasks/registry.h"
 
+#include <map>
+
+#include "core/error.h"
 #include "tasks/classify.h"
 #include "tasks/lm.h"
 #include "tasks/squad.h"
@@ -19,6 +22,18 @@ const std::vector<TaskSpec>& task_specs() {
 }
 
 const TaskSpec& find_task(const std::string& name) { return config::find_named(task_specs(), name, "task"); }
+
+std::vector<const Scorer*> scorers() {
+  std::vector<const Scorer*> out;
+  std::map<std::string, std::string> owner;  // scorer name -> the task declaring it
+  for (const TaskSpec& t : task_specs())
+    for (const Scorer& s : t.scorers) {
+      const auto [it, fresh] = owner.emplace(s.name, t.name);
+      SRU_CHECK(fresh, "scorer '", s.name, "' is declared by two tasks: ", it->second, " and ", t.name);
+      out.push_back(&s);
+    }
+  return out;
+}
 
 std::unique_ptr<Task> make_task(const config::Config& cfg, Generator& gen, const TaskContext& context) {
   std::unique_ptr<Task> task = find_task(cfg.task).create(cfg, gen, context);

@@ -406,18 +406,37 @@ std::vector<config::Section> squad_fields(SquadOptions& o) {
       int_field("max_span", &o.max_span, "Longest answer in tokens (DrQA's max_len)", 1)}}};
 }
 
+// srueval squad-score --data FILE --predictions FILE: the official metric of a predictions file alone.
+Scorer squad_scorer() {
+  return {"squad-score",
+          "Score a SQuAD v1.1 predictions file exactly as the official evaluate-v1.1.py does; prints "
+          "{\"exact_match\": ..., \"f1\": ...}",
+          {{"data", "The SQuAD v1.1 data file (e.g. dev-v1.1.json)"},
+           {"predictions", "A JSON object {question id: answer text}"}},
+          [](const ScorerArgs& args, std::ostream& out, std::ostream& err) {
+            const data::SquadDataset dataset = data::read_squad(args.at("data"));
+            const data::SquadScore r = data::score_squad(dataset, data::read_squad_predictions(args.at("predictions")));
+            // Like the official script: questions without a prediction score 0 and are named on stderr.
+            for (const std::string& id : r.unanswered) err << "Unanswered question " << id << " will receive score 0.\n";
+            out << nlohmann::json{{"exact_match", r.exact_match}, {"f1", r.f1}}.dump() << "\n";
+            return 0;
+          }};
+}
+
 }  // namespace
 
 TaskSpec squad_task() {
-  return {"squad",
-          "SQuAD v1.1 reading comprehension with the Document Reader (DrQA) on the registry's encoders: "
-          "`data.path` is train-v1.1.json, `data.valid_path` dev-v1.1.json; metrics `f1` and `exact_match` exactly as "
-          "the official evaluate-v1.1.py.",
-          [] { return config::Options::of(SquadOptions{}, &squad_fields); },
-          [](const config::Config& cfg, Generator& gen, const TaskContext& ctx) -> std::unique_ptr<Task> {
-            return std::make_unique<SquadTask>(cfg, gen, ctx);
-          },
-          {}};
+  TaskSpec spec{"squad",
+                "SQuAD v1.1 reading comprehension with the Document Reader (DrQA) on the registry's encoders: "
+                "`data.path` is train-v1.1.json, `data.valid_path` dev-v1.1.json; metrics `f1` and `exact_match` "
+                "exactly as the official evaluate-v1.1.py.",
+                [] { return config::Options::of(SquadOptions{}, &squad_fields); },
+                [](const config::Config& cfg, Generator& gen, const TaskContext& ctx) -> std::unique_ptr<Task> {
+                  return std::make_unique<SquadTask>(cfg, gen, ctx);
+                },
+                {}};
+  spec.scorers = {squad_scorer()};
+  return spec;
 }
 
 }  // namespace sru::tasks

@@ -11,7 +11,8 @@
 // are fine-tuned (the other rows stay fixed); without vectors every row is trained.
 // Splits: train, valid. Metrics: f1, exact_match (x 100, as the official script), questions.
 // srueval: --text FILE scores a SQuAD-format file; --predict FILE answers a JSON array of
-// {"id" (optional), "context", "question"} objects; --predictions OUT writes {question id: answer}.
+// {"id" (optional), "context", "question"} objects; --predictions OUT writes {question id: answer}; the
+// task declares the scorer `srueval squad-score --data FILE --predictions FILE` (the official metric alone).
 #pragma once
 
 #include <memory>

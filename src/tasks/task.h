@@ -14,6 +14,7 @@
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "nn/module.h"
+#include "search/search.h"
 
 namespace sru::tasks {
 
@@ -56,11 +57,22 @@ class Predicts {
   virtual Metrics evaluate_with_predictions(const std::string& split, const std::string& file, std::ostream& out) = 0;
 };
 
-// srueval --generate N: samples a continuation of `prompt`.
+// How srueval --generate decodes (through the search layer, src/search/search.h).
+struct GenerationOptions {
+  enum class Strategy { Sample, Greedy, Beam };
+  Strategy strategy = Strategy::Sample;
+  int64_t tokens = 100;                // tokens to generate after the prompt
+  int64_t batch = 1;                   // continuations decoded together (samples differ; greedy/beam repeat)
+  search::SamplingOptions sampling;    // temperature, top_k, top_p, seed
+  search::BeamOptions beam;            // beam_size, length_penalty, n_best
+};
+
+// srueval --generate N: continuations of `prompt`: for each of the batch's rows, its n-best texts
+// (one for sampling and greedy decoding), best first.
 class Generates {
  public:
   virtual ~Generates() = default;
-  virtual std::string generate(const std::string& prompt, int64_t n, double temperature, Generator& gen) = 0;
+  virtual std::vector<std::vector<std::string>> generate(const std::string& prompt, const GenerationOptions& options) = 0;
 };
 
 // srueval --convert FORM: the same model in another form that computes the same outputs (e.g. a v1 SRU's

@@ -370,6 +370,36 @@ PY
     cat "$work/bench.txt"
     grep -q "super-embed-sru encoder" "$work/bench.txt" || fail "srubench eval printed no encoder row"
     ;;
+  fixtures)
+    # Checkpoints written by an earlier build (commit 4469660; tests/data/fixtures/README.md), one per
+    # encoder kind, still load and give that build's numbers: srueval --text on each, every metric of
+    # expected.json within 1e-6 relative.
+    python3 - "$eval" "$src/tests/data/fixtures" "$work" <<'PY' || fail "a checkpoint fixture no longer gives its expected metrics"
+import json, os, subprocess, sys
+srueval, fx, work = sys.argv[1:]
+expected = json.load(open(os.path.join(fx, "expected.json")))["fixtures"]
+bad = []
+for name, e in expected.items():
+    out = os.path.join(work, name + ".json")
+    cmd = [srueval, "--threads", "1", "--checkpoint", os.path.join(fx, e["checkpoint"]),
+           "--text", os.path.join(fx, e["text"]), "--json", out]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        bad.append(f"fixture {name}: srueval exited {run.returncode}: {(run.stdout + run.stderr).strip()}")
+        continue
+    got = json.load(open(out))["metrics"]
+    for metric, want in e["metrics"].items():
+        if metric not in got:
+            bad.append(f"fixture {name}: metric {metric} missing (srueval gave {sorted(got)})")
+        elif abs(got[metric] - want) > 1e-6 * abs(want):
+            bad.append(f"fixture {name}: metric {metric} is {got[metric]!r}, expected {want!r}")
+        else:
+            print(f"ok: fixture {name}: {metric} {got[metric]!r}")
+for b in bad:
+    print("FAIL:", b)
+sys.exit(1 if bad else 0)
+PY
+    ;;
   *) fail "unknown case $case" ;;
 esac
 echo "PASS: $case"

@@ -5,6 +5,7 @@
 
 #include "autograd/gradcheck.h"
 #include "nn/attention.h"
+#include "nn/transformer.h"
 #include "ops/ops.h"
 #include "testing.h"
 
@@ -74,4 +75,24 @@ TEST(GradcheckAttention, DrQALayersInputsAndParameters) {
                          {leaf({B, L, d}, 34), leaf({B, 2}, 35), bilinear.linear->weight, bilinear.linear->bias});
   expect_gradients_match([&](const Inputs& x) { return exp(bilinear.forward(x[0], x[1], p_mask)); },
                          {leaf({B, L, d}, 36), leaf({B, 2}, 37), bilinear.linear->weight, bilinear.linear->bias});
+}
+
+TEST(GradcheckAttention, TransformerLayerPreAndPostNormCausalAndPadded) {
+  for (const bool pre_norm : {true, false})
+    for (const bool causal : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "pre_norm " << pre_norm << " causal " << causal);
+      TransformerLayerOptions o;
+      o.width = 4;
+      o.heads = 2;
+      o.ff_size = 6;
+      o.pre_norm = pre_norm;
+      o.causal = causal;
+      o.dtype = DType::F64;
+      Generator gen(40);
+      const TransformerLayer layer(o, gen);
+      const Tensor pad = causal ? Tensor() : padding_mask({3, 2}, 3);
+      Inputs inputs = {leaf({3, 2, 4}, 41)};
+      for (const auto& [name, p] : layer.named_parameters()) inputs.push_back(p);
+      expect_gradients_match([&](const Inputs& x) { return layer.forward(x[0], pad); }, inputs);
+    }
 }

@@ -66,7 +66,7 @@ TEST(GradcheckSrupp, MemoryInTrainingAndTheEvaluationWindow) {
   nn::SRUpp model(o, gen);
   set_alpha(model, 0.8);
   std::vector<Tensor> state;
-  model.train(false);
+  model.train(true);  // dropout 0: the raw memory a language model carries in training
   model.forward_sequence({leaf({3, 2, 5}, 7).detach(), Tensor(), Tensor()}, state);
   ASSERT_EQ(state.size(), 3u);
   for (Tensor& t : state) t = t.detach();  // carried detached, as the language model carries it

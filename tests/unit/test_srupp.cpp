@@ -164,32 +164,43 @@ TEST(SRUpp, NoOutputOrGradientDependsOnALaterInput) {
 
 TEST(SRUpp, MemoryOfThePreviousSegmentMakesSegmentsEqualTheWholeStream) {
   // Training mask (each query sees the whole memory and its segment up to itself): with a memory as long
-  // as the previous segment, the second segment's output equals the whole stream's last rows.
+  // as the previous segment, the second segment's output equals the whole stream's last rows. Training
+  // (dropout 0 here) carries the raw inputs; evaluation carries the decoding cache of projected keys and
+  // values: both must compute the same.
   nn::SRUppOptions o = small_options();
   o.layer_norm = true;
   o.memory_length = 5;
   Generator gen(7);
   nn::SRUpp model(o, gen);
   set_alpha(model, 0.9);
-  model.train(false);
   const Tensor x = random_input(9, 2, 6, 8);
   // The evaluation window (same_length) changes nothing here: each query's window holds every key the
   // whole stream offers it.
-  for (const bool same_length : {false, true}) {
-    model.options.same_length = same_length;
-    std::vector<Tensor> whole_state;
-    const Tensor whole = run(model, x, whole_state);
-    std::vector<Tensor> state;
-    const Tensor first = run(model, slice(x, 0, 0, 5), state);
-    ASSERT_EQ(state.size(), 4u) << "c and the memory of three attention layers";
-    EXPECT_EQ(state[1].shape(), (Shape{5, 2, 6}));
-    EXPECT_EQ(state[2].shape(), (Shape{5, 2, 8}));
-    const Tensor second = run(model, slice(x, 0, 5, 9), state);
-    EXPECT_EQ(state[1].shape(), (Shape{5, 2, 6})) << "the last memory_length inputs";
-    EXPECT_TRUE(tensors_near(first, slice(whole, 0, 0, 5), 1e-12, 1e-12));
-    EXPECT_TRUE(tensors_near(second, slice(whole, 0, 5, 9), 1e-12, 1e-12));
-    EXPECT_TRUE(tensors_near(state[0], whole_state[0], 1e-12, 1e-12));
-  }
+  for (const bool training : {true, false})
+    for (const bool same_length : {false, true}) {
+      model.train(training);
+      model.options.same_length = same_length;
+      std::vector<Tensor> whole_state;
+      const Tensor whole = run(model, x, whole_state);
+      std::vector<Tensor> state;
+      const Tensor first = run(model, slice(x, 0, 0, 5), state);
+      if (training) {
+        ASSERT_EQ(state.size(), 4u) << "c and the memory of three attention layers";
+        EXPECT_EQ(state[1].shape(), (Shape{5, 2, 6}));
+        EXPECT_EQ(state[2].shape(), (Shape{5, 2, 8}));
+      } else {
+        ASSERT_EQ(state.size(), 8u) << "c, the cursor, and K and V of three attention layers";
+        EXPECT_EQ(state[1].to_vector<int64_t>(), (std::vector<int64_t>{0, 5})) << "ring start and length";
+        EXPECT_EQ(state[2].shape(), (Shape{2 * 2, 6, 2})) << "(B*H, M + 1, d'/H)";
+      }
+      const Tensor second = run(model, slice(x, 0, 5, 9), state);
+      if (training) EXPECT_EQ(state[1].shape(), (Shape{5, 2, 6})) << "the last memory_length inputs";
+      else EXPECT_EQ(state[1].to_vector<int64_t>(), (std::vector<int64_t>{0, 5})) << "the last memory_length rows";
+      EXPECT_TRUE(tensors_near(first, slice(whole, 0, 0, 5), 1e-12, 1e-12)) << "training " << training;
+      EXPECT_TRUE(tensors_near(second, slice(whole, 0, 5, 9), 1e-12, 1e-12)) << "training " << training;
+      EXPECT_TRUE(tensors_near(state[0], whole_state[0], 1e-12, 1e-12));
+    }
+  model.train(false);
   // Without memory the second segment does not see the first.
   o.memory_length = 0;
   Generator gen2(7);
@@ -201,6 +212,49 @@ TEST(SRUpp, MemoryOfThePreviousSegmentMakesSegmentsEqualTheWholeStream) {
   run(forgetful, slice(x, 0, 0, 5), state);
   EXPECT_EQ(state.size(), 1u);
   EXPECT_FALSE(tensors_near(run(forgetful, slice(x, 0, 5, 9), state), slice(whole, 0, 5, 9), 1e-9, 0));
+}
+
+TEST(SRUpp, TheDecodingCacheComputesWhatTheRawMemoryDoesInBothMemoryConventions) {
+  // The reference's convention (normalize_memory false: only the current segment is normalised by the
+  // pre-norm) and ours, through the raw memory of training (dropout 0) and the cache of evaluation, on a
+  // stream cut into segments, one of them a single token, and from a training state handed to evaluation.
+  for (const bool normalize_memory : {true, false}) {
+    nn::SRUppOptions o = small_options();
+    o.layer_norm = true;
+    o.memory_length = 12;  // longer than the stream: the evaluation window hides nothing
+    o.normalize_memory = normalize_memory;
+    Generator gen(21);
+    nn::SRUpp model(o, gen);
+    set_alpha(model, 0.8);
+    const Tensor x = random_input(10, 2, 6, 22);
+    const std::vector<std::pair<int64_t, int64_t>> cuts = {{0, 4}, {4, 5}, {5, 8}, {8, 10}};
+    std::vector<Tensor> raw, cached;
+    std::vector<Tensor> raw_state, cache_state, handed_state;
+    for (const auto& [a, b] : cuts) {
+      if (b == 10) handed_state = raw_state;  // the training state before the last segment
+      model.train(true);
+      raw.push_back(run(model, slice(x, 0, a, b), raw_state));
+      model.train(false);
+      cached.push_back(run(model, slice(x, 0, a, b), cache_state));
+    }
+    EXPECT_TRUE(tensors_near(concat(cached, 0), concat(raw, 0), 1e-12, 1e-12)) << "normalize_memory " << normalize_memory;
+    // A training state (raw inputs) handed to evaluation is projected into the cache on the way in.
+    ASSERT_EQ(handed_state.size(), 4u);
+    model.train(false);
+    EXPECT_TRUE(tensors_near(run(model, slice(x, 0, 8, 10), handed_state), cached.back(), 1e-12, 1e-12));
+    // The conventions differ once a normalised layer sees a memory.
+    if (!normalize_memory) {
+      nn::SRUppOptions ours = o;
+      ours.normalize_memory = true;
+      Generator gen2(21);
+      nn::SRUpp twin(ours, gen2);
+      set_alpha(twin, 0.8);
+      twin.train(false);
+      std::vector<Tensor> twin_state;
+      run(twin, slice(x, 0, 0, 8), twin_state);
+      EXPECT_FALSE(tensors_near(run(twin, slice(x, 0, 8, 10), twin_state), cached.back(), 1e-9, 0));
+    }
+  }
 }
 
 TEST(SRUpp, EvaluationWithSameLengthDoesNotDependOnTheChunking) {

@@ -8,6 +8,7 @@
 #include "core/safetensors.h"
 #include "nn/checkpoint.h"
 #include "nn/srupp.h"
+#include "ops/shape_ops.h"
 #include "tasks/lm.h"
 #include "tasks/registry.h"
 #include "testing.h"
@@ -113,6 +114,42 @@ TEST(SruppLanguageModel, FileEvaluationDoesNotDependOnTheChunkAndGenerationRuns)
   auto* files = task->file_evaluation();
   const double whole = files->evaluate_file(path, 0, 1000).at("bpc");
   for (int64_t chunk : {1, 3, 7}) EXPECT_NEAR(files->evaluate_file(path, 0, chunk).at("bpc"), whole, 1e-4) << chunk;
-  Generator sample_gen(3);
-  EXPECT_EQ(task->generation()->generate("<page>", 12, 0.7, sample_gen).size(), 12u);
+  tasks::GenerationOptions how;
+  how.tokens = 12;
+  how.sampling.temperature = 0.7;
+  EXPECT_EQ(task->generation()->generate("<page>", how).at(0).at(0).size(), 12u);
+
+  // Greedy decoding through the key/value caches (one projected row per token) equals greedy decoding
+  // that reruns the whole text from a zero state for every token; beam 1 equals greedy; 3 samples differ.
+  how.strategy = tasks::GenerationOptions::Strategy::Greedy;
+  how.tokens = 30;
+  const std::string greedy = task->generation()->generate("<page>", how).at(0).at(0);
+  std::string text = "<page>";
+  {
+    autograd::NoGradGuard no_grad;
+    task->model().eval();
+    auto& lm = dynamic_cast<tasks::LanguageModel&>(task->model());
+    for (int i = 0; i < 30; ++i) {
+      std::vector<int64_t> ids;
+      for (const unsigned char c : text) ids.push_back(c);
+      std::vector<Tensor> state;
+      const Tensor logits = lm.forward(Tensor::from_vector(ids, {static_cast<int64_t>(ids.size()), 1}), state);
+      const auto last = slice(logits, 0, logits.size(0) - 1, logits.size(0)).to_vector<double>();
+      text += static_cast<char>(std::max_element(last.begin(), last.end()) - last.begin());
+    }
+  }
+  EXPECT_EQ("<page>" + greedy, text);
+  how.strategy = tasks::GenerationOptions::Strategy::Beam;
+  how.beam.beam_size = 1;
+  EXPECT_EQ(task->generation()->generate("<page>", how).at(0).at(0), greedy);
+  how.beam.beam_size = 4;
+  how.beam.n_best = 3;
+  const auto best = task->generation()->generate("<page>", how);
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].size(), 3u);
+  how.strategy = tasks::GenerationOptions::Strategy::Sample;
+  how.batch = 3;
+  const auto samples = task->generation()->generate("<page>", how);
+  ASSERT_EQ(samples.size(), 3u);
+  EXPECT_NE(samples[0][0], samples[1][0]);
 }

@@ -97,8 +97,13 @@ TEST(WordLM, VocabularyFromTheTrainingFileWithEosAndPerplexity) {
   const std::string valid = cfg.task_as<tasks::LMOptions>().valid_path;
   EXPECT_DOUBLE_EQ(restored->file_evaluation()->evaluate_file(valid, 0, 0).at("ppl"),
                    task->file_evaluation()->evaluate_file(valid, 0, 0).at("ppl"));
-  const std::string sample = restored->generation()->generate("a b", 12, 0.5, gen2);
-  EXPECT_FALSE(sample.empty());
+  tasks::GenerationOptions how;
+  how.tokens = 12;
+  how.sampling.temperature = 0.5;
+  const auto samples = restored->generation()->generate("a b", how);
+  ASSERT_EQ(samples.size(), 1u);
+  ASSERT_EQ(samples[0].size(), 1u);
+  EXPECT_FALSE(samples[0][0].empty());
 }
 
 TEST(WordLM, WordsOutsideTheVocabularyAreUnkOrAnErrorNamingTheLine) {

@@ -1,0 +1,133 @@
+// srubench train-epoch and eval (see bench/task_bench.h): tasks from configs and checkpoints, timed as
+// srutrain trains them and as srueval evaluates them.
+#include "bench/task_bench.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "autograd/engine.h"
+#include "autograd/node.h"
+#include "config/config.h"
+#include "core/cuda/runtime.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "dist/communicator.h"
+#include "optim/optimizer.h"
+#include "tasks/registry.h"
+#include "train/checkpoint.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+namespace sru::bench {
+
+// Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or
+// --steps steps, scaled to an epoch) per repeat after untimed warm-up steps. Each step is srutrain's
+// (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule. Under mpirun the
+// epochs are data-parallel, as srutrain's (rank 0 reports its clock; tokens/s counts every rank's).
+void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
+  sru::dist::Communicator& comm = sru::dist::world();
+  double first_seconds = 0;
+  for (const std::string& path : o.configs) {
+    std::vector<std::string> overrides = o.overrides;
+    sru::config::Config cfg = sru::config::load_config(path, overrides);
+    if (const auto plan = sru::tasks::cross_validation_plan(cfg)) {
+      overrides.push_back(plan->fold_key + "=0");
+      cfg = sru::config::load_config(path, overrides);
+    }
+    sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
+    auto task = sru::tasks::make_task(cfg, gen, {true, nullptr, &comm});
+    sru::train::check_data_parallel(cfg, *task, comm);
+    comm.set_timeout(cfg.train.dist_timeout_s);
+    const sru::Device device = sru::train::resolve_train_device(cfg.train.device, comm);
+    task->model().to(device);
+    comm.use_device(device);
+    const auto optimizer = sru::train::make_optimizer(cfg.train, task->model());
+    const int64_t per_epoch = task->steps_per_epoch();
+    const int64_t steps = o.steps > 0 ? std::min(o.steps, per_epoch) : per_epoch;
+    const int64_t total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.train.epochs * per_epoch;
+    sru::train::TrainingStep step(*task, *optimizer, cfg.train,
+                                  sru::train::schedule_options(cfg.train, task->model_size(), total_steps), &comm);
+    int64_t epoch = 0, tokens = 0, taken = 0;
+    double last_lr = 0;
+    auto run_steps = [&](int64_t n) {
+      task->start_epoch(epoch, 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const auto r = step.run(i, ++taken, epoch);
+        SRU_CHECK(r.kind != sru::train::StepOutcome::Kind::NonFinite, "srubench train-epoch: ", path, ": non-finite ",
+                  r.nonfinite, " at step ", taken);
+        tokens += r.tokens;
+        last_lr = r.lr;
+      }
+      ++epoch;
+      if (device.is_cuda()) sru::cuda::synchronize(device.index);  // the host clock times finished work
+    };
+    run_steps(std::min(o.warmup_steps, per_epoch));
+    tokens = 0;
+    const auto t = sru::bench::time_cpu([&] { run_steps(steps); }, {0, o.repeats});
+    const double seconds = t.median_ms / 1000.0 * static_cast<double>(per_epoch) / static_cast<double>(steps);
+    if (first_seconds == 0) first_seconds = seconds;
+    Row row{std::filesystem::path(path).stem().string(), device.str(), {}};
+    row.set("params", static_cast<double>(task->model().num_parameters()));
+    row.set("steps", static_cast<double>(steps)).set("steps_per_epoch", static_cast<double>(per_epoch));
+    row.set("s_per_epoch", seconds);
+    row.set("tokens_per_s", static_cast<double>(tokens) / o.repeats / (t.median_ms / 1000.0));
+    row.set("vs_first", seconds / first_seconds);
+    row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
+    row.set("ranks", comm.size());
+    report.add(row);
+  }
+}
+
+// Inference of each checkpoint, two rows each: the task's evaluation of a split (forward passes without
+// gradients; words/s over the split) and the encoder alone (model.type built from the checkpoint's
+// config, fresh weights: speed does not depend on their values) on one (--length, --batch) batch of
+// random token ids and inputs. Median of the repeats;
+// vs_first = the first checkpoint's time over this one's.
+void bench_eval(Report& report, const EvalBenchOptions& o) {
+  double first_model_ms = 0, first_encoder_ms = 0;
+  for (const std::string& path : o.checkpoints) {
+    const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(path, o.overrides);
+    const sru::config::Config& cfg = ckpt.config;
+    sru::Generator gen(1);
+    auto task = sru::tasks::make_task(cfg, gen, {/*load_data=*/true, &ckpt.file});
+    sru::train::load_model(task->model(), ckpt.file, path);
+    task->model().eval();
+    const std::string split = o.split.empty() ? task->validation_split() : o.split;
+    sru::tasks::Metrics m;
+    const auto t_model = sru::bench::time_cpu([&] { m = task->evaluate(split, o.max_batches); }, o.timing);
+    const std::string count = task->token_name();
+    const double tokens = m.count(count) ? m.at(count) : 0.0;
+    // A row of `n` tokens in `ms` (median), relative to the first checkpoint's time `first_ms`.
+    auto row = [&](const std::string& part, const sru::nn::Module& params, double n, double ms, double& first_ms) {
+      if (first_ms == 0) first_ms = ms;
+      Row r{cfg.model.type + " " + part, "cpu", {}};
+      r.set("params", static_cast<double>(params.num_parameters())).set(count, n).set("ms", ms);
+      r.set(count + "_per_s", n / (ms / 1000.0)).set("vs_first", first_ms / ms);
+      return r;
+    };
+    const std::string metric = task->metrics().front().name;
+    report.add(row("model", task->model(), tokens, t_model.median_ms, first_model_ms).set(metric, m.at(metric)));
+
+    // The encoder alone on one evaluation batch.
+    int64_t vocab = 0;
+    for (const auto& [name, t] : task->model().state())
+      if (name == "embedding.weight") vocab = t.size(0);
+    const auto encoder = sru::tasks::make_encoder(cfg, cfg.model.embedding_size, gen, vocab);
+    encoder->eval();
+    const int64_t L = o.length, B = o.batch;
+    const Tensor x = Tensor::uniform({L, B, cfg.model.embedding_size}, -1, 1, sru::DType::F32, gen);
+    const Tensor tokens_in = Tensor::uniform({L, B}, 0, static_cast<double>(std::max<int64_t>(vocab, 1)) - 0.5,
+                                             sru::DType::F64, gen).to(sru::DType::I64);
+    const auto t_encoder = sru::bench::time_cpu(
+        [&] {
+          sru::autograd::NoGradGuard no_grad;
+          std::vector<Tensor> state;
+          encoder->forward_sequence({x, Tensor(), tokens_in}, state);
+        },
+        {o.timing.warmup, o.timing.repeats * 10});
+    report.add(row("encoder", *encoder, static_cast<double>(L * B), t_encoder.median_ms, first_encoder_ms));
+  }
+}
+
+}  // namespace sru::bench

@@ -1,0 +1,41 @@
+// `srubench train-epoch` and `srubench eval`: whole tasks built from experiment configs or checkpoints
+// through the task registry — training epochs (srutrain's steps), and inference (a split's evaluation,
+// and the checkpoint's encoder alone on one batch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bench/bench.h"
+
+namespace sru::bench {
+
+struct EpochBenchOptions {
+  std::vector<std::string> configs;
+  std::vector<std::string> overrides;
+  int64_t steps = 0;  // 0 = whole epochs
+  int64_t warmup_steps = 10;
+  int repeats = 3;
+};
+
+// Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or
+// `steps` steps, scaled to an epoch) per repeat after untimed warm-up steps. Each step is srutrain's
+// (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule. Under mpirun the
+// epochs are data-parallel, as srutrain's (rank 0 reports its clock; tokens/s counts every rank's).
+void bench_train_epoch(Report& report, const EpochBenchOptions& options);
+
+struct EvalBenchOptions {
+  std::vector<std::string> checkpoints;
+  std::vector<std::string> overrides;
+  std::string split;  // "" = the task's validation split
+  int64_t max_batches = 0;
+  int64_t length = 35, batch = 10;  // the encoder row's input shape
+  TimingOptions timing{1, 5};
+};
+
+// Inference of each checkpoint, two rows each: the task's evaluation of a split and the encoder alone
+// (model.type built from the checkpoint's config, fresh weights) on one (length, batch) batch.
+void bench_eval(Report& report, const EvalBenchOptions& options);
+
+}  // namespace sru::bench

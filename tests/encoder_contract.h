@@ -1,0 +1,200 @@
+// The encoder contract, checked for every registered encoder (nn::encoders()) and each of its
+// contract_variants, so a new encoder is held to it by registering it:
+//   - padding does not change the other rows, and a padded row's valid steps equal that row run alone;
+//   - in evaluation, a sequence fed in chunks with the carried state equals one pass (when streams());
+//   - token by token equals one pass (when streams());
+//   - reorder_state, then a step, equals recomputing the reordered rows from scratch.
+// Float64 within 1e-10, float32 within 1e-5. tests/unit/test_encoder_contract.cpp runs it on the CPU,
+// tests/parity/test_cuda_encoder_contract.cpp on a GPU (label cuda).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "config/config.h"
+#include "nn/encoder.h"
+#include "ops/ops.h"
+#include "tasks/registry.h"
+
+namespace sru::testing {
+
+struct EncoderVariant {
+  std::string encoder;
+  std::vector<std::string> settings;
+  DType dtype = DType::F64;
+
+  std::string name() const {
+    std::string out = encoder;
+    out.append(dtype == DType::F64 ? "_f64" : "_f32");
+    for (const std::string& s : settings) {
+      out.push_back('_');
+      out.append(s, s.find('.') + 1);
+    }
+    for (char& c : out)
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return out;
+  }
+};
+
+// gtest names a failing parameter by this, not by its bytes.
+inline void PrintTo(const EncoderVariant& v, std::ostream* os) { *os << v.name(); }
+
+inline std::vector<EncoderVariant> encoder_variants() {
+  std::vector<EncoderVariant> out;
+  for (DType dtype : {DType::F64, DType::F32})
+    for (const nn::EncoderSpec& spec : nn::encoders()) {
+      out.push_back({spec.name, {}, dtype});
+      for (const auto& settings : spec.contract_variants) out.push_back({spec.name, settings, dtype});
+    }
+  return out;
+}
+
+constexpr int64_t kContractWidth = 8, kContractVocab = 11;
+
+inline std::shared_ptr<nn::SequenceEncoder> build_encoder(const EncoderVariant& v, Device device) {
+  const std::string yaml = "task: charlm\ndata:\n  path: unused\nmodel:\n  type: " + v.encoder +
+                           "\n  embedding_size: 8\n  hidden_size: 8\n  num_layers: 2\n  dropout: 0.0\n";
+  const config::Config cfg = config::parse_config(yaml, "the contract config", v.settings);
+  nn::EncoderArgs args;
+  args.input_size = args.hidden_size = kContractWidth;
+  args.num_layers = 2;
+  args.vocab_size = kContractVocab;
+  args.dtype = v.dtype;
+  Generator gen(7);
+  auto encoder = nn::find_encoder(v.encoder).build(args, cfg.encoder_options, gen);
+  encoder->to(device);
+  encoder->eval();
+  return encoder;
+}
+
+struct ContractInput {
+  Tensor x, tokens;  // (L, B, width), (L, B) i64
+};
+
+inline ContractInput contract_input(int64_t L, int64_t B, DType dtype, Device device, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<int64_t> ids(L * B);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7 + seed * 3) % kContractVocab);
+  return {Tensor::uniform({L, B, kContractWidth}, -1, 1, dtype, gen).to(device),
+          Tensor::from_vector(ids, {L, B}).to(device)};
+}
+
+// Rows [start, end) of dim 0 (time) of the input.
+inline ContractInput time_slice(const ContractInput& in, int64_t start, int64_t end) {
+  return {slice(in.x, 0, start, end), slice(in.tokens, 0, start, end)};
+}
+
+// The batch rows `rows` (dim 1) of the input.
+inline ContractInput batch_rows(const ContractInput& in, const std::vector<int64_t>& rows) {
+  const Tensor index = Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}).to(in.x.device());
+  return {index_select(in.x, 1, index), index_select(in.tokens, 1, index)};
+}
+
+inline Tensor run(const nn::SequenceEncoder& e, const ContractInput& in, std::vector<Tensor>& state,
+                  const Tensor& mask_pad = Tensor()) {
+  return e.forward_sequence({in.x, mask_pad, in.tokens}, state);
+}
+
+inline double contract_tolerance(DType dtype) { return dtype == DType::F64 ? 1e-10 : 1e-5; }
+
+inline ::testing::AssertionResult outputs_equal(const Tensor& a, const Tensor& b, DType dtype) {
+  if (a.shape() != b.shape())
+    return ::testing::AssertionFailure() << "shapes differ: " << shape_str(a.shape()) << " vs " << shape_str(b.shape());
+  const auto va = a.to(Device::cpu()).to_vector<double>(), vb = b.to(Device::cpu()).to_vector<double>();
+  const double tol = contract_tolerance(dtype);
+  for (size_t i = 0; i < va.size(); ++i)
+    if (!(std::abs(va[i] - vb[i]) <= tol * std::max(1.0, std::abs(vb[i]))))
+      return ::testing::AssertionFailure() << "element " << i << ": " << va[i] << " vs " << vb[i] << " (tolerance "
+                                           << tol << ")";
+  return ::testing::AssertionSuccess();
+}
+
+// Feeds the input in pieces of the given lengths with the carried state; returns the outputs joined.
+inline Tensor run_in_pieces(const nn::SequenceEncoder& e, const ContractInput& in, const std::vector<int64_t>& pieces,
+                            std::vector<Tensor>& state) {
+  std::vector<Tensor> outs;
+  int64_t t = 0;
+  for (int64_t n : pieces) {
+    outs.push_back(run(e, time_slice(in, t, t + n), state));
+    t += n;
+  }
+  return concat(outs, 0);
+}
+
+inline void check_chunks_equal_whole(const EncoderVariant& v, Device device) {
+  const auto e = build_encoder(v, device);
+  if (!e->streams()) GTEST_SKIP() << v.name() << " does not stream (streams() is false): another variant covers it";
+  autograd::NoGradGuard no_grad;
+  const ContractInput in = contract_input(11, 3, v.dtype, device, 1);
+  std::vector<Tensor> whole_state, chunk_state;
+  const Tensor whole = run(*e, in, whole_state);
+  const Tensor chunked = run_in_pieces(*e, in, {4, 1, 3, 2, 1}, chunk_state);
+  EXPECT_TRUE(outputs_equal(chunked, whole, v.dtype)) << v.name();
+  // The states carried out of both continue the same way.
+  const ContractInput next = contract_input(3, 3, v.dtype, device, 2);
+  EXPECT_TRUE(outputs_equal(run(*e, next, chunk_state), run(*e, next, whole_state), v.dtype)) << v.name();
+}
+
+inline void check_token_by_token_equals_whole(const EncoderVariant& v, Device device) {
+  const auto e = build_encoder(v, device);
+  if (!e->streams()) GTEST_SKIP() << v.name() << " does not stream (streams() is false): another variant covers it";
+  autograd::NoGradGuard no_grad;
+  const ContractInput in = contract_input(10, 2, v.dtype, device, 3);
+  std::vector<Tensor> whole_state, step_state;
+  const Tensor whole = run(*e, in, whole_state);
+  const Tensor steps = run_in_pieces(*e, in, std::vector<int64_t>(10, 1), step_state);
+  EXPECT_TRUE(outputs_equal(steps, whole, v.dtype)) << v.name();
+}
+
+inline void check_padding_leaves_other_rows(const EncoderVariant& v, Device device) {
+  const auto e = build_encoder(v, device);
+  if (!e->accepts_padding()) GTEST_SKIP() << v.name() << " reads unpadded streams only (accepts_padding() is false)";
+  autograd::NoGradGuard no_grad;
+  const int64_t L = 9;
+  const std::vector<int64_t> lengths = {9, 5, 7};
+  const int64_t B = static_cast<int64_t>(lengths.size());
+  const ContractInput in = contract_input(L, B, v.dtype, device, 4);
+  std::vector<int32_t> pad(L * B);
+  for (int64_t t = 0; t < L; ++t)
+    for (int64_t b = 0; b < B; ++b) pad[t * B + b] = t >= lengths[b];
+  std::vector<Tensor> state;
+  const Tensor padded = run(*e, in, state, Tensor::from_vector(pad, {L, B}).to(device));
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<Tensor> alone_state;
+    const ContractInput row = time_slice(batch_rows(in, {b}), 0, lengths[b]);
+    const Tensor alone = run(*e, row, alone_state);
+    const Tensor ours = slice(index_select(padded, 1, Tensor::full({1}, static_cast<double>(b), DType::I64, device)), 0, 0,
+                              lengths[b]);
+    EXPECT_TRUE(outputs_equal(ours, alone, v.dtype)) << v.name() << ": row " << b << " of length " << lengths[b];
+  }
+}
+
+inline void check_reorder_then_step(const EncoderVariant& v, Device device) {
+  const auto e = build_encoder(v, device);
+  autograd::NoGradGuard no_grad;
+  const ContractInput prefix = contract_input(6, 3, v.dtype, device, 5);
+  const std::vector<int64_t> rows = {2, 0, 0, 1};
+  const ContractInput next = contract_input(e->streams() ? 1 : 2, 4, v.dtype, device, 6);
+  std::vector<Tensor> state;
+  run(*e, prefix, state);
+  e->reorder_state(state, Tensor::from_vector(rows, {4}));
+  const Tensor reordered = run(*e, next, state);
+  std::vector<Tensor> fresh;
+  run(*e, batch_rows(prefix, rows), fresh);
+  EXPECT_TRUE(outputs_equal(reordered, run(*e, next, fresh), v.dtype)) << v.name();
+}
+
+// Every encoder has a variant that streams (else its incremental decoding would go untested).
+inline void check_every_encoder_streams_somewhere(Device device) {
+  for (const nn::EncoderSpec& spec : nn::encoders()) {
+    bool streams = false;
+    for (const EncoderVariant& v : encoder_variants())
+      if (v.encoder == spec.name && build_encoder(v, device)->streams()) streams = true;
+    EXPECT_TRUE(streams) << spec.name << ": no contract variant streams; add one to its EncoderSpec::contract_variants";
+  }
+}
+
+}  // namespace sru::testing

@@ -1,0 +1,32 @@
+// The encoder contract (tests/encoder_contract.h) on a GPU, for every registered encoder and variant:
+// the CUDA kernels, the cuDNN LSTM and the device-side caches under the same properties as the CPU.
+#include "cuda_parity.h"
+#include "encoder_contract.h"
+
+namespace sru::testing {
+namespace {
+
+class CudaEncoderContract : public ::testing::TestWithParam<EncoderVariant> {};
+
+TEST_P(CudaEncoderContract, ChunksEqualTheWholeSequence) {
+  SKIP_WITHOUT_CUDA();
+  check_chunks_equal_whole(GetParam(), kCuda);
+}
+TEST_P(CudaEncoderContract, TokenByTokenEqualsOnePass) {
+  SKIP_WITHOUT_CUDA();
+  check_token_by_token_equals_whole(GetParam(), kCuda);
+}
+TEST_P(CudaEncoderContract, PaddingDoesNotChangeOtherRows) {
+  SKIP_WITHOUT_CUDA();
+  check_padding_leaves_other_rows(GetParam(), kCuda);
+}
+TEST_P(CudaEncoderContract, ReorderThenStepEqualsRecomputing) {
+  SKIP_WITHOUT_CUDA();
+  check_reorder_then_step(GetParam(), kCuda);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registered, CudaEncoderContract, ::testing::ValuesIn(encoder_variants()),
+                         [](const ::testing::TestParamInfo<EncoderVariant>& info) { return info.param.name(); });
+
+}  // namespace
+}  // namespace sru::testing

@@ -1,0 +1,150 @@
+// The shared multi-head attention module and the Transformer layer (nn/attention.h, nn/transformer.h):
+// OpenNMT-py's parameter names and the parameter count, causality, key padding, decoding through the
+// key/value cache (bounded ring and unbounded growth) against whole passes, and reordering a cache.
+#include <gtest/gtest.h>
+
+#include "autograd/node.h"
+#include "nn/attention.h"
+#include "nn/transformer.h"
+#include "ops/ops.h"
+#include "testing.h"
+
+using namespace sru;
+using namespace sru::nn;
+using sru::testing::tensors_near;
+
+namespace {
+
+Tensor random(const Shape& s, uint64_t seed) {
+  Generator gen(seed);
+  return Tensor::uniform(s, -1, 1, DType::F64, gen);
+}
+
+TransformerLayerOptions layer_options(bool pre_norm, bool causal = true) {
+  TransformerLayerOptions o;
+  o.width = 8;
+  o.heads = 2;
+  o.pre_norm = pre_norm;
+  o.causal = causal;
+  o.dtype = DType::F64;
+  return o;
+}
+
+// Runs the layer over x one chunk at a time through one cache; returns the outputs joined.
+Tensor decode(const TransformerLayer& layer, const Tensor& x, const std::vector<int64_t>& pieces) {
+  KeyValueCache cache;
+  std::vector<Tensor> out;
+  int64_t t = 0;
+  for (int64_t n : pieces) {
+    out.push_back(layer.forward_incremental(slice(x, 0, t, t + n), cache));
+    t += n;
+  }
+  return concat(out, 0);
+}
+
+}  // namespace
+
+TEST(TransformerLayer, OpenNMTNamesAndTwelveWSquaredParameters) {
+  Generator gen(1);
+  TransformerLayerOptions o = layer_options(true);
+  const TransformerLayer layer(o, gen);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : layer.state()) names.push_back(name + " " + shape_str(t.shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "self_attn.linear_query.weight (8, 8)", "self_attn.linear_query.bias (8,)",
+                       "self_attn.linear_keys.weight (8, 8)", "self_attn.linear_keys.bias (8,)",
+                       "self_attn.linear_values.weight (8, 8)", "self_attn.linear_values.bias (8,)",
+                       "self_attn.final_linear.weight (8, 8)", "self_attn.final_linear.bias (8,)",
+                       "feed_forward.w_1.weight (32, 8)", "feed_forward.w_1.bias (32,)",
+                       "feed_forward.w_2.weight (8, 32)", "feed_forward.w_2.bias (8,)",
+                       "feed_forward.layer_norm.weight (8,)", "feed_forward.layer_norm.bias (8,)",
+                       "layer_norm.weight (8,)", "layer_norm.bias (8,)"}));
+  EXPECT_EQ(layer.num_parameters(), 12 * 8 * 8 + 13 * 8);
+}
+
+TEST(TransformerLayer, CausalOutputsIgnoreLaterInputs) {
+  Generator gen(2);
+  TransformerLayer layer(layer_options(true), gen);
+  layer.eval();
+  const Tensor x = random({6, 2, 8}, 3);
+  Tensor later = x.clone();
+  later.narrow0(4, 2).copy_(random({2, 2, 8}, 4));
+  EXPECT_TRUE(tensors_near(slice(layer.forward(later), 0, 0, 4), slice(layer.forward(x), 0, 0, 4), 1e-14, 1e-14));
+  EXPECT_FALSE(tensors_near(slice(layer.forward(later), 0, 4, 6), slice(layer.forward(x), 0, 4, 6), 1e-6, 0));
+}
+
+TEST(TransformerLayer, DecodingThroughTheCacheEqualsTheWholePass) {
+  for (const bool pre_norm : {true, false}) {
+    Generator gen(5);
+    TransformerLayer layer(layer_options(pre_norm), gen);
+    layer.eval();
+    autograd::NoGradGuard no_grad;
+    // 40 positions: the unbounded cache grows past its first 16 slots twice.
+    const Tensor x = random({40, 3, 8}, 6);
+    const Tensor whole = layer.forward(x);
+    EXPECT_TRUE(tensors_near(decode(layer, x, std::vector<int64_t>(40, 1)), whole, 1e-10, 1e-10)) << pre_norm;
+    EXPECT_TRUE(tensors_near(decode(layer, x, {3, 1, 20, 1, 15}), whole, 1e-10, 1e-10)) << pre_norm;
+  }
+}
+
+TEST(TransformerLayer, PaddedKeysDoNotChangeTheOtherRows) {
+  Generator gen(7);
+  TransformerLayer layer(layer_options(true, /*causal=*/false), gen);
+  layer.eval();
+  const Tensor x = random({5, 2, 8}, 8);
+  // Row 1 has 3 real positions: its output there equals running it alone on those 3.
+  const Tensor pad = Tensor::from_vector(std::vector<int32_t>{0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 5});
+  const Tensor out = layer.forward(x, pad);
+  const Tensor alone = layer.forward(slice(slice(x, 1, 1, 2), 0, 0, 3));
+  EXPECT_TRUE(tensors_near(slice(slice(out, 1, 1, 2), 0, 0, 3), alone, 1e-12, 1e-12));
+  // Without the mask the padded keys leak in.
+  EXPECT_FALSE(tensors_near(slice(slice(layer.forward(x), 1, 1, 2), 0, 0, 3), alone, 1e-6, 0));
+}
+
+TEST(MultiHeadAttention, BoundedCacheKeepsTheLastRowsAndReordersByBatchRow) {
+  MultiHeadAttentionOptions o;
+  o.query_size = o.model_size = 6;
+  o.heads = 3;
+  o.dtype = DType::F64;
+  Generator gen(9);
+  const MultiHeadAttention attention(o, gen);
+  autograd::NoGradGuard no_grad;
+  const Tensor x = random({12, 3, 6}, 10);
+  const int64_t window = 4;
+  // A bounded cache of 4 rows, one token at a time (the ring wraps twice), equals attention where each
+  // query sees itself and its 4 predecessors.
+  KeyValueCache cache;
+  cache.max_length = window;
+  std::vector<Tensor> steps;
+  for (int64_t t = 0; t < 12; ++t) {
+    const Tensor xt = slice(x, 0, t, t + 1);
+    steps.push_back(attention.attend_incremental(attention.project_queries(xt), xt, cache, window));
+  }
+  EXPECT_EQ(cache.length, window);
+  EXPECT_EQ(cache.capacity(), window + 1);
+  const Tensor q = attention.project_queries(x);
+  const auto [k, v] = attention.project_keys_values(x);
+  const Tensor whole = attention.attend(q, k, v, AttentionMask::causal(0, window));
+  EXPECT_TRUE(tensors_near(concat(steps, 0), whole, 1e-12, 1e-12));
+  // Reordering the cache's batch rows, then a step, equals the step on the reordered batch.
+  const std::vector<int64_t> rows = {2, 2, 0};
+  KeyValueCache fresh;
+  fresh.max_length = window;
+  const Tensor index = Tensor::from_vector(rows, {3});
+  const Tensor prefix = index_select(slice(x, 0, 0, 11), 1, index);
+  for (int64_t t = 0; t < 11; ++t) {
+    const Tensor xt = slice(prefix, 0, t, t + 1);
+    attention.attend_incremental(attention.project_queries(xt), xt, fresh, window);
+  }
+  KeyValueCache replay;
+  replay.max_length = window;
+  for (int64_t t = 0; t < 11; ++t) {
+    const Tensor xt = slice(x, 0, t, t + 1);
+    attention.attend_incremental(attention.project_queries(xt), xt, replay, window);
+  }
+  replay.reorder(index, o.heads);
+  const Tensor next = random({1, 3, 6}, 11);
+  EXPECT_TRUE(tensors_near(attention.attend_incremental(attention.project_queries(next), next, replay, window),
+                           attention.attend_incremental(attention.project_queries(next), next, fresh, window), 1e-12,
+                           1e-12));
+}
