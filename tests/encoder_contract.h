@@ -124,29 +124,30 @@ inline Tensor run_in_pieces(const nn::SequenceEncoder& e, const ContractInput& i
   return concat(outs, 0);
 }
 
-inline void check_chunks_equal_whole(const EncoderVariant& v, Device device) {
+// In evaluation, an (L, B) input of `seed` fed in `pieces` (summing to L) with the carried state equals
+// one pass; with `then_continue`, the states carried out of both also continue a further (3, B) input of
+// seed + 1 the same way. Skipped for a variant that does not stream.
+inline void check_pieces_equal_whole(const EncoderVariant& v, Device device, int64_t L, int64_t B, uint64_t seed,
+                                     const std::vector<int64_t>& pieces, bool then_continue) {
   const auto e = build_encoder(v, device);
   if (!e->streams()) GTEST_SKIP() << v.name() << " does not stream (streams() is false): another variant covers it";
   autograd::NoGradGuard no_grad;
-  const ContractInput in = contract_input(11, 3, v.dtype, device, 1);
-  std::vector<Tensor> whole_state, chunk_state;
+  const ContractInput in = contract_input(L, B, v.dtype, device, seed);
+  std::vector<Tensor> whole_state, piece_state;
   const Tensor whole = run(*e, in, whole_state);
-  const Tensor chunked = run_in_pieces(*e, in, {4, 1, 3, 2, 1}, chunk_state);
-  EXPECT_TRUE(outputs_equal(chunked, whole, v.dtype)) << v.name();
-  // The states carried out of both continue the same way.
-  const ContractInput next = contract_input(3, 3, v.dtype, device, 2);
-  EXPECT_TRUE(outputs_equal(run(*e, next, chunk_state), run(*e, next, whole_state), v.dtype)) << v.name();
+  const Tensor pieced = run_in_pieces(*e, in, pieces, piece_state);
+  EXPECT_TRUE(outputs_equal(pieced, whole, v.dtype)) << v.name();
+  if (!then_continue) return;
+  const ContractInput next = contract_input(3, B, v.dtype, device, seed + 1);
+  EXPECT_TRUE(outputs_equal(run(*e, next, piece_state), run(*e, next, whole_state), v.dtype)) << v.name();
+}
+
+inline void check_chunks_equal_whole(const EncoderVariant& v, Device device) {
+  check_pieces_equal_whole(v, device, 11, 3, 1, {4, 1, 3, 2, 1}, true);
 }
 
 inline void check_token_by_token_equals_whole(const EncoderVariant& v, Device device) {
-  const auto e = build_encoder(v, device);
-  if (!e->streams()) GTEST_SKIP() << v.name() << " does not stream (streams() is false): another variant covers it";
-  autograd::NoGradGuard no_grad;
-  const ContractInput in = contract_input(10, 2, v.dtype, device, 3);
-  std::vector<Tensor> whole_state, step_state;
-  const Tensor whole = run(*e, in, whole_state);
-  const Tensor steps = run_in_pieces(*e, in, std::vector<int64_t>(10, 1), step_state);
-  EXPECT_TRUE(outputs_equal(steps, whole, v.dtype)) << v.name();
+  check_pieces_equal_whole(v, device, 10, 2, 3, std::vector<int64_t>(10, 1), false);
 }
 
 inline void check_padding_leaves_other_rows(const EncoderVariant& v, Device device) {

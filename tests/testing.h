@@ -17,6 +17,12 @@
 
 namespace sru::testing {
 
+// Tensors of literal values for the tests, one per dtype: f64({1, 2, 3, 4}, {2, 2}), i64({2, 0}, {2}).
+inline Tensor f32(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F32); }
+inline Tensor f64(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F64); }
+inline Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
+inline Tensor i32(std::vector<int32_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I32); }
+
 // Asserts t has `shape` and its values equal `expected` within atol + rtol * |expected| (equal
 // infinities match).
 inline ::testing::AssertionResult values_near(const Tensor& t, const Shape& shape, const std::vector<double>& expected,

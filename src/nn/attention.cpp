@@ -83,14 +83,11 @@ Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_
       weights = reshape(masked_softmax(reshape(scores * scale, {B, heads, Lq, Lk}), padding_as_heads()), {BH, Lq, Lk});
       break;
     case AttentionMask::Kind::Causal:
-      if (!mask.key_padding.defined()) {
-        weights = causal_softmax(scores, scale, mask.offset, mask.window);
-      } else {
-        SRU_CHECK(mask.window < 0, "attention: a causal window with key padding is not supported");
-        const Tensor s = masked_fill(scores * scale, causal_mask(Lq, Lk, mask.offset, DType::I32, qh.device()),
-                                     -std::numeric_limits<double>::infinity());
-        weights = reshape(masked_softmax(reshape(s, {B, heads, Lq, Lk}), padding_as_heads()), {BH, Lq, Lk});
-      }
+      weights = mask.key_padding.defined()
+                    ? reshape(causal_softmax(reshape(scores, {B, heads, Lq, Lk}), scale, mask.offset, mask.window,
+                                             padding_as_heads()),
+                              {BH, Lq, Lk})
+                    : causal_softmax(scores, scale, mask.offset, mask.window);
       break;
   }
   if (training && dropout_p > 0)

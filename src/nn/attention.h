@@ -48,9 +48,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 //   None        every key visible;
 //   KeyPadding  key_padding (B, Lk), nonzero = a padded key, hidden from every query (masked_softmax);
 //   Causal      query i (of Lq) sees keys j <= i + offset, and with window >= 0 only j >= i + offset -
-//               window (causal_softmax: the keys are [offset earlier positions | the queries' own]).
-// Causal with key_padding as well hides both; that one combination builds a (Lq, Lk) pattern on the host
-// (no fused kernel reads both yet) and is used only by padded batches of causal SRU++ layers.
+//               window (causal_softmax: the keys are [offset earlier positions | the queries' own]);
+//               with key_padding as well, padded keys are hidden too (the same kernel reads both).
 struct AttentionMask {
   enum class Kind { None, KeyPadding, Causal };
   Kind kind = Kind::None;

@@ -9,18 +9,29 @@ namespace sru {
 
 namespace {
 
-// Refuses the first index of a CPU index tensor outside [0, size), before it is copied to x's device:
-// on the host the check is free, and the error comes at the call instead of at the next host wait.
-// `error` names the op: index_select_index_error or index_copy_index_error.
-void check_host_index(const Tensor& index, int64_t dim, int64_t size,
-                      std::string (*error)(int64_t, int64_t, int64_t, int64_t)) {
-  const int64_t m = index.numel();
-  with_index_data(index, [&](const auto* idx) {
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t v = static_cast<int64_t>(idx[i]);
-      SRU_CHECK(v >= 0 && v < size, error(v, i, dim, size));
-    }
-  });
+// The checks index_select and index_copy_ make of (dim, index) against `target`, the tensor indexed along
+// dim, which their messages call `name` ("x", "dst"); returns dim made non-negative.
+int64_t check_dim_and_index(const char* op, const char* name, const Tensor& target, int64_t dim,
+                            const Tensor& index) {
+  SRU_CHECK(target.dim() >= 1, op, ": ", name, " must have at least one dim, got a 0-d tensor");
+  SRU_CHECK(dim >= -target.dim() && dim < target.dim(), op, ": dim ", dim, " out of range for a tensor of rank ",
+            target.dim());
+  SRU_CHECK(index.dtype() == DType::I64 || index.dtype() == DType::I32, op, ": index must be i64 or i32, got ",
+            dtype_name(index.dtype()));
+  SRU_CHECK(index.dim() == 1, op, ": index must be 1-d, got shape ", shape_str(index.shape()));
+  return dim < 0 ? dim + target.dim() : dim;
+}
+
+// The index on target's device: itself, or a CPU index checked on the host (free there, and the error comes
+// at the call instead of at the next host wait), then copied (queued, no host wait). Refuses an index on
+// another GPU. `error` names the op: index_select_index_error or index_copy_index_error.
+Tensor index_on_device_of(const char* op, const char* name, const Tensor& target, int64_t d, const Tensor& index,
+                          std::string (*error)(int64_t, int64_t, int64_t, int64_t)) {
+  if (index.device() == target.device()) return index;
+  SRU_CHECK(index.device().is_cpu(), op, ": index on ", index.device().str(), " and ", name, " on ",
+            target.device().str(), ": the index must be on ", name, "'s device or on the CPU");
+  check_host_index(index, d, target.size(static_cast<int>(d)), error);
+  return index.to(target.device());
 }
 
 std::string index_error_message(const char* op, int64_t value, int64_t position, int64_t dim, int64_t size) {
@@ -31,20 +42,8 @@ std::string index_error_message(const char* op, int64_t value, int64_t position,
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  SRU_CHECK(x.dim() >= 1, "index_select: x must have at least one dim, got a 0-d tensor");
-  SRU_CHECK(dim >= -x.dim() && dim < x.dim(), "index_select: dim ", dim, " out of range for a tensor of rank ",
-            x.dim());
-  const int64_t d = dim < 0 ? dim + x.dim() : dim;
-  SRU_CHECK(index.dtype() == DType::I64 || index.dtype() == DType::I32, "index_select: index must be i64 or i32, got ",
-            dtype_name(index.dtype()));
-  SRU_CHECK(index.dim() == 1, "index_select: index must be 1-d, got shape ", shape_str(index.shape()));
-  Tensor idx = index;
-  if (!(index.device() == x.device())) {
-    SRU_CHECK(index.device().is_cpu(), "index_select: index on ", index.device().str(), " and x on ",
-              x.device().str(), ": the index must be on x's device or on the CPU");
-    check_host_index(index, d, x.size(static_cast<int>(d)), index_select_index_error);
-    idx = index.to(x.device());  // a host -> device copy: queued, no host wait
-  }
+  const int64_t d = check_dim_and_index("index_select", "x", x, dim, index);
+  const Tensor idx = index_on_device_of("index_select", "x", x, d, index, index_select_index_error);
   Shape out_shape = x.shape();
   out_shape[d] = idx.numel();
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
@@ -86,13 +85,7 @@ TopK topk(const Tensor& x, int64_t k) {
 
 Tensor& index_copy_(Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src) {
   SRU_CHECK(dst.defined() && src.defined() && index.defined(), "index_copy_: dst, index and src must be defined");
-  SRU_CHECK(dst.dim() >= 1, "index_copy_: dst must have at least one dim, got a 0-d tensor");
-  SRU_CHECK(dim >= -dst.dim() && dim < dst.dim(), "index_copy_: dim ", dim, " out of range for a tensor of rank ",
-            dst.dim());
-  const int64_t d = dim < 0 ? dim + dst.dim() : dim;
-  SRU_CHECK(index.dtype() == DType::I64 || index.dtype() == DType::I32, "index_copy_: index must be i64 or i32, got ",
-            dtype_name(index.dtype()));
-  SRU_CHECK(index.dim() == 1, "index_copy_: index must be 1-d, got shape ", shape_str(index.shape()));
+  const int64_t d = check_dim_and_index("index_copy_", "dst", dst, dim, index);
   // Not differentiable: the op is for decoding caches, which carry no history.
   SRU_CHECK(!dst.requires_grad(), "index_copy_: dst requires grad; index_copy_ records no autograd history (it "
                                   "writes decoding caches): pass a tensor that does not require grad");
@@ -107,15 +100,20 @@ Tensor& index_copy_(Tensor& dst, int64_t dim, const Tensor& index, const Tensor&
             index.numel(), ", i.e. ", shape_str(expected), ", got ", shape_str(src.shape()), " (dst ",
             shape_str(dst.shape()), ")");
   SRU_CHECK(src.numel() == 0 || !src.shares_storage(dst), "index_copy_: src shares dst's storage; pass a copy");
-  Tensor idx = index;
-  if (!(index.device() == dst.device())) {
-    SRU_CHECK(index.device().is_cpu(), "index_copy_: index on ", index.device().str(), " and dst on ",
-              dst.device().str(), ": the index must be on dst's device or on the CPU");
-    check_host_index(index, d, dst.size(static_cast<int>(d)), index_copy_index_error);
-    idx = index.to(dst.device());  // a host -> device copy: queued, no host wait
-  }
+  const Tensor idx = index_on_device_of("index_copy_", "dst", dst, d, index, index_copy_index_error);
   SRU_KERNEL(dst.device(), index_copy_forward, dst, idx, d, src);
   return dst;
+}
+
+void check_host_index(const Tensor& index, int64_t dim, int64_t size,
+                      std::string (*error)(int64_t, int64_t, int64_t, int64_t)) {
+  const int64_t m = index.numel();
+  with_index_data(index, [&](const auto* idx) {
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t v = static_cast<int64_t>(idx[i]);
+      SRU_CHECK(v >= 0 && v < size, error(v, i, dim, size));
+    }
+  });
 }
 
 std::string index_select_index_error(int64_t value, int64_t position, int64_t dim, int64_t size) {

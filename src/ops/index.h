@@ -61,6 +61,11 @@ Tensor& index_copy_(Tensor& dst, int64_t dim, const Tensor& index, const Tensor&
 std::string index_select_index_error(int64_t value, int64_t position, int64_t dim, int64_t size);
 // index_copy_'s, in the same words.
 std::string index_copy_index_error(int64_t value, int64_t position, int64_t dim, int64_t size);
+// Refuses the first index of a CPU index tensor (i64 or i32) outside [0, size) with error(value, position,
+// dim, size), one of the two above: the CPU kernels' check, and the ops' check of a CPU index before it is
+// copied to a GPU.
+void check_host_index(const Tensor& index, int64_t dim, int64_t size,
+                      std::string (*error)(int64_t, int64_t, int64_t, int64_t));
 
 // topk's order, shared by the CPU and CUDA kernels: true when (a at column ia) comes before (b at column
 // ib). NaN first, then larger values, ties (including -0 against +0, NaN against NaN) by smaller column.

@@ -81,7 +81,7 @@ Tensor masked_log_softmax(const Tensor& x, const Tensor& mask) {
   return masked_softmax_impl(x, mask, true, "masked_log_softmax");
 }
 
-Tensor causal_softmax(const Tensor& x, double scale, int64_t offset, int64_t window) {
+Tensor causal_softmax(const Tensor& x, double scale, int64_t offset, int64_t window, const Tensor& mask) {
   check_floating(x, "causal_softmax");
   SRU_CHECK(x.dim() >= 2, "causal_softmax: x must be scores (..., Lq, Lk), got ", shape_str(x.shape()));
   SRU_CHECK(offset >= 0 && window >= -1, "causal_softmax: offset must be >= 0 and window >= -1, got offset ", offset,
@@ -92,6 +92,20 @@ Tensor causal_softmax(const Tensor& x, double scale, int64_t offset, int64_t win
   causal.offset = offset;
   causal.window = window;
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (mask.defined()) {
+    check_same_device(x, mask, "causal_softmax");
+    const MaskIndex index = broadcast_mask_index(x.shape(), mask.shape(), "causal_softmax");
+    SRU_KERNEL(x.device(), causal_masked_softmax_forward, x, causal, mask, index, scale, y);
+    if (autograd::needs_grad({x})) {
+      autograd::record("CausalMaskedSoftmaxBackward", {x, mask}, {y},
+                       [causal, index, scale, y = y.detach(), mask = mask.detach()](const std::vector<Tensor>& g) {
+                         Tensor gx = Tensor::empty(y.shape(), y.dtype(), y.device());
+                         SRU_KERNEL(gx.device(), causal_masked_softmax_backward, g[0], y, causal, mask, index, scale, gx);
+                         return std::vector<Tensor>{gx, Tensor()};
+                       });
+    }
+    return y;
+  }
   SRU_KERNEL(x.device(), causal_softmax_forward, x, causal, scale, y);
   if (autograd::needs_grad({x})) {
     autograd::record("CausalSoftmaxBackward", {x}, {y},

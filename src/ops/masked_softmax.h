@@ -22,6 +22,10 @@
 // scale is folded in. Hidden positions are exactly 0, a row that sees no key is all 0; backward (saves
 // y): dx = scale * y (g - sum_visible g y), exactly 0 at hidden positions.
 //
+// causal_softmax(x, scale, offset, window, mask): the same with a mask tensor as well (any dtype, nonzero =
+// hidden, broadcast as masked_softmax's, e.g. a (B, 1, 1, Lk) key-padding mask over (B, H, Lq, Lk)
+// scores): a key is hidden when the causal pattern or the mask hides it. Saves y and the mask.
+//
 // Loss on masked scores: cross_entropy (ops/softmax.h) accepts -inf logits, so the negative
 // log-likelihood of target positions is cross_entropy(masked_log_softmax(s, m), t) or, the same,
 // cross_entropy(masked_fill(s, m, -inf), t); a target at a masked position gives an infinite loss.
@@ -34,7 +38,7 @@ namespace sru {
 
 Tensor masked_softmax(const Tensor& x, const Tensor& mask);
 Tensor masked_log_softmax(const Tensor& x, const Tensor& mask);
-Tensor causal_softmax(const Tensor& x, double scale, int64_t offset, int64_t window = -1);
+Tensor causal_softmax(const Tensor& x, double scale, int64_t offset, int64_t window = -1, const Tensor& mask = Tensor());
 
 // The broadcast strides of `mask` over x's rows; throws, naming `op` and both shapes, when the mask
 // does not broadcast to x.
@@ -46,6 +50,10 @@ void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mas
                              const Tensor& gx);
 void causal_softmax_forward(const Tensor& x, const CausalMask& causal, double scale, const Tensor& y);
 void causal_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, double scale, const Tensor& gx);
+void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, const Tensor& mask, const MaskIndex& index,
+                                   double scale, const Tensor& y);
+void causal_masked_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, const Tensor& mask,
+                                    const MaskIndex& index, double scale, const Tensor& gx);
 }  // namespace cpu
 // The CUDA twins (ops/cuda/masked_softmax.cu): same contracts, tensors on one CUDA device.
 namespace cuda {
@@ -54,6 +62,10 @@ void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mas
                              const Tensor& gx);
 void causal_softmax_forward(const Tensor& x, const CausalMask& causal, double scale, const Tensor& y);
 void causal_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, double scale, const Tensor& gx);
+void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, const Tensor& mask, const MaskIndex& index,
+                                   double scale, const Tensor& y);
+void causal_masked_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, const Tensor& mask,
+                                    const MaskIndex& index, double scale, const Tensor& gx);
 }  // namespace cuda
 
 }  // namespace sru

@@ -68,6 +68,21 @@ struct CausalMask {
   }
 };
 
+// Causal attention over a batch with padded keys: the causal pattern computed from indices, and a mask
+// tensor's elements (a (B, 1, 1, Lk) key-padding mask under broadcasting) hide keys together.
+template <typename M>
+struct CausalTensorMaskRow {
+  CausalRow causal;
+  TensorMaskRow<M> mask;
+  SRU_HD bool hidden(long long c) const { return causal.hidden(c) || mask.hidden(c); }
+};
+template <typename M>
+struct CausalTensorMaskRows {
+  CausalMask causal;
+  TensorMaskRows<M> mask;
+  SRU_HD CausalTensorMaskRow<M> row(long long n) const { return {causal.row(n), mask.row(n)}; }
+};
+
 #ifndef __CUDACC__
 // MaskIndex and CausalMask hold sizes and strides only: nothing for the dispatcher's device check to visit.
 template <typename F>

@@ -145,6 +145,21 @@ PY
       || fail "--text BPC depends on the chunk size"
     matches "^The " "$("$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --generate 40 --prompt "The ")" \
       || fail "no sample"
+    # The search layer's ways to generate: beam search prints its n-best, greedy and beam 1 agree,
+    # sampling options apply, and contradictory options are refused.
+    out=$("$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --generate 12 --prompt "The " \
+          --beam 3 --n-best 2 --length-penalty 0.6) || fail "beam search failed"
+    matches "beam 3 \(1 of 2\)" "$out" && matches "beam 3 \(2 of 2\)" "$out" || fail "no n-best output: $out"
+    greedy=$("$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --generate 12 --prompt "The " --greedy \
+             | sed -n '/^greedy:/{n;p}')
+    beam1=$("$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --generate 12 --prompt "The " --beam 1 \
+            | sed -n '/^beam 1:/{n;p}')
+    [ -n "$greedy" ] && [ "$greedy" = "$beam1" ] || fail "greedy '$greedy' and beam 1 '$beam1' differ"
+    matches "sample \(temperature 0.7, top-k 5, top-p 0.9\) 3:" "$("$eval" --checkpoint "$work/run/last.safetensors" \
+      --text "$work/t.txt" --generate 8 --temperature 0.7 --top-k 5 --top-p 0.9 --samples 3)" || fail "no third sample"
+    expect_error "--greedy and --beam: choose one" "$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" \
+      --generate 5 --greedy --beam 2
+    expect_error "n_best" "$eval" --checkpoint "$work/run/last.safetensors" --text "$work/t.txt" --generate 5 --beam 2 --n-best 3
     # Checkpoint problems.
     expect_error "does not match the model" "$eval" --checkpoint "$work/run/last.safetensors" --set model.hidden_size=48
     head -c 1000 "$work/run/last.safetensors" > "$work/cut.safetensors"

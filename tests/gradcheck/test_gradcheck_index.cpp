@@ -7,14 +7,9 @@
 
 using namespace sru;
 using sru::testing::expect_gradients_match;
+using sru::testing::i64;
 using sru::testing::leaf;
 using Inputs = std::vector<Tensor>;
-
-namespace {
-
-Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
-
-}  // namespace
 
 TEST(GradcheckIndex, IndexSelectEveryDimWithRepeats) {
   // Repeated indices accumulate; row 1 of dim 0 is never picked (zero gradient).

@@ -10,12 +10,12 @@
 
 using namespace sru;
 using sru::testing::expect_gradients_match;
+using sru::testing::i64;
 using sru::testing::leaf;
 using Inputs = std::vector<Tensor>;
 
 namespace {
 
-Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
 Tensor mask_of(std::vector<int32_t> v, Shape s) { return Tensor::from_vector(v, s); }
 
 }  // namespace

@@ -45,6 +45,12 @@ TEST(GradcheckSrupp, CausalSoftmaxOffsetsWindowsAndEmptyRows) {
     SCOPED_TRACE(::testing::Message() << Lq << " " << Lk << " " << offset << " " << window);
     expect_gradients_match([=](const Inputs& x) { return causal_softmax(x[0], 0.7, offset, window) * x[1]; },
                            {leaf({2, Lq, Lk}, 1, -2, 2), leaf({2, Lq, Lk}, 2)});
+    // With a key-padding mask as well (the first key of batch row 1 padded).
+    std::vector<int32_t> pad(2 * Lk, 0);
+    pad[Lk] = 1;
+    const Tensor key_mask = Tensor::from_vector(pad, {2, 1, Lk});
+    expect_gradients_match([=](const Inputs& x) { return causal_softmax(x[0], 0.7, offset, window, key_mask) * x[1]; },
+                           {leaf({2, Lq, Lk}, 3, -2, 2), leaf({2, Lq, Lk}, 4)});
   }
 }
 

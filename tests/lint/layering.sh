@@ -43,6 +43,15 @@ ALLOWED["apps"] = ALLOWED["bench"] + ["bench"]
 EXCEPTIONS = {"config/schema.h": "nn", "config/options.h": "nn"}
 
 SOURCE_EXT = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inc")
+
+def source_files(layer):
+    """(path, path relative to root) of each source file under src/<layer>, by directory, sorted within one."""
+    for dirpath, _, files in os.walk(os.path.join(src, layer)):
+        for f in sorted(files):
+            if f.endswith(SOURCE_EXT):
+                path = os.path.join(dirpath, f)
+                yield path, os.path.relpath(path, root)
+
 violations = []
 layers = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
 for layer in layers:
@@ -50,25 +59,20 @@ for layer in layers:
         violations.append(f"src/{layer}/: a directory that is not in the layer table of tests/lint/layering.sh "
                           "(add it where docs/architecture.md's Layers line puts it)")
         continue
-    for dirpath, _, files in os.walk(os.path.join(src, layer)):
-        for f in sorted(files):
-            if not f.endswith(SOURCE_EXT):
+    for path, rel in source_files(layer):
+        for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
+            m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
+            if not m or "/" not in m.group(1):
                 continue
-            path = os.path.join(dirpath, f)
-            rel = os.path.relpath(path, root)
-            for n, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
-                m = re.match(r'\s*#\s*include\s*"([^"]+)"', line)
-                if not m or "/" not in m.group(1):
-                    continue
-                target = m.group(1)
-                to = target.split("/")[0]
-                if not os.path.isdir(os.path.join(src, to)) or to == layer:
-                    continue  # not a directory of src/ (a generated or third-party file), or the same layer
-                if to in ALLOWED[layer]:
-                    continue
-                if target in EXCEPTIONS and (EXCEPTIONS[target] == layer or EXCEPTIONS[target] in ALLOWED[layer]):
-                    continue
-                violations.append(f"{rel}:{n}: {layer} includes \"{target}\" ({to} is not below {layer})")
+            target = m.group(1)
+            to = target.split("/")[0]
+            if not os.path.isdir(os.path.join(src, to)) or to == layer:
+                continue  # not a directory of src/ (a generated or third-party file), or the same layer
+            if to in ALLOWED[layer]:
+                continue
+            if target in EXCEPTIONS and (EXCEPTIONS[target] == layer or EXCEPTIONS[target] in ALLOWED[layer]):
+                continue
+            violations.append(f"{rel}:{n}: {layer} includes \"{target}\" ({to} is not below {layer})")
 
 # ---- (b) task and encoder names in src/apps and src/train ----
 def lex(text):
@@ -104,6 +108,17 @@ def lex(text):
             out.append(("punct", c, line)); i += 1
     return out
 
+def closing(toks, j, open_, close):
+    """The position of the token that closes the open_ token at toks[j] (len(toks) when none does)."""
+    depth = 0
+    while j < len(toks):
+        if toks[j][:2] == ("punct", open_): depth += 1
+        if toks[j][:2] == ("punct", close):
+            depth -= 1
+            if depth == 0: break
+        j += 1
+    return j
+
 KEYWORDS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "alignof", "noexcept",
             "static_assert", "requires"}
 
@@ -123,24 +138,11 @@ def spec_names(directory, spec_type):
         for k in range(len(toks) - 3):
             if toks[k][0] == "code" and toks[k][1] not in KEYWORDS and toks[k + 1][:2] == ("punct", "("):
                 # name ( ... ) [const] { : a definition
-                depth, j = 0, k + 1
-                while j < len(toks):
-                    if toks[j][:2] == ("punct", "("): depth += 1
-                    if toks[j][:2] == ("punct", ")"):
-                        depth -= 1
-                        if depth == 0: break
-                    j += 1
-                j += 1
+                j = closing(toks, k + 1, "(", ")") + 1
                 if j < len(toks) and toks[j][1] == "const": j += 1
                 if j >= len(toks) or toks[j][:2] != ("punct", "{"):
                     continue
-                depth, b = 0, j
-                while b < len(toks):
-                    if toks[b][:2] == ("punct", "{"): depth += 1
-                    if toks[b][:2] == ("punct", "}"):
-                        depth -= 1
-                        if depth == 0: break
-                    b += 1
+                b = closing(toks, j, "{", "}")
                 body = toks[j:b + 1]
                 bodies.setdefault(toks[k][1], body)
                 if k >= 1 and toks[k - 1][:2] == ("code", spec_type) and toks[k + 2][1] == ")":
@@ -184,28 +186,23 @@ notes = []
 # "squad-score" is not "squad"); case-sensitive, as the names are (prose "SRU" or "LSTM" is not a name).
 token = re.compile(r"[A-Za-z0-9_]+(?:[-+][A-Za-z0-9_]+)*")
 for layer in ("apps", "train"):
-    for dirpath, _, files in os.walk(os.path.join(src, layer)):
-        for f in sorted(files):
-            if not f.endswith(SOURCE_EXT):
-                continue
-            path = os.path.join(dirpath, f)
-            rel = os.path.relpath(path, root)
-            toks = lex(open(path, encoding="utf-8", errors="replace").read())
-            found = notes if rel in EXEMPT else violations
-            for k, (kind, text, line) in enumerate(toks):
-                if kind == "code":
-                    if text not in names:
-                        continue
-                    # The project's namespace is not the encoder: `sru::`, `namespace sru`.
-                    nxt = toks[k + 1][1] + toks[k + 2][1] if k + 2 < len(toks) else ""
-                    if text == "sru" and (nxt == "::" or (k > 0 and toks[k - 1][1] == "namespace")):
-                        continue
-                    found.append(f"{rel}:{line}: identifier {text} is the {names[text]} name '{text}'")
-                elif kind in ("string", "char"):
-                    for m in token.finditer(text):
-                        if m.group(0) in names:
-                            found.append(f"{rel}:{line}: string \"{text}\" names the {names[m.group(0)]} "
-                                              f"'{m.group(0)}'")
+    for path, rel in source_files(layer):
+        toks = lex(open(path, encoding="utf-8", errors="replace").read())
+        found = notes if rel in EXEMPT else violations
+        for k, (kind, text, line) in enumerate(toks):
+            if kind == "code":
+                if text not in names:
+                    continue
+                # The project's namespace is not the encoder: `sru::`, `namespace sru`.
+                nxt = toks[k + 1][1] + toks[k + 2][1] if k + 2 < len(toks) else ""
+                if text == "sru" and (nxt == "::" or (k > 0 and toks[k - 1][1] == "namespace")):
+                    continue
+                found.append(f"{rel}:{line}: identifier {text} is the {names[text]} name '{text}'")
+            elif kind in ("string", "char"):
+                for m in token.finditer(text):
+                    if m.group(0) in names:
+                        found.append(f"{rel}:{line}: string \"{text}\" names the {names[m.group(0)]} "
+                                     f"'{m.group(0)}'")
 
 for rel, why in EXEMPT.items():
     hits = [h for h in notes if h.startswith(rel + ":")]

@@ -18,8 +18,6 @@ using namespace sru::testing;
 
 namespace {
 
-Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
-
 // Uniform values rounded to a grid of 0.25 (many ties), with every 37th a NaN when `with_nan`.
 Tensor tied_values(const Shape& shape, uint64_t seed, DType dtype, bool with_nan) {
   Generator gen(seed);

@@ -25,6 +25,11 @@ TEST(CudaParity, CausalSoftmax) {
       const double tol = dt == DType::F32 ? 1e-5 : 1e-10;
       expect_parity(one([o = offset, w = window](const Inputs& v) { return causal_softmax(v[0], 0.3, o, w); }),
                     {rand_leaf({3, Lq, Lk}, ++seed, dt, -5, 5)}, tol);
+      // With a key-padding mask read in the same kernel: (3, 1, Lk), the last third of row 1's keys padded.
+      std::vector<int32_t> pad(3 * Lk, 0);
+      for (int64_t j = 2 * Lk / 3; j < Lk; ++j) pad[Lk + j] = 1;
+      expect_parity(one([o = offset, w = window](const Inputs& v) { return causal_softmax(v[0], 0.3, o, w, v[1]); }),
+                    {rand_leaf({3, Lq, Lk}, ++seed, dt, -5, 5), Tensor::from_vector(pad, {3, 1, Lk})}, tol);
     }
 }
 

@@ -15,12 +15,12 @@
 using namespace sru;
 using namespace sru::nn;
 using sru::testing::error_of;
+using sru::testing::f64;
 using sru::testing::tensors_near;
 using sru::testing::values_near;
 
 namespace {
 
-Tensor f64(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F64); }
 Tensor random(const Shape& s, uint64_t seed) {
   Generator gen(seed);
   return Tensor::uniform(s, -1, 1, DType::F64, gen);

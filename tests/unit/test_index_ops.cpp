@@ -18,15 +18,14 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::f32;
+using sru::testing::f64;
+using sru::testing::i32;
+using sru::testing::i64;
 using sru::testing::tensors_near;
 using sru::testing::values_near;
 
 namespace {
-
-Tensor f32(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F32); }
-Tensor f64(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F64); }
-Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
-Tensor i32(std::vector<int32_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I32); }
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 const double kInf = std::numeric_limits<double>::infinity();

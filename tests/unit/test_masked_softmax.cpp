@@ -13,6 +13,7 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::f64;
 using sru::testing::tensors_near;
 using sru::testing::values_near;
 
@@ -20,7 +21,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Tensor f64(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F64); }
 Tensor mask_of(std::vector<int32_t> v, Shape s, DType dtype = DType::I32) {
   return Tensor::from_vector(v, s).to(dtype);
 }

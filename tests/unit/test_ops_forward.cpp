@@ -11,14 +11,11 @@
 
 using namespace sru;
 using sru::testing::error_of;
+using sru::testing::f32;
+using sru::testing::f64;
+using sru::testing::i64;
 using sru::testing::tensors_near;
 using sru::testing::values_near;
-
-namespace {
-Tensor f32(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F32); }
-Tensor f64(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F64); }
-Tensor i64(std::vector<int64_t> v, Shape s) { return Tensor::from_vector(v, s, DType::I64); }
-}  // namespace
 
 TEST(Binary, SameShape) {
   Tensor a = f32({1, 2, 3, 4}, {2, 2}), b = f32({4, 3, 2, 1}, {2, 2});

@@ -417,6 +417,35 @@ TEST(SRUpp, CheckpointRoundTripRestoresTheOutputs) {
   std::filesystem::remove(path);
 }
 
+TEST(CausalSoftmax, WithAKeyMaskEqualsMaskedSoftmaxWithBothPatterns) {
+  // (B, H, Lq, Lk) scores, a (B, 1, 1, Lk) key-padding mask, offsets and windows: the same as
+  // masked_softmax with the union of the causal pattern and the padding as one tensor, values and
+  // gradients (a row with no visible key is all 0).
+  const int64_t B = 2, H = 2, Lq = 3, Lk = 5;
+  const Tensor pad = Tensor::from_vector(std::vector<int32_t>{0, 0, 0, 1, 1, 1, 0, 0, 0, 0}, {B, 1, 1, Lk});
+  for (const auto& [offset, window] : {std::pair<int64_t, int64_t>{2, -1}, {2, 1}, {0, -1}, {4, 0}}) {
+    std::vector<int32_t> both(B * Lq * Lk);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < Lq; ++i)
+        for (int64_t j = 0; j < Lk; ++j) {
+          const bool causal_hides = j > i + offset || (window >= 0 && j < i + offset - window);
+          both[(b * Lq + i) * Lk + j] = causal_hides || pad.to_vector<int32_t>()[b * Lk + j];
+        }
+    const Tensor mask = Tensor::from_vector(both, {B, 1, Lq, Lk});
+    const Tensor x = random_input(B * H, Lq, Lk, 40 + offset).view({B, H, Lq, Lk}).set_requires_grad(true);
+    const Tensor x2 = x.detach().clone().set_requires_grad(true);
+    const Tensor y = causal_softmax(x, 0.6, offset, window, pad), y2 = masked_softmax(x2 * 0.6, mask);
+    EXPECT_TRUE(tensors_near(y, y2, 1e-15, 1e-14)) << offset << " " << window;
+    const Tensor g = random_input(B * H, Lq, Lk, 50).view({B, H, Lq, Lk});
+    autograd::backward(y, g);
+    autograd::backward(y2, g);
+    EXPECT_TRUE(tensors_near(x.grad(), x2.grad(), 1e-14, 1e-13));
+  }
+  EXPECT_NE(error_of([&] { causal_softmax(Tensor::zeros({2, 3, 4}), 1.0, 0, -1, Tensor::zeros({3, 1, 4})); })
+                .find("does not broadcast"),
+            std::string::npos);
+}
+
 TEST(CausalSoftmax, EqualsMaskedSoftmaxWithTheCausalMaskTensor) {
   Generator gen(17);
   for (const auto& [Lq, Lk, offset, window] :

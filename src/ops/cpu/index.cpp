@@ -39,27 +39,30 @@ MiddleView middle_view(const Tensor& t, int64_t dim) {
   return {shape_prod(t.shape(), 0, d), t.size(d), shape_prod(t.shape(), d + 1, t.dim())};
 }
 
+// fn(b) for every block b in [0, blocks) of `inner` elements, threads owning ranges of blocks (chunks of
+// about kParallelGrain elements).
+template <typename F>
+void parallel_for_blocks(int64_t blocks, int64_t inner, const F& fn) {
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1));
+  parallel_for(0, blocks, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t b = lo; b < hi; ++b) fn(b);
+  });
+}
+
 }  // namespace
 
 void index_select_forward(const Tensor& x, const Tensor& index, int64_t dim, const Tensor& out) {
   const MiddleView v = middle_view(x, dim);
   const int64_t m = index.numel();
+  check_host_index(index, dim, v.n, index_select_index_error);
+  if (out.numel() == 0) return;
   with_index_data(index, [&](const auto* idx) {
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t k = static_cast<int64_t>(idx[i]);
-      SRU_CHECK(k >= 0 && k < v.n, index_select_index_error(k, i, dim, v.n));
-    }
-    if (out.numel() == 0) return;
     SRU_DISPATCH_ALL(x.dtype(), "index_select", [&]<typename T>() {
       const T* src = x.data<T>();
       T* dst = out.data<T>();
-      const int64_t blocks = v.outer * m;
-      const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(v.inner, 1));
-      parallel_for(0, blocks, grain, [&](int64_t lo, int64_t hi) {
-        for (int64_t b = lo; b < hi; ++b) {
-          const int64_t o = b / m, row = static_cast<int64_t>(idx[b % m]);
-          std::memcpy(dst + b * v.inner, src + (o * v.n + row) * v.inner, v.inner * sizeof(T));
-        }
+      parallel_for_blocks(v.outer * m, v.inner, [&](int64_t b) {
+        const int64_t o = b / m, row = static_cast<int64_t>(idx[b % m]);
+        std::memcpy(dst + b * v.inner, src + (o * v.n + row) * v.inner, v.inner * sizeof(T));
       });
     });
   });
@@ -93,12 +96,9 @@ void index_add(const Tensor& grad, const Tensor& index, int64_t dim, const Tenso
 void index_copy_forward(const Tensor& dst, const Tensor& index, int64_t dim, const Tensor& src) {
   const MiddleView v = middle_view(dst, dim);
   const int64_t m = index.numel();
+  check_host_index(index, dim, v.n, index_copy_index_error);
+  if (src.numel() == 0) return;
   with_index_data(index, [&](const auto* idx) {
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t k = static_cast<int64_t>(idx[i]);
-      SRU_CHECK(k >= 0 && k < v.n, index_copy_index_error(k, i, dim, v.n));
-    }
-    if (src.numel() == 0) return;
     // skip[i]: a later position writes the same slice (the positions of one index form a run of the
     // stable sort; all but the run's last are skipped).
     std::vector<char> skip(static_cast<size_t>(m), 0);
@@ -112,15 +112,10 @@ void index_copy_forward(const Tensor& dst, const Tensor& index, int64_t dim, con
     SRU_DISPATCH_ALL(dst.dtype(), "index_copy_", [&]<typename T>() {
       const T* from = src.data<T>();
       T* to = dst.data<T>();
-      const int64_t blocks = v.outer * m;
-      const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(v.inner, 1));
-      parallel_for(0, blocks, grain, [&](int64_t lo, int64_t hi) {
-        for (int64_t b = lo; b < hi; ++b) {
-          const int64_t o = b / m, i = b % m;
-          if (skip[i]) continue;
-          std::memcpy(to + (o * v.n + static_cast<int64_t>(idx[i])) * v.inner, from + b * v.inner,
-                      v.inner * sizeof(T));
-        }
+      parallel_for_blocks(v.outer * m, v.inner, [&](int64_t b) {
+        const int64_t o = b / m, i = b % m;
+        if (skip[i]) return;
+        std::memcpy(to + (o * v.n + static_cast<int64_t>(idx[i])) * v.inner, from + b * v.inner, v.inner * sizeof(T));
       });
     });
   });

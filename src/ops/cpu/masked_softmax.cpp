@@ -89,4 +89,22 @@ void causal_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask&
   });
 }
 
+void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, const Tensor& mask, const MaskIndex& index,
+                                   double scale, const Tensor& y) {
+  SRU_DISPATCH_FLOATING(x.dtype(), "causal_softmax", [&]<typename T>() {
+    SRU_DISPATCH_ALL(mask.dtype(), "causal_softmax mask", [&]<typename M>() {
+      softmax_rows<T>(x, CausalTensorMaskRows<M>{causal, TensorMaskRows<M>{mask.data<M>(), index}}, scale, false, y);
+    });
+  });
+}
+
+void causal_masked_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, const Tensor& mask,
+                                    const MaskIndex& index, double scale, const Tensor& gx) {
+  SRU_DISPATCH_FLOATING(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
+    SRU_DISPATCH_ALL(mask.dtype(), "causal_softmax mask", [&]<typename M>() {
+      softmax_rows_backward<T>(g, y, CausalTensorMaskRows<M>{causal, TensorMaskRows<M>{mask.data<M>(), index}}, scale, false, gx);
+    });
+  });
+}
+
 }  // namespace sru::cpu

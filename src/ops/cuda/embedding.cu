@@ -3,11 +3,11 @@
 // zero row and goes into the device error log (first position; reported at the next host wait with the
 // CPU's message, core/cuda/runtime.h), so the lookup needs no host wait.
 // backward: grad_weight[idx[i], j] += grad[i, j] for rows other than padding_idx, without atomics: the
-// (index, position) pairs are sorted by index with a stable radix sort (cub), so each index's positions
-// form one run in position order; the thread of (run start, column j) adds the run's gradient rows in
-// that order, as the CPU does (deterministic, and the same sums). Parallel over runs x columns.
-#include <cub/device/device_radix_sort.cuh>
-
+// (index, position) pairs are sorted by index with a stable radix sort (ops/cuda/index_sort.cuh; an index
+// outside [0, V) is keyed V, sorts last and is skipped), so each index's positions form one run in
+// position order; the thread of (run start, column j) adds the run's gradient rows in that order, as the
+// CPU does (deterministic, and the same sums). Parallel over runs x columns.
+#include "ops/cuda/index_sort.cuh"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/dispatch.h"
 #include "ops/embedding.h"
@@ -28,18 +28,6 @@ __global__ void embedding_forward_kernel(const T* w, long long V, long long D, c
     } else {
       out[e] = w[row * D + j];
     }
-  }
-}
-
-// Keys for the sort: the index, or V for an index outside [0, V). The forward pass recorded those as an
-// error, which is reported at the next host wait — possibly after this backward pass has run; keyed V,
-// they sort after every valid row and are skipped, never written through.
-template <typename I>
-__global__ void sort_input_kernel(const I* idx, long long n, long long V, int32_t* keys, int32_t* positions) {
-  SRU_GRID_STRIDE(i, n) {
-    const long long k = static_cast<long long>(idx[i]);
-    keys[i] = k >= 0 && k < V ? static_cast<int32_t>(k) : static_cast<int32_t>(V);
-    positions[i] = static_cast<int32_t>(i);
   }
 }
 
@@ -79,31 +67,13 @@ void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor
 void embedding_backward(const Tensor& grad, const Tensor& indices, int64_t padding_idx, const Tensor& grad_weight) {
   const int64_t V = grad_weight.size(0), D = grad_weight.size(1), n = indices.numel();
   if (n * D == 0) return;
-  const int items = checked_int(n, "positions", "embedding_backward");
+  checked_int(n, "positions", "embedding_backward");
   checked_int(V + 1, "rows + 1", "embedding_backward");
-  const cudaStream_t s = stream_of(grad_weight);
-  const Device device = grad_weight.device();
-  Tensor keys_in = Tensor::empty({n}, DType::I32, device), keys = Tensor::empty({n}, DType::I32, device);
-  Tensor positions_in = Tensor::empty({n}, DType::I32, device), positions = Tensor::empty({n}, DType::I32, device);
-  with_index_data(indices, [&](const auto* idx) {
-    sort_input_kernel<<<grid_for(n), kBlock, 0, s>>>(idx, n, V, keys_in.data<int32_t>(), positions_in.data<int32_t>());
-    SRU_CUDA_LAUNCH_CHECK("sort_input_kernel");
-  });
-  // Sort only the key bits that keys up to V (the out-of-range key) need.
-  int end_bit = 1;
-  while (end_bit < 31 && (int64_t{1} << end_bit) <= V) ++end_bit;
-  size_t temp_bytes = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.data<int32_t>(), keys.data<int32_t>(),
-                                             positions_in.data<int32_t>(), positions.data<int32_t>(), items,
-                                             0, end_bit, s));
-  Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4 + 1)}, DType::F32, device);
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, keys_in.data<int32_t>(), keys.data<int32_t>(),
-                                             positions_in.data<int32_t>(), positions.data<int32_t>(), items,
-                                             0, end_bit, s));
+  const IndexRuns runs = sort_positions_by_index(indices, V, grad_weight.device());
   SRU_DISPATCH_FLOATING(grad_weight.dtype(), "embedding_backward", [&]<typename T>() {
-    embedding_backward_kernel<<<grid_for(n * D), kBlock, 0, s>>>(grad.data<T>(), keys.data<int32_t>(),
-                                                                positions.data<int32_t>(), n, V, D, padding_idx,
-                                                                grad_weight.data<T>());
+    embedding_backward_kernel<<<grid_for(n * D), kBlock, 0, stream_of(grad_weight)>>>(
+        grad.data<T>(), runs.keys.data<int32_t>(), runs.positions.data<int32_t>(), n, V, D, padding_idx,
+        grad_weight.data<T>());
     SRU_CUDA_LAUNCH_CHECK("embedding_backward_kernel");
   });
 }

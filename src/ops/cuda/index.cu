@@ -8,7 +8,7 @@
 //   message, core/cuda/runtime.h): no host wait here. An output with no elements still has its indices
 //   checked (index_check_kernel), as on the CPU.
 // index_add: grad_x[o, index[i], j] += grad[o, i, j] without atomics, as the embedding's backward: the
-//   (index, position) pairs are sorted by index with cub's stable radix sort, so each index's positions
+//   (index, position) pairs are sorted by index (ops/cuda/index_sort.cuh), so each index's positions
 //   form one run in position order; the thread of (o, run start, j) adds the run's rows in that order,
 //   as the CPU does (deterministic, and the same sums). Out-of-range indices (already in the error log)
 //   are keyed n, sort last and are skipped.
@@ -32,9 +32,9 @@
 //   distinct, so no two threads write one element.
 #include <algorithm>
 
-#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include "ops/cuda/index_sort.cuh"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/dispatch.h"
 #include "ops/index.h"
@@ -50,6 +50,17 @@ struct MiddleView {
 MiddleView middle_view(const Tensor& t, int64_t dim) {
   const int d = static_cast<int>(dim);
   return {shape_prod(t.shape(), 0, d), t.size(d), shape_prod(t.shape(), d + 1, t.dim())};
+}
+
+// A device error slot for a bad position of `index` along dim (of size n), described as error(value, position,
+// dim, n): index_select_index_error or index_copy_index_error. The describer keeps the index tensor until
+// the check, so that the message can name the value.
+unsigned long long* reserve_index_error_slot(Device device, const Tensor& index, int64_t dim, int64_t n,
+                                             std::string (*error)(int64_t, int64_t, int64_t, int64_t)) {
+  return reserve_error_slot(device.index, [index, dim, n, error](int64_t i) {
+    const int64_t value = index.narrow0(i, 1).item<int64_t>();  // error path only
+    return error(value, i, dim, n);
+  });
 }
 
 // ---- index_select ----
@@ -77,16 +88,6 @@ __global__ void index_check_kernel(const I* idx, long long m, long long n, unsig
   SRU_GRID_STRIDE(i, m) {
     const long long row = static_cast<long long>(idx[i]);
     if (row < 0 || row >= n) atomicMin(bad, static_cast<unsigned long long>(i));
-  }
-}
-
-// Sort input of index_add: key = the index, or n for one outside [0, n) (sorted last, skipped).
-template <typename I>
-__global__ void index_sort_input_kernel(const I* idx, long long m, long long n, int32_t* keys, int32_t* positions) {
-  SRU_GRID_STRIDE(i, m) {
-    const long long k = static_cast<long long>(idx[i]);
-    keys[i] = k >= 0 && k < n ? static_cast<int32_t>(k) : static_cast<int32_t>(n);
-    positions[i] = static_cast<int32_t>(i);
   }
 }
 
@@ -224,11 +225,7 @@ void index_select_forward(const Tensor& x, const Tensor& index, int64_t dim, con
   const MiddleView v = middle_view(x, dim);
   const long long m = index.numel(), total = out.numel();
   if (m == 0) return;
-  // The index tensor is kept by the describer until the check, so that the message can name the value.
-  unsigned long long* bad = reserve_error_slot(x.device().index, [index, dim, n = v.n](int64_t i) {
-    const int64_t value = index.narrow0(i, 1).item<int64_t>();  // error path only
-    return index_select_index_error(value, i, dim, n);
-  });
+  unsigned long long* bad = reserve_index_error_slot(x.device(), index, dim, v.n, index_select_index_error);
   if (total == 0) {
     with_index_data(index, [&](const auto* idx) {
       index_check_kernel<<<grid_for(m), kBlock, 0, stream_of(x)>>>(idx, m, v.n, bad);
@@ -249,32 +246,13 @@ void index_add(const Tensor& grad, const Tensor& index, int64_t dim, const Tenso
   const MiddleView v = middle_view(grad_x, dim);
   const long long m = index.numel(), total = grad.numel();
   if (total == 0) return;
-  const int items = checked_int(m, "index length", "index_select_backward");
+  checked_int(m, "index length", "index_select_backward");
   checked_int(v.n + 1, "size of dim + 1", "index_select_backward");
-  const cudaStream_t s = stream_of(grad_x);
-  const Device device = grad_x.device();
-  Tensor keys_in = Tensor::empty({m}, DType::I32, device), keys = Tensor::empty({m}, DType::I32, device);
-  Tensor positions_in = Tensor::empty({m}, DType::I32, device), positions = Tensor::empty({m}, DType::I32, device);
-  with_index_data(index, [&](const auto* idx) {
-    index_sort_input_kernel<<<grid_for(m), kBlock, 0, s>>>(idx, m, v.n, keys_in.data<int32_t>(),
-                                                            positions_in.data<int32_t>());
-    SRU_CUDA_LAUNCH_CHECK("index_sort_input_kernel");
-  });
-  // Sort only the key bits that keys up to n (the out-of-range key) need.
-  int end_bit = 1;
-  while (end_bit < 31 && (int64_t{1} << end_bit) <= v.n) ++end_bit;
-  size_t temp_bytes = 0;
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in.data<int32_t>(), keys.data<int32_t>(),
-                                             positions_in.data<int32_t>(), positions.data<int32_t>(), items, 0,
-                                             end_bit, s));
-  Tensor temp = Tensor::empty({static_cast<int64_t>(temp_bytes / 4 + 1)}, DType::F32, device);
-  CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.data_ptr(), temp_bytes, keys_in.data<int32_t>(), keys.data<int32_t>(),
-                                             positions_in.data<int32_t>(), positions.data<int32_t>(), items, 0,
-                                             end_bit, s));
+  const IndexRuns runs = sort_positions_by_index(index, v.n, grad_x.device());
   SRU_DISPATCH_FLOATING(grad_x.dtype(), "index_select_backward", [&]<typename T>() {
-    index_add_kernel<<<grid_for(total), kBlock, 0, s>>>(grad.data<T>(), keys.data<int32_t>(),
-                                                        positions.data<int32_t>(), m, v.n, v.inner, total,
-                                                        grad_x.data<T>());
+    index_add_kernel<<<grid_for(total), kBlock, 0, stream_of(grad_x)>>>(
+        grad.data<T>(), runs.keys.data<int32_t>(), runs.positions.data<int32_t>(), m, v.n, v.inner, total,
+        grad_x.data<T>());
     SRU_CUDA_LAUNCH_CHECK("index_add_kernel");
   });
 }
@@ -285,10 +263,7 @@ void index_copy_forward(const Tensor& dst, const Tensor& index, int64_t dim, con
   if (m == 0) return;
   checked_int(m, "index length", "index_copy_");
   const cudaStream_t s = stream_of(dst);
-  unsigned long long* bad = reserve_error_slot(dst.device().index, [index, dim, n = v.n](int64_t i) {
-    const int64_t value = index.narrow0(i, 1).item<int64_t>();  // error path only
-    return index_copy_index_error(value, i, dim, n);
-  });
+  unsigned long long* bad = reserve_index_error_slot(dst.device(), index, dim, v.n, index_copy_index_error);
   Tensor last;
   if (total > 0) {
     last = Tensor::empty({v.n}, DType::I32, dst.device());

@@ -105,4 +105,22 @@ void causal_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask&
   });
 }
 
+void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, const Tensor& mask, const MaskIndex& index,
+                                   double scale, const Tensor& y) {
+  SRU_DISPATCH_FLOATING(x.dtype(), "causal_softmax", [&]<typename T>() {
+    SRU_DISPATCH_ALL(mask.dtype(), "causal_softmax mask", [&]<typename M>() {
+      launch_forward<T>(x, CausalTensorMaskRows<M>{causal, TensorMaskRows<M>{mask.data<M>(), index}}, scale, false, y, "causal_softmax");
+    });
+  });
+}
+
+void causal_masked_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, const Tensor& mask,
+                                    const MaskIndex& index, double scale, const Tensor& gx) {
+  SRU_DISPATCH_FLOATING(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
+    SRU_DISPATCH_ALL(mask.dtype(), "causal_softmax mask", [&]<typename M>() {
+      launch_backward<T>(g, y, CausalTensorMaskRows<M>{causal, TensorMaskRows<M>{mask.data<M>(), index}}, scale, false, gx, "causal_softmax");
+    });
+  });
+}
+
 }  // namespace sru::cuda
