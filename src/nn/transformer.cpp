@@ -1,76 +1,212 @@
-// The Transformer layer (see nn/transformer.h): self-attention through the shared module, the ReLU
-// feed-forward block, residuals and layer norms in pre- or post-norm order.
+// Transformer layers (see nn/transformer.h): self- and context attention through the shared module, the
+// ReLU or SRU feed-forward block, residuals and layer norms in pre- or post-norm order, decoding state,
+// and the sinusoidal position table.
 #include "nn/transformer.h"
+
+#include <cmath>
 
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/index.h"
+#include "ops/shape_ops.h"
 
 namespace sru::nn {
 
 namespace {
 
-// The feed-forward block's own module, so its names nest as OpenNMT-py's PositionwiseFeedForward.
-class FeedForwardNames : public Module {
- public:
-  FeedForwardNames(std::shared_ptr<Linear> w1, std::shared_ptr<Linear> w2, std::shared_ptr<LayerNorm> norm) {
-    register_module("w_1", std::move(w1));
-    register_module("w_2", std::move(w2));
-    register_module("layer_norm", std::move(norm));
-  }
-};
-
-}  // namespace
-
-TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Generator& gen) : options_(o), gen_(&gen) {
-  SRU_CHECK(o.width > 0 && o.heads > 0 && o.width % o.heads == 0, "Transformer layer: width (", o.width,
-            ") must be positive and divisible by the heads (", o.heads, ")");
-  SRU_CHECK(o.dropout >= 0 && o.dropout < 1 && o.attn_dropout >= 0 && o.attn_dropout < 1,
-            "Transformer layer: dropouts must be in [0, 1), got ", o.dropout, " and ", o.attn_dropout);
-  if (options_.ff_size == 0) options_.ff_size = 4 * o.width;
+MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o) {
   MultiHeadAttentionOptions mo;
   mo.query_size = mo.model_size = mo.output_size = o.width;
   mo.heads = o.heads;
   mo.attn_dropout = o.attn_dropout;
   mo.dtype = o.dtype;
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(mo, gen));
-  w_1 = std::make_shared<Linear>(o.width, options_.ff_size, true, o.dtype, gen);
-  w_2 = std::make_shared<Linear>(options_.ff_size, o.width, true, o.dtype, gen);
-  ff_layer_norm = std::make_shared<LayerNorm>(o.width, 1e-6, o.dtype);
-  register_module("feed_forward", std::make_shared<FeedForwardNames>(w_1, w_2, ff_layer_norm));
+  return mo;
+}
+
+}  // namespace
+
+// ---- feed-forward ----
+
+FeedForward::FeedForward(const TransformerLayerOptions& o, Generator& gen)
+    : kind(o.ffn), inner_dropout_(o.ffn == FeedForwardKind::Sru && o.sru_dropout >= 0 ? o.sru_dropout : o.dropout),
+      gen_(&gen) {
+  const int64_t ff = o.ff_size;
+  if (kind == FeedForwardKind::Relu) {
+    w_1 = register_module("w_1", std::make_shared<Linear>(o.width, ff, true, o.dtype, gen));
+    w_2 = register_module("w_2", std::make_shared<Linear>(ff, o.width, true, o.dtype, gen));
+  } else {
+    SRUOptions so;
+    so.input_size = o.width;
+    so.hidden_size = ff;
+    so.num_layers = 1;
+    so.bidirectional = o.sru_bidirectional;
+    so.has_skip_term = false;  // W SRU(x) + b: the residual around the sublayer is the skip
+    so.dtype = o.dtype;
+    sru = register_module("sru", std::make_shared<SRU>(so, gen));
+    w_2 = register_module("w_2", std::make_shared<Linear>(sru->output_size(), o.width, true, o.dtype, gen));
+  }
   layer_norm = register_module("layer_norm", std::make_shared<LayerNorm>(o.width, 1e-6, o.dtype));
+}
+
+Tensor FeedForward::drop_inner(const Tensor& t) const {
+  return dropout(t, inner_dropout_, is_training(), *gen_, 1);  // time-major: the batch is dim 1
+}
+
+Tensor FeedForward::forward(const Tensor& z, const Tensor& mask_pad) const {
+  if (kind == FeedForwardKind::Relu) return w_2->forward(drop_inner(relu(w_1->forward(z))));
+  return w_2->forward(drop_inner(sru->forward(z, Tensor(), mask_pad).first));
+}
+
+Tensor FeedForward::forward_step(const Tensor& z, Tensor& c) const {
+  if (kind == FeedForwardKind::Relu) return forward(z);
+  SRU_CHECK(!sru->options.bidirectional, "feed-forward: a bidirectional SRU cannot decode step by step");
+  auto [h, c_last] = sru->forward(z, c);
+  c = c_last;
+  return w_2->forward(drop_inner(h));
+}
+
+// ---- decoding state ----
+
+void TransformerLayerState::reorder(const Tensor& rows, int64_t heads) {
+  self.reorder(rows, heads);
+  const Tensor index = rows.to(context_keys.defined() ? context_keys.device() : rows.device());
+  const auto gather_heads = [&](const Tensor& t) {
+    if (!t.defined()) return t;
+    const int64_t B = t.size(0) / heads;
+    return reshape(index_select(t.view({B, heads * t.size(1) * t.size(2)}), 0, index),
+                   {index.numel() * heads, t.size(1), t.size(2)});
+  };
+  context_keys = gather_heads(context_keys);
+  context_values = gather_heads(context_values);
+  if (memory_padding.defined()) memory_padding = index_select(memory_padding, 0, index.to(memory_padding.device()));
+  if (ffn_c.defined()) ffn_c = index_select(ffn_c, 1, index.to(ffn_c.device()));
+}
+
+// ---- layer ----
+
+TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Generator& gen) : options_(o), gen_(&gen) {
+  SRU_CHECK(o.width > 0 && o.heads > 0 && o.width % o.heads == 0, "Transformer layer: width (", o.width,
+            ") must be positive and divisible by the heads (", o.heads, ")");
+  SRU_CHECK(o.dropout >= 0 && o.dropout < 1 && o.attn_dropout >= 0 && o.attn_dropout < 1 && o.sru_dropout < 1,
+            "Transformer layer: dropouts must be in [0, 1), got ", o.dropout, ", ", o.attn_dropout, " and ",
+            o.sru_dropout);
+  SRU_CHECK(!(o.causal && o.sru_bidirectional), "Transformer layer: a causal layer cannot have a bidirectional SRU");
+  if (options_.ff_size == 0) options_.ff_size = 4 * o.width;
+  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(options_), gen));
+  if (o.cross_attention)
+    context_attn = register_module("context_attn", std::make_shared<MultiHeadAttention>(attention_options(options_), gen));
+  feed_forward = register_module("feed_forward", std::make_shared<FeedForward>(options_, gen));
+  if (o.cross_attention) {
+    layer_norm = register_module("layer_norm_1", std::make_shared<LayerNorm>(o.width, 1e-6, o.dtype));
+    layer_norm_2 = register_module("layer_norm_2", std::make_shared<LayerNorm>(o.width, 1e-6, o.dtype));
+  } else {
+    layer_norm = register_module("layer_norm", std::make_shared<LayerNorm>(o.width, 1e-6, o.dtype));
+  }
+  w_1 = feed_forward->w_1;
+  w_2 = feed_forward->w_2;
+  ff_layer_norm = feed_forward->layer_norm;
 }
 
 Tensor TransformerLayer::drop(const Tensor& t) const {
   return dropout(t, options_.dropout, is_training(), *gen_, 1);  // time-major: the batch is dim 1
 }
 
-Tensor TransformerLayer::feed_forward(const Tensor& y) const {
-  const Tensor in = options_.pre_norm ? ff_layer_norm->forward(y) : y;
-  const Tensor out = y + drop(w_2->forward(drop(relu(w_1->forward(in)))));
-  return options_.pre_norm ? out : ff_layer_norm->forward(out);
+// x + drop(sublayer) with the post-norm's normalisation after the sum (pre-norm normalised the input).
+Tensor TransformerLayer::residual(const Tensor& x, const Tensor& sublayer_out, const std::shared_ptr<LayerNorm>& norm) const {
+  const Tensor y = x + drop(sublayer_out);
+  return options_.pre_norm ? y : norm->forward(y);
 }
 
-Tensor TransformerLayer::forward(const Tensor& x, const Tensor& key_padding) const {
+Tensor TransformerLayer::forward(const Tensor& x, const Tensor& key_padding, const Tensor& memory,
+                                 const Tensor& memory_padding) const {
   SRU_CHECK(x.defined() && x.dim() == 3 && x.size(2) == options_.width, "Transformer layer: input must be (L, B, ",
             options_.width, "), got ", x.defined() ? shape_str(x.shape()) : std::string("undefined"));
-  const AttentionMask mask = options_.causal ? AttentionMask::causal(0, -1, key_padding)
-                             : key_padding.defined() ? AttentionMask::padding(key_padding)
-                                                     : AttentionMask::none();
-  const Tensor in = options_.pre_norm ? layer_norm->forward(x) : x;
-  Tensor y = x + drop(self_attn->forward(in, Tensor(), mask));
-  if (!options_.pre_norm) y = layer_norm->forward(y);
-  return feed_forward(y);
+  SRU_CHECK(memory.defined() == options_.cross_attention, "Transformer layer: ",
+            options_.cross_attention ? "a decoder layer needs the encoder's output" : "only decoder layers read a memory");
+  const auto pre = [&](const std::shared_ptr<LayerNorm>& norm, const Tensor& t) {
+    return options_.pre_norm ? norm->forward(t) : t;
+  };
+  const AttentionMask self_mask = options_.causal ? AttentionMask::causal(0, -1, key_padding)
+                                  : key_padding.defined() ? AttentionMask::padding(key_padding)
+                                                          : AttentionMask::none();
+  Tensor y = residual(x, self_attn->forward(pre(layer_norm, x), Tensor(), self_mask), layer_norm);
+  if (options_.cross_attention) {
+    const AttentionMask context_mask = memory_padding.defined() ? AttentionMask::padding(memory_padding) : AttentionMask::none();
+    y = residual(y, context_attn->forward(pre(layer_norm_2, y), memory, context_mask), layer_norm_2);
+  }
+  // The SRU sublayer keeps its state through padded steps and outputs 0 there.
+  const Tensor mask_pad = key_padding.defined() ? transpose(key_padding, 0, 1) : Tensor();
+  return residual(y, feed_forward->forward(pre(ff_layer_norm, y), mask_pad), ff_layer_norm);
 }
 
-Tensor TransformerLayer::forward_incremental(const Tensor& x, KeyValueCache& cache) const {
+void TransformerLayer::start_decoding(TransformerLayerState& state, const Tensor& memory,
+                                      const Tensor& memory_padding) const {
+  SRU_CHECK(options_.cross_attention, "Transformer layer: only decoder layers read a memory");
+  const auto [k, v] = context_attn->project_keys_values(memory);
+  state.context_keys = split_heads(k, options_.heads);
+  state.context_values = split_heads(v, options_.heads);
+  state.memory_padding = memory_padding;
+}
+
+Tensor TransformerLayer::forward_incremental(const Tensor& x, TransformerLayerState& state) const {
   SRU_CHECK(options_.causal, "Transformer layer: decoding step by step needs causal self-attention");
   SRU_CHECK(x.defined() && x.dim() == 3 && x.size(2) == options_.width, "Transformer layer: input must be (L, B, ",
             options_.width, "), got ", x.defined() ? shape_str(x.shape()) : std::string("undefined"));
-  const Tensor in = options_.pre_norm ? layer_norm->forward(x) : x;
-  const Tensor q = self_attn->project_queries(in);
-  Tensor y = x + drop(self_attn->project_output(self_attn->attend_incremental(q, in, cache)));
-  if (!options_.pre_norm) y = layer_norm->forward(y);
-  return feed_forward(y);
+  const auto pre = [&](const std::shared_ptr<LayerNorm>& norm, const Tensor& t) {
+    return options_.pre_norm ? norm->forward(t) : t;
+  };
+  const Tensor in = pre(layer_norm, x);
+  const Tensor attended = self_attn->attend_incremental(self_attn->project_queries(in), in, state.self);
+  Tensor y = residual(x, self_attn->project_output(attended), layer_norm);
+  if (options_.cross_attention) {
+    SRU_CHECK(state.context_keys.defined(), "Transformer layer: start_decoding before the first decoder step");
+    const int64_t H = options_.heads;
+    const Tensor q = context_attn->project_queries(pre(layer_norm_2, y));
+    const AttentionMask mask = state.memory_padding.defined() ? AttentionMask::padding(state.memory_padding)
+                                                              : AttentionMask::none();
+    const double scale = 1.0 / std::sqrt(static_cast<double>(options_.width / H));
+    const Tensor context = merge_heads(
+        attend_heads(split_heads(q, H), state.context_keys, state.context_values, H, mask, scale), H);
+    y = residual(y, context_attn->project_output(context), layer_norm_2);
+  }
+  return residual(y, feed_forward->forward_step(pre(ff_layer_norm, y), state.ffn_c), ff_layer_norm);
+}
+
+Tensor TransformerLayer::forward_incremental(const Tensor& x, KeyValueCache& cache) const {
+  SRU_CHECK(!options_.cross_attention, "Transformer layer: a decoder layer decodes with a TransformerLayerState");
+  SRU_CHECK(options_.ffn == FeedForwardKind::Relu, "Transformer layer: an SRU feed-forward decodes with a "
+            "TransformerLayerState (it carries the SRU's c)");
+  TransformerLayerState state;
+  state.self = std::move(cache);
+  Tensor out = forward_incremental(x, state);
+  cache = std::move(state.self);
+  return out;
+}
+
+// ---- positions ----
+
+SinusoidalPositions::SinusoidalPositions(int64_t dim, int64_t max_length, DType dtype) {
+  SRU_CHECK(dim > 0 && dim % 2 == 0 && max_length > 0, "sinusoidal positions: dim must be even and positive, got ",
+            dim);
+  std::vector<double> table(max_length * dim);
+  for (int64_t p = 0; p < max_length; ++p)
+    for (int64_t i = 0; i < dim; i += 2) {
+      const double angle = static_cast<double>(p) * std::exp(-std::log(10000.0) * static_cast<double>(i) / dim);
+      table[p * dim + i] = std::sin(angle);
+      table[p * dim + i + 1] = std::cos(angle);
+    }
+  table_ = Tensor::from_vector(table, {max_length, dim}, dtype);
+}
+
+Tensor SinusoidalPositions::positions_for(int64_t start, int64_t length, int64_t batch, Device device) const {
+  SRU_CHECK(start >= 0 && start + length <= table_.size(0), "sinusoidal positions: positions ", start, " to ",
+            start + length - 1, " are beyond the table's ", table_.size(0), " (raise the maximum length)");
+  std::vector<int64_t> rows(length * batch);
+  for (int64_t t = 0; t < length; ++t)
+    for (int64_t b = 0; b < batch; ++b) rows[t * batch + b] = start + t;
+  if (table_.device() != device) table_ = table_.to(device);  // moved once, with the model
+  return index_select(table_, 0, Tensor::from_vector(rows, {length * batch}).to(device))
+      .view({length, batch, table_.size(1)});
 }
 
 }  // namespace sru::nn

@@ -1,15 +1,27 @@
-// A Transformer layer (Vaswani et al. 2017) on the shared multi-head attention module (nn/attention.h),
-// with OpenNMT-py's parameter names so a checkpoint maps onto its TransformerEncoderLayer:
-//   self_attn.linear_query / linear_keys / linear_values / final_linear.{weight,bias}  (w, w) / (w)
-//   feed_forward.w_1 (ff, w), feed_forward.w_2 (w, ff), feed_forward.layer_norm (w), layer_norm (w)
-// Pre-norm (OpenNMT-py's layout, the default):
-//   y = x + dropout(Attn(LN(x))),  out = y + dropout(W2 dropout(relu(W1 LN_ff(y))))
-// post-norm (Vaswani et al.; the 2018 OpenNMT-py the SRU paper used):
-//   y = LN(x + dropout(Attn(x))),   out = LN_ff(y + dropout(W2 dropout(relu(W1 y))))
-// Self-attention is causal (language models, decoders) or sees the whole sequence with an optional key
-// padding mask (encoders). Decoding runs token by token through a key/value cache (unbounded: a decoder
-// attends to every earlier position). Shapes time-major: x (L, B, w). 12 w^2 + 13 w parameters when
-// ff = 4w.
+// Transformer layers (Vaswani et al. 2017) on the shared multi-head attention module (nn/attention.h),
+// with OpenNMT-py's parameter names, and the feed-forward sublayer of the SRU paper's translation model
+// (Lei et al. 2018, section 4.3): W SRU(x) + b in place of W2 relu(W1 x + b1) + b2.
+//
+// Names (w = width, ff = ff_size):
+//   self_attn.linear_query / linear_keys / linear_values / final_linear.{weight,bias}   (w, w) / (w)
+//   context_attn.*  (decoder layers: attention over the encoder's output, the same shapes)
+//   feed_forward.w_1 (ff, w), feed_forward.w_2 (w, ff), feed_forward.layer_norm (w)      ffn: relu
+//   feed_forward.sru.rnn_lst.0.* (an SRU layer w -> ff, no skip term), feed_forward.w_2 (w, ff*D),
+//   feed_forward.layer_norm (w)                                                            ffn: sru
+//   layer_norm (w) (encoder layers), layer_norm_1, layer_norm_2 (w) (decoder layers)
+// Pre-norm (OpenNMT-py's layout, the default), with A the self-attention, C the context attention, F the
+// feed-forward block:
+//   y = x + drop(A(LN1(x))),  [z = y + drop(C(LN2(y), memory))],  out = z + drop(F(LN_ff(z)))
+// post-norm (Vaswani et al.; the 2018 OpenNMT-py the SRU paper used): each residual sum is normalised
+// after it instead, y = LN1(x + drop(A(x))), ...
+// F relu: W2 drop(relu(W1 z + b1)) + b2.  F sru: W2 drop_sru(h) + b2 with h the SRU's output over the
+// sequence (its own dropout sru_dropout on h; bidirectional in encoders on request), so the sublayer
+// reads the whole sequence (left to right in decoders).
+// Shapes time-major: x (L, B, w); memory (Ls, B, w); padding masks (B, L), nonzero = padded.
+// Decoding (causal layers): forward_incremental takes the next positions and a TransformerLayerState
+// (the self-attention's key/value cache, the context attention's projected memory, the SRU's c), and
+// equals forward() over [earlier | new] for the new rows. 12 w^2 + 13 w parameters for an encoder layer
+// with ff = 4w and the ReLU block.
 #pragma once
 
 #include <memory>
@@ -18,8 +30,11 @@
 #include "nn/attention.h"
 #include "nn/layers.h"
 #include "nn/module.h"
+#include "nn/sru.h"
 
 namespace sru::nn {
+
+enum class FeedForwardKind { Relu, Sru };
 
 struct TransformerLayerOptions {
   int64_t width = 0;
@@ -28,29 +43,86 @@ struct TransformerLayerOptions {
   double dropout = 0.0;
   double attn_dropout = 0.0;
   bool pre_norm = true;
-  bool causal = true;
+  bool causal = true;            // self-attention: causal (decoders, language models) or over all positions
+  bool cross_attention = false;  // a decoder layer: attention over the encoder's output after self-attention
+  FeedForwardKind ffn = FeedForwardKind::Relu;
+  double sru_dropout = -1.0;     // dropout on the SRU's output (-1 = dropout)
+  bool sru_bidirectional = false;
   DType dtype = DType::F32;
+};
+
+// The feed-forward sublayer: W2 drop(relu(W1 z + b1)) + b2, or W2 drop(SRU(z)) + b2.
+class FeedForward : public Module {
+ public:
+  FeedForward(const TransformerLayerOptions& options, Generator& gen);
+  // z (L, B, w), mask_pad (L, B) or undefined (padded steps: the SRU keeps its state, outputs 0).
+  Tensor forward(const Tensor& z, const Tensor& mask_pad = Tensor()) const;
+  // The next positions, carrying the SRU's c (1, B, ff) across calls (undefined = zeros).
+  Tensor forward_step(const Tensor& z, Tensor& c) const;
+
+  FeedForwardKind kind;
+  std::shared_ptr<Linear> w_1, w_2;
+  std::shared_ptr<SRU> sru;
+  std::shared_ptr<LayerNorm> layer_norm;
+
+ private:
+  Tensor drop_inner(const Tensor& t) const;
+  double inner_dropout_;
+  Generator* gen_;
+};
+
+// What a decoder layer carries from one decoding step to the next.
+struct TransformerLayerState {
+  KeyValueCache self;              // projected keys/values of the earlier target positions
+  Tensor context_keys, context_values;  // (B*H, Ls, dh): the memory projected once
+  Tensor memory_padding;           // (B, Ls) or undefined
+  Tensor ffn_c;                    // the SRU feed-forward's c (1, B, ff) or undefined
+  // New row i continues row rows[i] (I64 on the CPU or the state's device).
+  void reorder(const Tensor& rows, int64_t heads);
 };
 
 class TransformerLayer : public Module {
  public:
   explicit TransformerLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
-  // A whole sequence; key_padding (B, L), nonzero = padded, or undefined.
-  Tensor forward(const Tensor& x, const Tensor& key_padding = Tensor()) const;
-  // Decoding (causal layers): the next positions x (Lq, B, w) given the cache of earlier ones, which they
-  // join; equals forward() over [earlier | new] for the new rows.
-  Tensor forward_incremental(const Tensor& x, KeyValueCache& cache) const;
+  // A whole sequence. key_padding (B, L): x's padded positions; memory (Ls, B, w) and memory_padding
+  // (B, Ls) for decoder layers.
+  Tensor forward(const Tensor& x, const Tensor& key_padding = Tensor(), const Tensor& memory = Tensor(),
+                 const Tensor& memory_padding = Tensor()) const;
+  // Decoding (causal layers): the next positions x (Lq, B, w). A decoder layer's state must have been
+  // started with start_decoding (the memory's keys and values).
+  Tensor forward_incremental(const Tensor& x, TransformerLayerState& state) const;
+  Tensor forward_incremental(const Tensor& x, KeyValueCache& cache) const;  // layers without cross-attention
+  // Projects the encoder's output for the context attention of every later step.
+  void start_decoding(TransformerLayerState& state, const Tensor& memory, const Tensor& memory_padding) const;
 
-  std::shared_ptr<MultiHeadAttention> self_attn;
+  const TransformerLayerOptions& options() const { return options_; }
+
+  std::shared_ptr<MultiHeadAttention> self_attn, context_attn;
+  std::shared_ptr<FeedForward> feed_forward;
+  std::shared_ptr<LayerNorm> layer_norm, layer_norm_2;  // layer_norm is layer_norm_1 in decoder layers
+  // Kept for the tests and the benchmark: the ReLU block's linears and norm (undefined with the SRU).
   std::shared_ptr<Linear> w_1, w_2;
-  std::shared_ptr<LayerNorm> layer_norm, ff_layer_norm;
+  std::shared_ptr<LayerNorm> ff_layer_norm;
 
  private:
-  Tensor feed_forward(const Tensor& y) const;  // the residual block after attention, norms included
+  Tensor residual(const Tensor& x, const Tensor& sublayer_out, const std::shared_ptr<LayerNorm>& norm) const;
   Tensor drop(const Tensor& t) const;
 
   TransformerLayerOptions options_;
   Generator* gen_;
+};
+
+// The sinusoidal position encodings of Vaswani et al. (OpenNMT-py's PositionalEncoding): row p of the
+// (max_length, dim) table is sin(p / 10000^(2i/dim)) at 2i and cos at 2i + 1. positions_for(start, L, B)
+// gathers rows start .. start + L - 1 as (L, B, dim), to add to time-major embeddings.
+class SinusoidalPositions {
+ public:
+  SinusoidalPositions(int64_t dim, int64_t max_length, DType dtype = DType::F32);
+  Tensor positions_for(int64_t start, int64_t length, int64_t batch, Device device) const;
+  int64_t max_length() const { return table_.size(0); }
+
+ private:
+  mutable Tensor table_;  // follows the device it is asked for
 };
 
 }  // namespace sru::nn

@@ -96,3 +96,24 @@ TEST(GradcheckAttention, TransformerLayerPreAndPostNormCausalAndPadded) {
       expect_gradients_match([&](const Inputs& x) { return layer.forward(x[0], pad); }, inputs);
     }
 }
+
+TEST(GradcheckAttention, DecoderLayerWithContextAttentionAndTheSruFeedForward) {
+  for (const bool pre_norm : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "pre_norm " << pre_norm);
+    TransformerLayerOptions o;
+    o.width = 4;
+    o.heads = 2;
+    o.ff_size = 5;
+    o.pre_norm = pre_norm;
+    o.cross_attention = true;
+    o.ffn = FeedForwardKind::Sru;
+    o.dtype = DType::F64;
+    Generator gen(50);
+    const TransformerLayer layer(o, gen);
+    const Tensor memory_padding = padding_mask({3, 2}, 3);
+    Inputs inputs = {leaf({3, 2, 4}, 51), leaf({3, 2, 4}, 52)};
+    for (const auto& [name, p] : layer.named_parameters())
+      if (p.requires_grad()) inputs.push_back(p);
+    expect_gradients_match([&](const Inputs& x) { return layer.forward(x[0], Tensor(), x[1], memory_padding); }, inputs);
+  }
+}

@@ -148,3 +148,106 @@ TEST(MultiHeadAttention, BoundedCacheKeepsTheLastRowsAndReordersByBatchRow) {
                            attention.attend_incremental(attention.project_queries(next), next, fresh, window), 1e-12,
                            1e-12));
 }
+
+namespace {
+
+TransformerLayerOptions decoder_options(bool pre_norm, FeedForwardKind ffn) {
+  TransformerLayerOptions o = layer_options(pre_norm);
+  o.cross_attention = true;
+  o.ffn = ffn;
+  o.ff_size = 12;
+  return o;
+}
+
+// Decodes x through a fresh state in the given pieces, the memory projected once.
+Tensor decode_with_memory(const TransformerLayer& layer, const Tensor& x, const Tensor& memory, const Tensor& padding,
+                          const std::vector<int64_t>& pieces, TransformerLayerState& state) {
+  layer.start_decoding(state, memory, padding);
+  std::vector<Tensor> out;
+  int64_t t = 0;
+  for (int64_t n : pieces) {
+    out.push_back(layer.forward_incremental(slice(x, 0, t, t + n), state));
+    t += n;
+  }
+  return concat(out, 0);
+}
+
+}  // namespace
+
+TEST(TransformerLayer, DecoderLayersNameTheirPartsAsOpenNMTAndTheSruBlock) {
+  Generator gen(20);
+  const TransformerLayer layer(decoder_options(true, FeedForwardKind::Sru), gen);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : layer.state()) names.push_back(name + " " + shape_str(t.shape()));
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "self_attn.linear_query.weight (8, 8)", "self_attn.linear_query.bias (8,)",
+                       "self_attn.linear_keys.weight (8, 8)", "self_attn.linear_keys.bias (8,)",
+                       "self_attn.linear_values.weight (8, 8)", "self_attn.linear_values.bias (8,)",
+                       "self_attn.final_linear.weight (8, 8)", "self_attn.final_linear.bias (8,)",
+                       "context_attn.linear_query.weight (8, 8)", "context_attn.linear_query.bias (8,)",
+                       "context_attn.linear_keys.weight (8, 8)", "context_attn.linear_keys.bias (8,)",
+                       "context_attn.linear_values.weight (8, 8)", "context_attn.linear_values.bias (8,)",
+                       "context_attn.final_linear.weight (8, 8)", "context_attn.final_linear.bias (8,)",
+                       "feed_forward.sru.rnn_lst.0.weight (8, 36)", "feed_forward.sru.rnn_lst.0.weight_c (24,)",
+                       "feed_forward.sru.rnn_lst.0.bias (24,)", "feed_forward.sru.rnn_lst.0.scale_x (1,)",
+                       "feed_forward.w_2.weight (8, 12)", "feed_forward.w_2.bias (8,)",
+                       "feed_forward.layer_norm.weight (8,)", "feed_forward.layer_norm.bias (8,)",
+                       "layer_norm_1.weight (8,)", "layer_norm_1.bias (8,)", "layer_norm_2.weight (8,)",
+                       "layer_norm_2.bias (8,)"}));
+}
+
+TEST(TransformerLayer, DecoderDecodingEqualsTheWholePassWithEitherFeedForward) {
+  for (const FeedForwardKind ffn : {FeedForwardKind::Relu, FeedForwardKind::Sru})
+    for (const bool pre_norm : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "sru " << (ffn == FeedForwardKind::Sru) << " pre_norm " << pre_norm);
+      Generator gen(21);
+      TransformerLayer layer(decoder_options(pre_norm, ffn), gen);
+      layer.eval();
+      autograd::NoGradGuard no_grad;
+      const Tensor x = random({9, 3, 8}, 22), memory = random({6, 3, 8}, 23);
+      const Tensor padding = Tensor::from_vector(std::vector<int32_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1,
+                                                                      0, 0, 0, 1, 1, 1},
+                                                 {3, 6});
+      const Tensor whole = layer.forward(x, Tensor(), memory, padding);
+      TransformerLayerState tokens, chunks;
+      EXPECT_TRUE(tensors_near(decode_with_memory(layer, x, memory, padding, std::vector<int64_t>(9, 1), tokens), whole,
+                               1e-10, 1e-10));
+      EXPECT_TRUE(tensors_near(decode_with_memory(layer, x, memory, padding, {4, 1, 4}, chunks), whole, 1e-10, 1e-10));
+      // A padded memory position changes nothing it hides.
+      Tensor other = memory.clone();
+      other.narrow0(5, 1).copy_(random({1, 3, 8}, 24));
+      EXPECT_TRUE(tensors_near(slice(layer.forward(x, Tensor(), other, padding), 1, 1, 3),
+                               slice(whole, 1, 1, 3), 1e-12, 1e-12));
+    }
+}
+
+TEST(TransformerLayer, ReorderedDecoderStateThenAStepEqualsRecomputing) {
+  for (const FeedForwardKind ffn : {FeedForwardKind::Relu, FeedForwardKind::Sru}) {
+    Generator gen(25);
+    TransformerLayer layer(decoder_options(true, ffn), gen);
+    layer.eval();
+    autograd::NoGradGuard no_grad;
+    const Tensor x = random({5, 3, 8}, 26), memory = random({4, 3, 8}, 27), next = random({1, 4, 8}, 28);
+    const Tensor rows = Tensor::from_vector(std::vector<int64_t>{2, 0, 0, 1}, {4});
+    TransformerLayerState state, fresh;
+    decode_with_memory(layer, x, memory, Tensor(), {3, 1, 1}, state);
+    state.reorder(rows, 2);
+    decode_with_memory(layer, index_select(x, 1, rows), index_select(memory, 1, rows), Tensor(), {5}, fresh);
+    EXPECT_TRUE(tensors_near(layer.forward_incremental(next, state), layer.forward_incremental(next, fresh), 1e-12,
+                             1e-12))
+        << "sru " << (ffn == FeedForwardKind::Sru);
+  }
+}
+
+TEST(SinusoidalPositions, SinAtEvenAndCosAtOddColumnsGatheredPerBatchRow) {
+  const SinusoidalPositions positions(4, 10, DType::F64);
+  const auto p = positions.positions_for(2, 2, 3, Device::cpu()).to_vector<double>();
+  ASSERT_EQ(p.size(), 2u * 3 * 4);
+  // Position 2: sin(2), cos(2), sin(2 / 100), cos(2 / 100); every batch row the same.
+  const std::vector<double> row2 = {std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02)};
+  for (int b = 0; b < 3; ++b)
+    for (int i = 0; i < 4; ++i) EXPECT_NEAR(p[b * 4 + i], row2[i], 1e-15);
+  EXPECT_NEAR(p[3 * 4], std::sin(3.0), 1e-15);
+  EXPECT_NE(sru::testing::error_of([&] { positions.positions_for(9, 2, 1, Device::cpu()); }).find("beyond"),
+            std::string::npos);
+}
