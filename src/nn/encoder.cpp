@@ -5,6 +5,7 @@
 #include "nn/lstm.h"
 #include "nn/sru.h"
 #include "nn/srupp.h"
+#include "nn/transformer_encoder.h"
 #include "ops/index.h"
 
 namespace sru::nn {
@@ -16,6 +17,7 @@ const std::vector<EncoderSpec>& encoders() {
       embed_sru_encoder(),
       super_embed_sru_encoder(),
       srupp_encoder(),
+      transformer_encoder(),
   };
   return list;
 }

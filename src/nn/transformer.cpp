@@ -185,28 +185,20 @@ Tensor TransformerLayer::forward_incremental(const Tensor& x, KeyValueCache& cac
 
 // ---- positions ----
 
-SinusoidalPositions::SinusoidalPositions(int64_t dim, int64_t max_length, DType dtype) {
-  SRU_CHECK(dim > 0 && dim % 2 == 0 && max_length > 0, "sinusoidal positions: dim must be even and positive, got ",
-            dim);
-  std::vector<double> table(max_length * dim);
-  for (int64_t p = 0; p < max_length; ++p)
-    for (int64_t i = 0; i < dim; i += 2) {
-      const double angle = static_cast<double>(p) * std::exp(-std::log(10000.0) * static_cast<double>(i) / dim);
-      table[p * dim + i] = std::sin(angle);
-      table[p * dim + i + 1] = std::cos(angle);
-    }
-  table_ = Tensor::from_vector(table, {max_length, dim}, dtype);
-}
-
-Tensor SinusoidalPositions::positions_for(int64_t start, int64_t length, int64_t batch, Device device) const {
-  SRU_CHECK(start >= 0 && start + length <= table_.size(0), "sinusoidal positions: positions ", start, " to ",
-            start + length - 1, " are beyond the table's ", table_.size(0), " (raise the maximum length)");
-  std::vector<int64_t> rows(length * batch);
+Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t batch, int64_t dim, DType dtype, Device device) {
+  SRU_CHECK(dim > 0 && dim % 2 == 0 && start >= 0 && length >= 0 && batch >= 0,
+            "sinusoidal positions: dim must be even and positive, got ", dim);
+  std::vector<double> rows(length * batch * dim);
   for (int64_t t = 0; t < length; ++t)
-    for (int64_t b = 0; b < batch; ++b) rows[t * batch + b] = start + t;
-  if (table_.device() != device) table_ = table_.to(device);  // moved once, with the model
-  return index_select(table_, 0, Tensor::from_vector(rows, {length * batch}).to(device))
-      .view({length, batch, table_.size(1)});
+    for (int64_t i = 0; i < dim; i += 2) {
+      const double angle = static_cast<double>(start + t) * std::exp(-std::log(10000.0) * static_cast<double>(i) / dim);
+      const double s = std::sin(angle), c = std::cos(angle);
+      for (int64_t b = 0; b < batch; ++b) {
+        rows[(t * batch + b) * dim + i] = s;
+        rows[(t * batch + b) * dim + i + 1] = c;
+      }
+    }
+  return Tensor::from_vector(rows, {length, batch, dim}, dtype).to(device);
 }
 
 }  // namespace sru::nn

@@ -112,17 +112,9 @@ class TransformerLayer : public Module {
   Generator* gen_;
 };
 
-// The sinusoidal position encodings of Vaswani et al. (OpenNMT-py's PositionalEncoding): row p of the
-// (max_length, dim) table is sin(p / 10000^(2i/dim)) at 2i and cos at 2i + 1. positions_for(start, L, B)
-// gathers rows start .. start + L - 1 as (L, B, dim), to add to time-major embeddings.
-class SinusoidalPositions {
- public:
-  SinusoidalPositions(int64_t dim, int64_t max_length, DType dtype = DType::F32);
-  Tensor positions_for(int64_t start, int64_t length, int64_t batch, Device device) const;
-  int64_t max_length() const { return table_.size(0); }
-
- private:
-  mutable Tensor table_;  // follows the device it is asked for
-};
+// The sinusoidal position encodings of Vaswani et al. (OpenNMT-py's PositionalEncoding), computed for
+// any position: row p is sin(p / 10000^(2i/dim)) at column 2i and cos at 2i + 1. Rows start .. start + L
+// - 1, gathered as (L, B, dim) on `device`, to add to time-major embeddings.
+Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t batch, int64_t dim, DType dtype, Device device);
 
 }  // namespace sru::nn
