@@ -7,6 +7,7 @@
 #   scripts/get_data.sh classify [--mirror DIR]     # MR, SUBJ, CR, MPQA, TREC, SST-2 -> data/sentclass
 #   scripts/get_data.sh squad [--mirror DIR]        # SQuAD v1.1 train-v1.1.json, dev-v1.1.json -> data/squad
 #   scripts/get_data.sh ptb [--mirror DIR]          # Penn Treebank ptb.{train,valid,test}.txt -> data/ptb
+#   scripts/get_data.sh multi30k [--mirror DIR]     # Multi30k task 1 en-de, 12 .gz files -> data/multi30k
 #
 # enwik8: the full file is 100,000,000 bytes with md5 a1fa5ffddb56f4953e226637dabbb36a (of the
 # unzipped file). It is written to DEST/enwik8 only when that checksum matches. A mirror that holds
@@ -25,10 +26,14 @@
 # ptb: Mikolov's Penn Treebank text (ptb.train.txt, ptb.valid.txt, ptb.test.txt, 10k-word vocabulary,
 # <unk> for the rest), extracted from his simple-examples.tgz (./simple-examples/data/), each file
 # checked against its md5; or from DIR/ptb/ (or DIR/) with --mirror.
+#
+# multi30k: Multi30k task 1 (English-German), the raw files of github.com/multi30k/dataset
+# (data/task1/raw/, commit a3d2e0d): {train,val,test_2016_flickr,test_2017_flickr,test_2017_mscoco,
+# test_2018_flickr}.{en,de}.gz, each checked against its md5; or from DIR/multi30k/ (or DIR/) with --mirror.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 1
 case $1 in -h|--help) usage 0 ;; esac
 dataset=$1; shift
@@ -232,10 +237,28 @@ get_ptb() {
   get_listed ptb ptb "" "$PTB_MD5S"
 }
 
+# Multi30k task 1: the commit SOURCE.txt of the project's mirror names, so the files match these md5s.
+MULTI30K_URL=https://github.com/multi30k/dataset/raw/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw
+MULTI30K_MD5S="0065d13af80720a55ca8153d126e6627 train.en.gz
+81ff90b99829c0cd4b1b587d394afd39 train.de.gz
+2b69aa9253948ac9f67e94917272dd40 val.en.gz
+6e0e229eb049e3fc99a1ef02fb2d5f91 val.de.gz
+ff2c0fcb4893a13bd73414306bc250ae test_2016_flickr.en.gz
+efd67d314d98489b716b145475101932 test_2016_flickr.de.gz
+005396bac545d880abe6f00bbb7dbbb4 test_2017_flickr.en.gz
+6a8d5c87f6ae19e3d35681aa6fd16571 test_2017_flickr.de.gz
+a7b684e0edbef1d4a23660c8e8e743fd test_2017_mscoco.en.gz
+e8cd6ec2bc8a11fc846fa48a46e3d0bb test_2017_mscoco.de.gz
+a152878809942757a55ce087073486b8 test_2018_flickr.en.gz
+87e00327083dd69feaa029a8f7c1a047 test_2018_flickr.de.gz"
+
+get_multi30k() { dest=${dest:-data/multi30k}; get_listed multi30k multi30k "$MULTI30K_URL" "$MULTI30K_MD5S"; }
+
 case $dataset in
   enwik8) get_enwik8 ;;
   classify) get_classify ;;
   squad) get_squad ;;
   ptb) get_ptb ;;
-  *) echo "get_data.sh: unknown data set '$dataset' (available: enwik8, classify, squad, ptb)" >&2; exit 1 ;;
+  multi30k) get_multi30k ;;
+  *) echo "get_data.sh: unknown data set '$dataset' (available: enwik8, classify, squad, ptb, multi30k)" >&2; exit 1 ;;
 esac

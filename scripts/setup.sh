@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ pkg-config git python3
+  cmake ninja-build g++ pkg-config git python3 python3-pip
   libopenblas-openmp-dev
   libcli11-dev libspdlog-dev libyaml-cpp-dev libsentencepiece-dev
   libgtest-dev nlohmann-json3-dev zlib1g-dev

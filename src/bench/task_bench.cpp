@@ -23,7 +23,8 @@ namespace sru::bench {
 
 // Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or
 // --steps steps, scaled to an epoch) per repeat after untimed warm-up steps. Each step is srutrain's
-// (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule. Under mpirun the
+// (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule, and the same
+// grouping of train.accumulate batches per step (steps count optimiser updates). Under mpirun the
 // epochs are data-parallel, as srutrain's (rank 0 reports its clock; tokens/s counts every rank's).
 void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
   sru::dist::Communicator& comm = sru::dist::world();
@@ -43,7 +44,8 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     task->model().to(device);
     comm.use_device(device);
     const auto optimizer = sru::train::make_optimizer(cfg.train, task->model());
-    const int64_t per_epoch = task->steps_per_epoch();
+    const int64_t batches = task->steps_per_epoch(), accumulate = cfg.train.accumulate;
+    const int64_t per_epoch = sru::train::steps_per_epoch(batches, accumulate);
     const int64_t steps = o.steps > 0 ? std::min(o.steps, per_epoch) : per_epoch;
     const int64_t total_steps = cfg.train.max_steps > 0 ? cfg.train.max_steps : cfg.train.epochs * per_epoch;
     sru::train::TrainingStep step(*task, *optimizer, cfg.train,
@@ -53,7 +55,8 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     auto run_steps = [&](int64_t n) {
       task->start_epoch(epoch, 0);
       for (int64_t i = 0; i < n; ++i) {
-        const auto r = step.run(i, ++taken, epoch);
+        const auto r = step.run(i * accumulate, sru::train::batches_of_step(i * accumulate, batches, accumulate),
+                                ++taken, epoch);
         SRU_CHECK(r.kind != sru::train::StepOutcome::Kind::NonFinite, "srubench train-epoch: ", path, ": non-finite ",
                   r.nonfinite, " at step ", taken);
         tokens += r.tokens;

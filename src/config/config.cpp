@@ -67,6 +67,13 @@ std::vector<Section> Config::schema() {
                   "epoch schedule: epochs at the initial rate before the per-epoch decay (Zaremba et al. 2014: 6)", 0),
         real_field("min_lr", &train.min_lr, "cosine schedule: final learning rate", 0),
         real_field("clip_grad_norm", &train.clip_grad_norm, "Clip the global gradient norm to this (0 = off)", 0),
+        int_field("accumulate", &train.accumulate,
+                  "Training batches per optimiser update: their gradients are summed, weighted so that the update "
+                  "is one step on the union of their loss terms (an epoch's last update takes the batches left). "
+                  "Steps (max_steps, warm-up and decay, eval.every_steps, log.every_steps) count updates", 1),
+        real_field("label_smoothing", &train.label_smoothing,
+                   "Label smoothing of the training loss (PyTorch's CrossEntropyLoss(label_smoothing)); evaluation "
+                   "metrics stay the plain log-likelihood", 0, 1, false, true),
         int_field("epochs", &train.epochs, "Passes over the training data", 1),
         int_field("max_steps", &train.max_steps, "Stop after this many steps (0 = epochs decide)", 0),
         real_field("max_seconds", &train.max_seconds, "Stop after this much wall time in seconds (0 = no limit)", 0),

@@ -51,6 +51,8 @@ struct TrainConfig {
   int64_t epochs_before_decay = 1; // epoch: epochs at the initial rate (1 = decay from the second epoch on)
   double min_lr = 0.0;             // cosine floor
   double clip_grad_norm = 0.0;     // 0 = off
+  int64_t accumulate = 1;          // training batches per optimiser update (gradients summed over them)
+  double label_smoothing = 0.0;    // the training loss's label smoothing, in [0, 1)
   int64_t epochs = 1;
   int64_t max_steps = 0;           // 0 = epochs decide
   double max_seconds = 0.0;        // stop after this much wall time; 0 = no limit

@@ -19,11 +19,12 @@ Field int_field(const std::string& key, int64_t* target, const std::string& help
 }
 
 Field real_field(const std::string& key, double* target, const std::string& help, double min, double max,
-                 bool min_exclusive) {
+                 bool min_exclusive, bool max_exclusive) {
   Field f{key, Field::Kind::Real, target, help};
   f.min = min;
   f.max = max;
   f.min_exclusive = min_exclusive;
+  f.max_exclusive = max_exclusive;
   return f;
 }
 
@@ -310,10 +311,11 @@ void validate(const std::vector<Section>& schema, const Origins* origins) {
                                                     : *static_cast<double*>(f.target);
         SRU_CHECK(std::isfinite(v), path, ": must be finite, got ", v);
         const bool below = f.min_exclusive ? v <= f.min : v < f.min;
+        const bool above = f.max_exclusive ? v >= f.max : v > f.max;
         std::ostringstream limit;
         limit << (f.min_exclusive ? "> " : ">= ") << f.min;
-        if (!std::isinf(f.max)) limit << " and <= " << f.max;
-        SRU_CHECK(!below && v <= f.max, path, ": ", v, " is out of range: must be ", limit.str());
+        if (!std::isinf(f.max)) limit << " and " << (f.max_exclusive ? "< " : "<= ") << f.max;
+        SRU_CHECK(!below && !above, path, ": ", v, " is out of range: must be ", limit.str());
       } else if (f.kind == Field::Kind::String) {
         const std::string& v = *static_cast<std::string*>(f.target);
         SRU_CHECK(!f.required || !v.empty(), path, ": is required (", f.help, ")");
@@ -344,7 +346,7 @@ void markdown_row(std::ostringstream& os, const Section& s, const Field& f) {
   } else if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real) {
     std::ostringstream r;
     r << (f.min_exclusive ? "> " : ">= ") << f.min;
-    if (!std::isinf(f.max)) r << ", <= " << f.max;
+    if (!std::isinf(f.max)) r << ", " << (f.max_exclusive ? "< " : "<= ") << f.max;
     allowed = std::isinf(f.min) ? "" : r.str();
   }
   if (f.required) allowed += allowed.empty() ? "required" : "; required";

@@ -22,6 +22,7 @@ struct Field {
   double min = -std::numeric_limits<double>::infinity();  // for Int and Real
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
+  bool max_exclusive = false;
   std::vector<std::string> choices;  // for String, when non-empty
   bool required = false;             // String: must be non-empty
   std::string owner;                 // "" = every run; else the plug-in it belongs to, e.g. "task classify"
@@ -37,7 +38,8 @@ struct Section {
 Field int_field(const std::string& key, int64_t* target, const std::string& help, double min = 0,
                 double max = std::numeric_limits<double>::infinity());
 Field real_field(const std::string& key, double* target, const std::string& help, double min,
-                 double max = std::numeric_limits<double>::infinity(), bool min_exclusive = false);
+                 double max = std::numeric_limits<double>::infinity(), bool min_exclusive = false,
+                 bool max_exclusive = false);
 Field bool_field(const std::string& key, bool* target, const std::string& help);
 Field string_field(const std::string& key, std::string* target, const std::string& help,
                    std::vector<std::string> choices = {}, bool required = false);

@@ -33,7 +33,10 @@ class GzipSource : public ByteSource {
   ~GzipSource() override { gzclose(file_); }
   size_t read(char* buf, size_t n) override {
     const int got = gzread(file_, buf, static_cast<unsigned>(n));
-    if (got < 0) {
+    // A stream cut short reads as a clean end (0) with Z_BUF_ERROR set, not as an error.
+    int end_code = Z_OK;
+    if (got == 0 && n > 0) gzerror(file_, &end_code);
+    if (got < 0 || end_code == Z_BUF_ERROR) {
       int code = 0;
       const char* msg = gzerror(file_, &code);
       SRU_FAIL("'", path_, "': read error (", msg ? msg : "zlib", "): the file is corrupted or truncated");

@@ -14,6 +14,10 @@
 // sums in the same order; on a GPU with NCCL those sums run beside the rest of backward. The last
 // bucket starts in finish(), when its loss and votes are known.
 //
+// Gradient accumulation (train.accumulate, train/step.h): each rank sums its batches' gradients in
+// .grad first, each batch weighted by its loss terms; begin() comes before the last batch's backward
+// with the factor 1 / (the step's terms over all ranks), so the ranks still sum once per step.
+//
 // After finish() each parameter's .grad is a view of its summed segment (clipping and the optimiser
 // use it in place), or none when this rank's backward did not reach it — what one process would have.
 // Every rank must agree on that: the flags' sum is in `disagreement` (0 when they do), which the step
@@ -36,8 +40,9 @@ class GradientSync {
   // step carries.
   GradientSync(Communicator& comm, const nn::NamedTensors& params, double bucket_mb, int votes);
 
-  // Before backward: this rank's share of the global batch's loss terms. Keep the returned scope alive
-  // for the backward pass (it starts buckets as they complete; null when there is one bucket).
+  // Before backward: this rank's share of the global batch's loss terms (with accumulation: the factor
+  // its summed gradients and loss enter with). Keep the returned scope alive for the backward pass (it
+  // starts buckets as they complete; null when there is one bucket).
   std::unique_ptr<autograd::LeafGradientHookScope> begin(double share);
 
   struct Result {
@@ -46,7 +51,8 @@ class GradientSync {
     Tensor disagreement;        // 0 when every rank's backward reached the same parameters
   };
   // After backward: starts what is left, waits for every sum, and points each parameter's .grad at its
-  // summed segment. `loss`: this rank's mean loss; `votes`: this rank's votes (0 or 1 each).
+  // summed segment. `loss`: this rank's mean loss (scaled by the factor of begin() like the gradients);
+  // `votes`: this rank's votes (0 or 1 each).
   Result finish(const Tensor& loss, const std::vector<double>& votes);
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }

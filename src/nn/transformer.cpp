@@ -201,4 +201,11 @@ Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t batch, int64_
   return Tensor::from_vector(rows, {length, batch, dim}, dtype).to(device);
 }
 
+Tensor scaled_with_positions(const Tensor& x, int64_t start) {
+  SRU_CHECK(x.defined() && x.dim() == 3, "Transformer embeddings: expected (L, B, w), got ",
+            x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  const int64_t L = x.size(0), B = x.size(1), w = x.size(2);
+  return x * std::sqrt(static_cast<double>(w)) + sinusoidal_positions(start, L, B, w, x.dtype(), x.device());
+}
+
 }  // namespace sru::nn

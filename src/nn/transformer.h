@@ -117,4 +117,8 @@ class TransformerLayer : public Module {
 // - 1, gathered as (L, B, dim) on `device`, to add to time-major embeddings.
 Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t batch, int64_t dim, DType dtype, Device device);
 
+// What a Transformer stack reads from its embeddings x (L, B, w) at positions start ..: sqrt(w) x plus the
+// sinusoidal encodings (Vaswani et al.; OpenNMT-py's Embeddings), before the embedding dropout.
+Tensor scaled_with_positions(const Tensor& x, int64_t start);
+
 }  // namespace sru::nn

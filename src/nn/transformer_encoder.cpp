@@ -47,9 +47,7 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderOptions& given, G
 }
 
 Tensor TransformerEncoder::embed(const Tensor& x, int64_t start) const {
-  const int64_t L = x.size(0), B = x.size(1), w = options.hidden_size;
-  const Tensor h = x * std::sqrt(static_cast<double>(w)) + sinusoidal_positions(start, L, B, w, x.dtype(), x.device());
-  return dropout(h, options.dropout, is_training(), *gen_, 1);  // time-major: the batch is dim 1
+  return dropout(scaled_with_positions(x, start), options.dropout, is_training(), *gen_, 1);  // batch dim 1
 }
 
 Tensor TransformerEncoder::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {

@@ -29,7 +29,8 @@ Tensor softmax_impl(const Tensor& x, bool log, const char* name) {
 Tensor softmax(const Tensor& x) { return softmax_impl(x, false, "softmax"); }
 Tensor log_softmax(const Tensor& x) { return softmax_impl(x, true, "log_softmax"); }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
+                     double label_smoothing) {
   check_floating(logits, "cross_entropy");
   SRU_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", shape_str(logits.shape()));
   SRU_CHECK(target.dtype() == DType::I64 || target.dtype() == DType::I32,
@@ -37,15 +38,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   check_same_device(logits, target, "cross_entropy");
   SRU_CHECK(target.numel() == logits.size(0), "cross_entropy: ", target.numel(), " targets for ", logits.size(0),
             " rows of logits");
+  SRU_CHECK(label_smoothing >= 0.0 && label_smoothing < 1.0, "cross_entropy: label_smoothing ", label_smoothing,
+            " is outside [0, 1)");
   Tensor lse = Tensor::empty({logits.size(0)}, logits.dtype(), logits.device());
+  Tensor share = label_smoothing > 0 ? Tensor::empty({logits.size(0)}, DType::F64, logits.device()) : Tensor();
   Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
   Tensor scale = Tensor::empty({}, DType::F64, logits.device());
-  SRU_KERNEL(logits.device(), cross_entropy_forward, logits, target, ignore_index, reduction, lse, loss, scale);
+  SRU_KERNEL(logits.device(), cross_entropy_forward, logits, target, ignore_index, reduction, label_smoothing, lse,
+             share, loss, scale);
   if (autograd::needs_grad({logits})) {
     autograd::record("CrossEntropyBackward", {logits, target}, {loss},
                      [=, logits = logits.detach(), target = target.detach()](const std::vector<Tensor>& g) {
                        Tensor gx = Tensor::empty(logits.shape(), logits.dtype(), logits.device());
-                       SRU_KERNEL(gx.device(), cross_entropy_backward, logits, target, lse, ignore_index, scale, g[0], gx);
+                       SRU_KERNEL(gx.device(), cross_entropy_backward, logits, target, lse, ignore_index,
+                                  label_smoothing, share, scale, g[0], gx);
                        return std::vector<Tensor>{gx, Tensor()};
                      });
   }

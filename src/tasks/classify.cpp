@@ -296,8 +296,9 @@ StepResult ClassifyTask::forward_step(int64_t index) {
   for (int64_t i : rows) labels.push_back(train_.labels[i]);
   const BatchShardScope shard(*gen_, part.shard);
   const Tensor logits = model_->forward(x, lengths);
-  return {cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}).to(logits.device())),
-          words, part.share};
+  return {training_cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}).to(logits.device()),
+                                 cfg_.train),
+          words, part.share, static_cast<int64_t>(batch.size())};
 }
 
 void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches, bool distributed,

@@ -283,7 +283,7 @@ StepResult LanguageModelTask::forward_step(int64_t index) {
   const Tensor logits = model_->forward(time_major(train_, stream_length_, start, n, streams_), state);
   const Tensor target = time_major(train_, stream_length_, start + 1, n, streams_).view({-1});
   state_ = detached(state);  // truncated back-propagation: the next step starts here, without history
-  return {cross_entropy(logits, target.to(logits.device())), n * B,
+  return {training_cross_entropy(logits, target.to(logits.device()), cfg_.train), n * B,
           static_cast<double>(streams_.count) / static_cast<double>(B)};
 }
 

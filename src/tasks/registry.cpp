@@ -8,6 +8,7 @@
 #include "tasks/classify.h"
 #include "tasks/lm.h"
 #include "tasks/squad.h"
+#include "tasks/translate.h"
 
 namespace sru::tasks {
 
@@ -17,6 +18,7 @@ const std::vector<TaskSpec>& task_specs() {
       wordlm_task(),
       classify_task(),
       squad_task(),
+      translate_task(),
   };
   return list;
 }

@@ -263,9 +263,9 @@ StepResult SquadTask::forward_step(int64_t index) {
   const auto [start_scores, end_scores] = model_->forward(train_.batch(batch, doc_length, question_length));
   const Device device = start_scores.device();
   const Shape shape{static_cast<int64_t>(batch.size())};
-  const Tensor loss = add(cross_entropy(start_scores, Tensor::from_vector(starts, shape).to(device)),
-                          cross_entropy(end_scores, Tensor::from_vector(ends, shape).to(device)));
-  return {loss, words, part.share};
+  const Tensor loss = add(training_cross_entropy(start_scores, Tensor::from_vector(starts, shape).to(device), cfg_.train),
+                          training_cross_entropy(end_scores, Tensor::from_vector(ends, shape).to(device), cfg_.train));
+  return {loss, words, part.share, static_cast<int64_t>(whole.size())};
 }
 
 data::SquadPredictions SquadTask::answer(const ReaderSplit& split, int64_t max_batches, bool distributed) {

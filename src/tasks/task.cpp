@@ -1,9 +1,12 @@
-// The parts of the Task interface every task shares: split checks, metric lookup and formatting.
+// The parts of the Task interface every task shares: split checks, metric lookup and formatting, the
+// training loss.
 #include "tasks/task.h"
 
 #include <algorithm>
 #include <iomanip>
 #include <sstream>
+
+#include "ops/softmax.h"
 
 namespace sru::tasks {
 
@@ -63,6 +66,11 @@ std::string checkpoint_string(const safetensors::File& file, const std::string& 
   const Tensor* t = file.find(name);
   SRU_CHECK(t, "the checkpoint has no '", name, "' tensor (not a ", task, " checkpoint?)");
   return tensor_string(*t, name);
+}
+
+Tensor training_cross_entropy(const Tensor& logits, const Tensor& target, const config::TrainConfig& train,
+                              int64_t ignore_index) {
+  return cross_entropy(logits, target, ignore_index, Reduction::Mean, train.label_smoothing);
 }
 
 }  // namespace sru::tasks

@@ -36,7 +36,18 @@ struct StepResult {
   // batch's). The ranks' gradients are summed weighted by it, which gives the gradient of the global
   // batch's mean loss even when the shares differ. 1 in a single process.
   double share = 1.0;
+  // How many loss terms the whole (global) batch's mean loss averages over, when that is not `tokens`
+  // (0: `tokens`), e.g. the examples of a classifier whose `tokens` counts words. With train.accumulate
+  // the batches of one update are weighted by it (train/step.h).
+  int64_t terms = 0;
+  int64_t loss_terms() const { return terms > 0 ? terms : tokens; }
 };
+
+// The training loss of a task's classes: cross-entropy over logits (N, C) with the run's
+// train.label_smoothing (ops/softmax.h), mean over the rows whose target is not ignore_index. Every
+// task's training loss goes through it; evaluation metrics use the plain cross_entropy.
+Tensor training_cross_entropy(const Tensor& logits, const Tensor& target, const config::TrainConfig& train,
+                              int64_t ignore_index = -100);
 
 // srueval --text FILE: metrics over a file the user names, in the task's own format.
 class EvaluatesFiles {

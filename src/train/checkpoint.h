@@ -21,7 +21,8 @@ constexpr const char* kFormatVersion = "1";
 struct Progress {
   int64_t step = 0;           // optimiser steps taken
   int64_t epoch = 0;          // current epoch (0-based)
-  int64_t step_in_epoch = 0;  // steps of the current epoch already taken
+  int64_t step_in_epoch = 0;  // training batches of the current epoch already used (= steps with
+                              // train.accumulate 1; checkpoints fall between steps)
   uint64_t rng_seed = 0, rng_offset = 0;
   double best_metric = 0.0;
   bool has_best = false;

@@ -1,4 +1,7 @@
-// The training loop of one run (see loop.h and docs/configs.md for the keys it reads). Data parallel:
+// The training loop of one run (see loop.h and docs/configs.md for the keys it reads). A step is one
+// optimiser update over train.accumulate training batches (train/step.h); steps, max_steps, the
+// schedule, evaluation and logging intervals count steps, and Progress::step_in_epoch counts batches
+// (checkpoints are written between steps only, so a resumed run regroups the same batches). Data parallel:
 // every rank runs this loop in lockstep — the same steps, evaluations and checkpoints, each a
 // collective call — and rank 0 alone writes the run directory (RunDirectory) and logs.
 #include "train/loop.h"
@@ -50,7 +53,7 @@ class Trainer {
 
  private:
   void setup();
-  StepOutcome train_one_step(int64_t index);
+  StepOutcome train_one_step(int64_t first, int64_t count);
   void log_window(const StepOutcome& outcome);
   void evaluate_and_checkpoint();
   void save(const std::string& name);
@@ -71,12 +74,12 @@ class Trainer {
   std::unique_ptr<TrainingStep> step_;
   Progress progress_;
   tasks::MetricSpec metric_;
-  int64_t total_steps_ = 0, steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0, steps_per_epoch_ = 0, batches_per_epoch_ = 0;  // steps = optimiser updates
   bool tty_ = false, stop_for_patience_ = false, out_of_time_ = false;
   int64_t last_eval_step_ = -1;
   double epochs_done() const {
     return static_cast<double>(progress_.epoch) +
-           static_cast<double>(progress_.step_in_epoch) / static_cast<double>(steps_per_epoch_);
+           static_cast<double>(progress_.step_in_epoch) / static_cast<double>(batches_per_epoch_);
   }
   // Throughput since the last log line, and over the whole run.
   Clock::time_point started_, window_start_;
@@ -94,9 +97,10 @@ void Trainer::setup() {
   gen_.manual_seed(static_cast<uint64_t>(c.train.seed));
   task_ = tasks::make_task(c, gen_, {true, run_.checkpoint ? &run_.checkpoint->file : nullptr, &comm_});
   check_data_parallel(c, *task_, comm_);
-  steps_per_epoch_ = task_->steps_per_epoch();
-  SRU_CHECK(steps_per_epoch_ > 0, "task ", c.task, " gives no training steps: its training data (data.path '",
+  batches_per_epoch_ = task_->steps_per_epoch();
+  SRU_CHECK(batches_per_epoch_ > 0, "task ", c.task, " gives no training steps: its training data (data.path '",
             c.data.path, "') is too small for data.batch_size ", c.data.batch_size);
+  steps_per_epoch_ = train::steps_per_epoch(batches_per_epoch_, c.train.accumulate);
   total_steps_ = c.train.max_steps > 0 ? c.train.max_steps : c.train.epochs * steps_per_epoch_;
   metric_ = task_->metric(c.eval.metric.empty() ? task_->metrics().front().name : c.eval.metric);
 
@@ -123,8 +127,8 @@ void Trainer::setup() {
     task_->load_extra_state(ckpt.file);
     progress_ = ckpt.progress;
     gen_.set_state(progress_.rng_seed, progress_.rng_offset);
-    spdlog::info("resuming {} at step {} (epoch {}, {} of {} steps done)", run_.dir, progress_.step,
-                 progress_.epoch + 1, progress_.step_in_epoch, steps_per_epoch_);
+    spdlog::info("resuming {} at step {} (epoch {}, {} of {} batches done)", run_.dir, progress_.step,
+                 progress_.epoch + 1, progress_.step_in_epoch, batches_per_epoch_);
   }
   dir_->write_text("config.yaml", run_.config_yaml);
   tty_ = c.log.progress && comm_.is_root() && ::isatty(STDOUT_FILENO);
@@ -136,7 +140,7 @@ void Trainer::save(const std::string& name) {
   dir_->save_checkpoint(name, *task_, optimizer_.get(), run_.config_yaml, progress_);
 }
 
-StepOutcome Trainer::train_one_step(int64_t index) {
+StepOutcome Trainer::train_one_step(int64_t first, int64_t count) {
   const auto t0 = Clock::now();
   // Asked after backward, and summed over the ranks: any rank's Ctrl-C or time limit stops them all
   // after this step.
@@ -144,7 +148,7 @@ StepOutcome Trainer::train_one_step(int64_t index) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
     return StepVotes{stop_requested(), cfg().train.max_seconds > 0 && elapsed >= cfg().train.max_seconds};
   };
-  const StepOutcome r = step_->run(index, progress_.step + 1, progress_.epoch, votes);
+  const StepOutcome r = step_->run(first, count, progress_.step + 1, progress_.epoch, votes);
   if (r.kind == StepOutcome::Kind::NonFinite) {
     if (comm_.is_root())
       spdlog::error("non-finite {} at step {} (loss {}); stopping. The weights were not updated with it, and "
@@ -154,7 +158,7 @@ StepOutcome Trainer::train_one_step(int64_t index) {
     return r;
   }
   ++progress_.step;
-  ++progress_.step_in_epoch;
+  progress_.step_in_epoch += count;
   if (r.kind == StepOutcome::Kind::Skipped) {
     ++skipped_;
     if (comm_.is_root())
@@ -301,14 +305,17 @@ int Trainer::run() {
   started_ = window_start_ = Clock::now();
   install_stop_handlers();
   const config::Config& c = cfg();
-  spdlog::info("{} {} model: {} parameters; {} steps per epoch, {} steps in all; device {} ({} threads); run dir {}",
-               c.task, c.model.type, task_->model().num_parameters(), steps_per_epoch_, total_steps_,
+  const std::string accumulating =
+      c.train.accumulate > 1 ? fmt::format(" ({} batches, {} per step)", batches_per_epoch_, c.train.accumulate) : "";
+  spdlog::info("{} {} model: {} parameters; {} steps per epoch{}, {} steps in all; device {} ({} threads); run dir {}",
+               c.task, c.model.type, task_->model().num_parameters(), steps_per_epoch_, accumulating, total_steps_,
                train_device_.str(), num_threads(), run_.dir);
   if (comm_.size() > 1) spdlog::info("data parallel: {}", ranks_);
   while (progress_.step < total_steps_ && progress_.epoch < c.train.epochs && !stop_for_patience_) {
     task_->start_epoch(progress_.epoch, progress_.step_in_epoch);
-    while (progress_.step_in_epoch < steps_per_epoch_ && progress_.step < total_steps_ && !stop_for_patience_) {
-      const StepOutcome r = train_one_step(progress_.step_in_epoch);
+    while (progress_.step_in_epoch < batches_per_epoch_ && progress_.step < total_steps_ && !stop_for_patience_) {
+      const StepOutcome r = train_one_step(
+          progress_.step_in_epoch, batches_of_step(progress_.step_in_epoch, batches_per_epoch_, c.train.accumulate));
       if (r.kind == StepOutcome::Kind::NonFinite) return 1;
       if (c.eval.every_steps > 0 && progress_.step % c.eval.every_steps == 0) evaluate_and_checkpoint();
       if (r.votes.stop) {
@@ -325,7 +332,7 @@ int Trainer::run() {
       }
     }
     if (out_of_time_) break;
-    if (progress_.step_in_epoch >= steps_per_epoch_) {
+    if (progress_.step_in_epoch >= batches_per_epoch_) {
       // Advance first, so a checkpoint written by the evaluation resumes in the next epoch.
       ++progress_.epoch;
       progress_.step_in_epoch = 0;

@@ -1,11 +1,13 @@
 // The shared training step (see step.h).
 #include "train/step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "autograd/engine.h"
 #include "core/host_sync.h"
+#include "ops/elementwise.h"
 
 namespace sru::train {
 
@@ -26,23 +28,64 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
     sync_ = std::make_unique<dist::GradientSync>(*comm_, optimizer_.parameters(), train.dist_bucket_mb, 2);
 }
 
-StepOutcome TrainingStep::run(int64_t index, int64_t step, int64_t epoch, const std::function<StepVotes()>& votes) {
+int64_t steps_per_epoch(int64_t batches, int64_t accumulate) {
+  SRU_CHECK(accumulate >= 1, "train.accumulate must be >= 1, got ", accumulate);
+  return (batches + accumulate - 1) / accumulate;
+}
+
+int64_t batches_of_step(int64_t first, int64_t batches, int64_t accumulate) {
+  SRU_CHECK(accumulate >= 1, "train.accumulate must be >= 1, got ", accumulate);
+  return std::min(accumulate, batches - first);
+}
+
+StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
+                              const std::function<StepVotes()>& votes) {
+  SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
-  const tasks::StepResult r = task_.forward_step(index);
-  out.tokens = r.tokens;
   // Backward and clipping run before the loss is looked at, so that the loss and the gradient norm come
   // to the host together: the step's one host wait on a GPU. A non-finite loss gives non-finite
   // gradients, which clipping leaves alone and the update below never uses.
-  {
+  Tensor loss;  // the step's mean loss (this rank's, scaled as its gradients, in data-parallel training)
+  if (count == 1) {
+    const tasks::StepResult r = task_.forward_step(first);
+    out.tokens = r.tokens;
+    loss = r.loss;
     const auto overlap = sync_ ? sync_->begin(r.share) : nullptr;  // starts finished buckets during backward
     autograd::backward(r.loss);
+  } else {
+    // Accumulation: backward of w_i L_i per batch, w_i = this rank's share of batch i's loss terms
+    // times their number (its terms, in one process); the summed gradients are then scaled by 1 / T,
+    // T = all the step's terms (every rank's), here or by the ranks' sum. The loss is sum_i w_i L_i / T.
+    int64_t terms = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const tasks::StepResult r = task_.forward_step(first + i);
+      out.tokens += r.tokens;
+      terms += r.loss_terms();
+      const double w = r.share * static_cast<double>(r.loss_terms());
+      {
+        autograd::NoGradGuard no_grad;
+        const Tensor weighted = r.loss.detach().to(DType::F64) * w;
+        loss = i == 0 ? weighted : loss + weighted;
+      }
+      const double scale = terms > 0 ? 1.0 / static_cast<double>(terms) : 0.0;  // the mean over no terms is 0
+      // The ranks' buckets start from the last batch's backward, when every gradient is summed here.
+      std::unique_ptr<autograd::LeafGradientHookScope> overlap;
+      if (sync_ && i == count - 1) overlap = sync_->begin(scale);
+      autograd::backward(w == 1.0 ? r.loss : r.loss * w);
+      if (!sync_ && i == count - 1) {
+        autograd::NoGradGuard no_grad;
+        loss = loss * scale;
+        for (const auto& [name, p] : optimizer_.parameters())
+          if (p.grad().defined()) p.grad().mul_(scale);
+      }
+    }
   }
   const StepVotes mine = votes ? votes() : StepVotes{};
-  std::vector<Tensor> scalars = {r.loss};
+  std::vector<Tensor> scalars = {loss};
   if (sync_) {
     // The sums over the ranks: gradients (each parameter's .grad now views its sum), loss, votes.
-    const dist::GradientSync::Result sums = sync_->finish(r.loss, {mine.stop ? 1.0 : 0.0, mine.out_of_time ? 1.0 : 0.0});
+    const dist::GradientSync::Result sums = sync_->finish(loss, {mine.stop ? 1.0 : 0.0, mine.out_of_time ? 1.0 : 0.0});
     scalars = {sums.loss, sums.votes[0], sums.votes[1], sums.disagreement};
   }
   const Tensor norm = optim::clip_grad_norm_tensor(optimizer_.parameters(), clip_grad_norm_);

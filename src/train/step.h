@@ -2,9 +2,17 @@
 // optimiser update at the scheduled learning rate, the model's after-update hooks (nn::Module::
 // after_update) — shared by srutrain's loop, srubench train-epoch and the tests, so that all three
 // train the same way.
+// Gradient accumulation (train.accumulate): one step (one optimiser update) may run forward and
+// backward on several training batches. Batch i's mean loss L_i over its T_i loss terms
+// (StepResult::loss_terms) enters weighted by T_i / sum_j T_j — fairseq's sum over the terms divided
+// by their number — so the update is the one step on the union of the batches' loss terms would
+// take: backward of T_i L_i for each batch (the gradients add up in .grad), then the gradients are
+// scaled by 1 / sum_j T_j once. Clipping, the non-finite policy, the optimiser and the after-update
+// hooks run once per step, after the last batch; the reported loss is the same weighted mean.
 // Data parallel (a communicator of more than one rank): each rank runs forward and backward on its rows
 // of the global batch, and the gradients, the loss and the step's votes are summed over the ranks
-// (dist::GradientSync) before clipping, so every rank takes the same update.
+// (dist::GradientSync) before clipping, so every rank takes the same update. With accumulation each
+// rank sums its batches' gradients locally and the ranks sum once per step, after the last batch.
 #pragma once
 
 #include <functional>
@@ -33,8 +41,8 @@ struct StepOutcome {
     NonFinite,  // non-finite with train.on_nonfinite stop: no update; the caller stops
   };
   Kind kind = Kind::Updated;
-  double loss = 0, grad_norm = 0, lr = 0;
-  int64_t tokens = 0;
+  double loss = 0, grad_norm = 0, lr = 0;  // loss: the mean over the step's batches (weighted by their terms)
+  int64_t tokens = 0;                      // the step's batches' tokens
   std::string nonfinite;  // "loss" or "gradient norm" when not Updated
   StepVotes votes;        // any rank's
 };
@@ -42,15 +50,26 @@ struct StepOutcome {
 // The schedule train.* describes for a model of size model_size trained for total_steps steps.
 optim::ScheduleOptions schedule_options(const config::TrainConfig& train, int64_t model_size, int64_t total_steps);
 
+// Steps (optimiser updates) in an epoch of `batches` training batches, `accumulate` batches per step;
+// the epoch's last step takes the batches left (fewer when accumulate does not divide them).
+int64_t steps_per_epoch(int64_t batches, int64_t accumulate);
+// The batches of the step that starts at batch `first` of an epoch of `batches` batches.
+int64_t batches_of_step(int64_t first, int64_t batches, int64_t accumulate);
+
 class TrainingStep {
  public:
   // comm: the ranks of a data-parallel run (null or one rank: a single process).
   TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const config::TrainConfig& train,
                optim::ScheduleOptions schedule, dist::Communicator* comm = nullptr);
   // Takes optimiser step number `step` (1-based: the step being taken, which the schedule reads) in
-  // epoch `epoch` (0-based) on the task's training batch `index` of that epoch. `votes` is asked after
-  // backward.
-  StepOutcome run(int64_t index, int64_t step, int64_t epoch, const std::function<StepVotes()>& votes = {});
+  // epoch `epoch` (0-based) on the task's training batches first, ..., first + count - 1 of that epoch
+  // (count >= 1; the caller groups them, batches_of_step). `votes` is asked after the last backward.
+  StepOutcome run(int64_t first, int64_t count, int64_t step, int64_t epoch,
+                  const std::function<StepVotes()>& votes = {});
+  // One batch per step: batch `index`.
+  StepOutcome run(int64_t index, int64_t step, int64_t epoch, const std::function<StepVotes()>& votes = {}) {
+    return run(index, 1, step, epoch, votes);
+  }
 
  private:
   tasks::Task& task_;

@@ -96,6 +96,34 @@ PY
       echo "ok: $model losses of steps 1-12 identical with and without a stop/resume at step 6"
     done
     ;;
+  accumulate)
+    # train.accumulate 2 (with label smoothing): a step is one update over two batches; a run stopped
+    # after step 6 and resumed gives the uninterrupted run's losses and evaluations bit for bit.
+    opts=(--set train.accumulate=2 --set train.label_smoothing=0.1)
+    tiny_run --run-dir "$work/full" "${opts[@]}" > "$work/full.log" 2>&1 || { tail -3 "$work/full.log"; fail "uninterrupted run failed"; }
+    tiny_run --run-dir "$work/part" "${opts[@]}" --set train.max_steps=6 > /dev/null 2>&1 || fail "first half failed"
+    "$train" --resume "$work/part" --set train.max_steps=12 > "$work/resume.log" 2>&1 || fail "resume failed"
+    diff <(losses "$work/full") <(losses "$work/part") || fail "losses after resume differ"
+    diff <(grep '"eval"' "$work/full/metrics.jsonl") <(grep '"eval"' "$work/part/metrics.jsonl") \
+      || fail "evaluations after resume differ"
+    [ "$(losses "$work/full" | wc -l)" -eq 12 ] || fail "expected 12 logged steps (updates)"
+    grep -Eq "steps per epoch \([0-9]+ batches, 2 per step\), 12 steps in all" "$work/full.log" \
+      || fail "the log does not say how many batches a step takes"
+    grep -q "resuming $work/part at step 6 (epoch 1, 12 of [0-9]* batches done)" "$work/resume.log" \
+      || fail "the checkpoint of step 6 is not at batch 12: $(grep resuming "$work/resume.log")"
+    echo "ok: accumulate 2: losses and evaluations of steps 1-12 identical with and without a stop/resume at step 6"
+    # srubench train-epoch groups the batches as srutrain does: --steps counts updates.
+    "$build/srubench" --warm-up-seconds 0 train-epoch --config "$tiny" --set data.path="$data" "${opts[@]}" --steps 2 \
+      --warmup-steps 1 --repeats 1 --json "$work/bench.json" > /dev/null || fail "srubench train-epoch failed"
+    python3 - "$work/bench.json" "$work/full.log" <<'PY' || fail "srubench train-epoch did not take updates of two batches"
+import json, re, sys
+row = json.load(open(sys.argv[1]))["rows"][0]
+per_epoch = int(re.search(r"(\d+) steps per epoch", open(sys.argv[2]).read()).group(1))
+print(row)
+sys.exit(0 if row["steps_taken"] == 3 and row["steps_per_epoch"] == per_epoch else 1)
+PY
+    echo "ok: srubench train-epoch took srutrain's steps of two batches"
+    ;;
   nonfinite)
     tiny_run --run-dir "$work/run" --set train.max_steps=4 > /dev/null || fail "good run failed"
     before=$(sha256sum "$work/run/last.safetensors")
@@ -187,6 +215,58 @@ PY
     grep -q '"stopped": "early stop"' "$work/run/summary.json" || fail "summary.json does not say early stop"
     grep -q '"steps": 4,' "$work/run/summary.json" || fail "did not stop at step 4"
     echo "ok: stopped early at step 4"
+    ;;
+  translate)
+    # A word-for-word "translation" of generated sentences: srutrain trains (a SentencePiece model of its
+    # own), srueval evaluates the test split, translates a file with beam search and scores it with
+    # bleu-score; bad parallel data and a checkpoint of another task are refused by name.
+    python3 - "$work" <<'PY'
+import random, sys
+random.seed(1)
+words = "the a man dog runs sits on red big park".split()
+for name, n in (("train", 1500), ("valid", 60), ("test", 60)):
+    with open(f"{sys.argv[1]}/{name}.en", "w") as en, open(f"{sys.argv[1]}/{name}.de", "w") as de:
+        for _ in range(n):
+            s = [random.choice(words) for _ in range(random.randint(2, 6))]
+            en.write(" ".join(s) + "\n")
+            de.write(" ".join("de" + w[::-1] for w in s) + "\n")
+PY
+    cfg=(--config "$src/configs/translate/multi30k-sru-4.yaml" --set data.path="$work/train.en"
+         --set data.target_path="$work/train.de" --set data.valid_source="$work/valid.en"
+         --set data.valid_target="$work/valid.de" --set data.test_source="$work/test.en"
+         --set data.test_target="$work/test.de" --set data.vocab_size=40 --set data.max_tokens=200
+         --set model.embedding_size=32 --set model.hidden_size=32 --set model.ff_size=64 --set model.num_layers=2
+         --set model.dropout=0.1 --set train.schedule=constant --set train.lr=0.005 --set train.epochs=8
+         --set eval.every_steps=0 --set log.every_steps=20 --set train.threads=2 --set train.accumulate=2)
+    "$train" "${cfg[@]}" --run-dir "$work/run" > "$work/train.log" 2>&1 || { tail "$work/train.log"; fail "training failed"; }
+    grep -q "final: valid bleu" "$work/train.log" || fail "no final BLEU line"
+    "$eval" --checkpoint "$work/run/best.safetensors" --split test --json "$work/test.json" > /dev/null \
+      || fail "srueval on the test split failed"
+    python3 - "$work/test.json" <<'PY' || fail "the model did not learn the word mapping"
+import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+print("test BLEU", m["bleu"], "ppl", m["ppl"])
+sys.exit(0 if m["bleu"] > 20 and m["ppl"] < 4 else 1)
+PY
+    "$eval" --checkpoint "$work/run/best.safetensors" --predict "$work/test.en" > "$work/test.hyp" 2> "$work/predict.log" \
+      || fail "--predict failed"
+    [ "$(wc -l < "$work/test.hyp")" = 60 ] || fail "--predict did not write one line per source"
+    grep -q "sentences/s" "$work/predict.log" || fail "no translation speed"
+    "$eval" bleu-score --hyp "$work/test.hyp" --ref "$work/test.de" > "$work/bleu.json" || fail "bleu-score failed"
+    grep -q '"signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"' "$work/bleu.json" \
+      || fail "no sacreBLEU signature"
+    head -n 10 "$work/test.de" > "$work/short.de"
+    expect_error "has 10 lines but .*test.hyp' has 60|test.hyp.*60.*short.de.*10" "$eval" bleu-score \
+      --hyp "$work/test.hyp" --ref "$work/short.de"
+    expect_error "short.de" "$train" "${cfg[@]}" --set data.valid_target="$work/short.de" --run-dir "$work/bad"
+    printf 'ok\n\xff\xfe broken\n' > "$work/bad.en"
+    printf 'ok\nfine\n' > "$work/bad.de"
+    expect_error "bad.en.:2: invalid UTF-8" "$train" "${cfg[@]}" --set data.valid_source="$work/bad.en" \
+      --set data.valid_target="$work/bad.de" --run-dir "$work/bad2"
+    tiny_run --run-dir "$work/lm" --set train.max_steps=2 > /dev/null || fail "char-LM run failed"
+    expect_error "--predict: task charlm cannot predict" "$eval" --checkpoint "$work/lm/last.safetensors" \
+      --predict "$work/test.en"
+    echo "ok: translate trained, evaluated, translated and scored"
     ;;
   squad)
     # A tiny reader trained on the shipped sample; srueval's answers score the same with the official
@@ -336,6 +416,29 @@ PY
     if [ ! -d "$real/ptb" ]; then echo "note: no $real/ptb: the real-data check is skipped"; else
       bash "$src/scripts/get_data.sh" ptb --mirror "$real" --dest "$work/ptb" || fail "ptb from $real"
       [ "$(ls "$work/ptb" | tr '\n' ' ')" = "ptb.test.txt ptb.train.txt ptb.valid.txt " ] || fail "expected the three files"
+    fi
+    ;;
+  get_data_multi30k)
+    # Fake mirrors (the project's mirror is not needed): a wrong file is refused by its md5 and nothing
+    # unverified is left in DEST, in DIR/multi30k/ and in DIR/ alike; a missing file is named.
+    mkdir -p "$work/mirror/multi30k" "$work/flat"
+    printf 'A dog runs.\n' | gzip > "$work/mirror/multi30k/train.en.gz"
+    expect_error "train.en.gz has md5 [0-9a-f]+, expected 0065d13af80720a55ca8153d126e6627" \
+      bash "$src/scripts/get_data.sh" multi30k --mirror "$work/mirror" --dest "$work/dest"
+    [ -z "$(ls -A "$work/dest")" ] || fail "an unverified file was left in the destination"
+    expect_error "the mirror has no $work/flat/train.en.gz" \
+      bash "$src/scripts/get_data.sh" multi30k --mirror "$work/flat" --dest "$work/dest"
+    cp "$work/mirror/multi30k/train.en.gz" "$work/flat/"
+    expect_error "train.en.gz has md5 [0-9a-f]+, expected 0065d13af80720a55ca8153d126e6627" \
+      bash "$src/scripts/get_data.sh" multi30k --mirror "$work/flat" --dest "$work/dest"
+    [ -z "$(ls -A "$work/dest")" ] || fail "an unverified file was left in the destination"
+    matches "get_data.sh multi30k" "$(bash "$src/scripts/get_data.sh" --help)" || fail "--help does not list multi30k"
+    real=$src/../shared/data
+    if [ ! -d "$real/multi30k" ]; then echo "note: no $real/multi30k: the real-data check is skipped"; else
+      bash "$src/scripts/get_data.sh" multi30k --mirror "$real" --dest "$work/m30" > "$work/m30.log" \
+        || fail "multi30k from $real: $(tail -3 "$work/m30.log")"
+      [ "$(ls "$work/m30" | wc -l)" = 12 ] || fail "expected the 12 files: $(ls "$work/m30")"
+      [ "$(gzip -dc "$work/m30/train.en.gz" | wc -l)" = 29000 ] || fail "train.en.gz does not have 29,000 lines"
     fi
     ;;
   ptb_variants)

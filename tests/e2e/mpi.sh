@@ -93,6 +93,13 @@ PY
     losses "$work/buckets" > "$work/buckets.txt"
     diff "$work/two.txt" "$work/buckets.txt" || fail "small buckets changed the losses"
     echo "ok: char-LM: 2 ranks follow 1 process; small buckets give identical losses"
+    # train.accumulate 2 (and label smoothing): each rank sums its two batches, the ranks sum once a step.
+    set -- --set model.embedding_dropout=0.1 --set train.accumulate=2 --set train.label_smoothing=0.1 --set train.max_steps=6
+    tiny_run "$@" --run-dir "$work/acc1" > "$work/acc1.log" 2>&1 || { cat "$work/acc1.log"; fail "1-process accumulate run failed"; }
+    tiny_mpi "$@" --run-dir "$work/acc2" > "$work/acc2.log" 2>&1 || { cat "$work/acc2.log"; fail "2-rank accumulate run failed"; }
+    losses "$work/acc1" > "$work/acc1.txt"; losses "$work/acc2" > "$work/acc2.txt"
+    same_losses "$work/acc1.txt" "$work/acc2.txt" "$tol" || fail "2-rank accumulate losses differ from the single process's"
+    echo "ok: char-LM with train.accumulate 2: 2 ranks follow 1 process"
     # Classification (bidirectional SRU, dropout everywhere): batches of 16 split 8 + 8 after the same
     # shuffle, the epoch's short last batch unevenly, weighted by each rank's share of examples.
     last_word_sentences > "$work/sents.txt"

@@ -143,18 +143,26 @@ struct Trainee {
   std::unique_ptr<train::TrainingStep> step;
 };
 
-// Trains `steps` steps of epoch 0 as one process and as a simulated pair of ranks; rank 0 must follow
-// the single process (loss, weights after every update, final evaluation). Returns rank 0's weights.
-nn::NamedTensors expect_pair_matches_single(const config::Config& c, int64_t steps) {
+// Trains `steps` steps of epoch 0 as one process and as a simulated pair of ranks, `accumulate` batches
+// per step; rank 0 must follow the single process (loss, weights after every update, final evaluation).
+// Returns rank 0's weights.
+nn::NamedTensors expect_pair_matches_single(const config::Config& c, int64_t steps, int64_t accumulate = 1) {
   Trainee single(c, dist::single_process());
   SimulatedPair::Records records;
   SimulatedPair comm0(0, records), comm1(1, records);
   Trainee rank1(c, comm1), rank0(c, comm0);
   for (Trainee* t : {&single, &rank1, &rank0}) t->task->start_epoch(0, 0);
+  const int64_t batches = single.task->steps_per_epoch();
+  const auto buckets = static_cast<size_t>(
+      dist::GradientSync(comm1, single.optimizer->parameters(), c.train.dist_bucket_mb, 2).buckets());
   for (int64_t i = 0; i < steps; ++i) {
-    const train::StepOutcome a = single.step->run(i, i + 1, 0);
-    rank1.step->run(i, i + 1, 0);
-    const train::StepOutcome b = rank0.step->run(i, i + 1, 0);
+    const int64_t first = i * accumulate, count = train::batches_of_step(first, batches, accumulate);
+    const size_t sums_before = records.tensors.size();
+    const train::StepOutcome a = single.step->run(first, count, i + 1, 0);
+    rank1.step->run(first, count, i + 1, 0);
+    const train::StepOutcome b = rank0.step->run(first, count, i + 1, 0);
+    EXPECT_EQ(records.tensors.size() - sums_before, buckets)
+        << "one all-reduce per bucket and step, however many batches the step takes";
     EXPECT_NEAR(b.loss, a.loss, 1e-6 * std::abs(a.loss)) << c.task << " step " << i + 1;
     EXPECT_EQ(b.tokens, a.tokens);
     const nn::NamedTensors p0 = rank0.task->model().named_parameters(), ps = single.task->model().named_parameters();
@@ -307,4 +315,20 @@ TEST(Dist, TwoRanksTrainTheClassifierAsOneProcess) {
   // Six batches, the last of one example: rank 1's share of it is empty, so it computes that example
   // with share 0 (same random numbers, zero gradient).
   expect_pair_matches_single(classify_config(), 6);
+}
+
+// Gradient accumulation (train.accumulate 2): each rank sums its rows' gradients over the step's
+// batches and the ranks sum once per step (one all-reduce per bucket); the classifier's last step holds
+// its one-example batch (rank 1's share of it empty), the char-LM's steps carry the state through both
+// batches; with several buckets they start from the last batch's backward only.
+TEST(Dist, TwoRanksAccumulateBatchesAsOneProcess) {
+  config::Config classify = classify_config();
+  classify.train.accumulate = 2;
+  classify.train.label_smoothing = 0.1;
+  expect_pair_matches_single(classify, 3, 2);
+  config::Config charlm = charlm_config();
+  charlm.train.accumulate = 2;
+  expect_pair_matches_single(charlm, 3, 2);
+  charlm.train.dist_bucket_mb = 1e-4;
+  expect_pair_matches_single(charlm, 3, 2);
 }

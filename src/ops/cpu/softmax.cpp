@@ -6,6 +6,7 @@
 #include "core/parallel.h"
 #include "ops/dispatch.h"
 #include "ops/softmax.h"
+#include "ops/softmax_math.h"
 
 namespace sru::cpu {
 
@@ -72,8 +73,10 @@ void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& 
 }
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
-                           const Tensor& lse, const Tensor& loss, const Tensor& scale) {
+                           double label_smoothing, const Tensor& lse, const Tensor& share, const Tensor& loss,
+                           const Tensor& scale) {
   const int64_t N = logits.size(0), C = logits.size(1);
+  const double eps = label_smoothing;
   double total = 0.0;
   int64_t counted = 0;
   SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&]<typename T>() {
@@ -81,13 +84,24 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
       check_targets(t, N, C, ignore_index);
       const T* px = logits.data<T>();
       T* pl = lse.data<T>();
+      double* ps = eps > 0 ? share.data<double>() : nullptr;
       std::vector<double> row_loss(N, 0.0);
       parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
         for (int64_t n = lo; n < hi; ++n) {
-          const double l = row_logsumexp(px + n * C, C);
+          const T* row = px + n * C;
+          const double l = row_logsumexp(row, C);
           pl[n] = static_cast<T>(l);
+          double kept_sum = 0.0, kept = 0.0;
+          if (eps > 0) {
+            for (int64_t c = 0; c < C; ++c)
+              if (smoothing_keeps(row[c])) {
+                kept_sum += static_cast<double>(row[c]);
+                kept += 1.0;
+              }
+            ps[n] = smoothing_share(eps, kept);
+          }
           const int64_t k = static_cast<int64_t>(t[n]);
-          row_loss[n] = k == ignore_index ? 0.0 : l - static_cast<double>(px[n * C + k]);
+          row_loss[n] = k == ignore_index ? 0.0 : cross_entropy_row_loss(l, static_cast<double>(row[k]), eps, kept_sum, kept);
         }
       });
       // Summed in row order: the loss does not depend on the thread count.
@@ -103,10 +117,13 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
-                            const Tensor& scale, const Tensor& grad, const Tensor& gx) {
+                            double label_smoothing, const Tensor& share, const Tensor& scale, const Tensor& grad,
+                            const Tensor& gx) {
   const int64_t N = logits.size(0), C = logits.size(1);
+  const double eps = label_smoothing;
   SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
     const double factor = *scale.data<double>() * static_cast<double>(*grad.data<T>());
+    const double* ps = eps > 0 ? share.data<double>() : nullptr;
     with_index_data(target, [&](const auto* t) {
       const T *px = logits.data<T>(), *pl = lse.data<T>();
       T* po = gx.data<T>();
@@ -118,9 +135,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
             std::fill(out, out + C, T(0));
             continue;
           }
-          const double l = pl[n];
-          for (int64_t c = 0; c < C; ++c) out[c] = static_cast<T>(std::exp(static_cast<double>(px[n * C + c]) - l) * factor);
-          out[k] -= static_cast<T>(factor);
+          const double l = pl[n], row_share = ps ? ps[n] : 0.0;
+          for (int64_t c = 0; c < C; ++c)
+            out[c] = cross_entropy_grad<T>(static_cast<double>(px[n * C + c]), l, c == k, eps, row_share, factor);
         }
       });
     });

@@ -3,11 +3,13 @@
 // logsumexp in double with fixed-tree block reductions. Cross-entropy writes each row's logsumexp and
 // loss on the device, then one block sums the losses and counted rows into the loss and its scale
 // (fixed tree: the same every run), so no value comes back to the host; an out-of-range target is
-// recorded in the device error log (reported at the next host wait, with the CPU's message).
+// recorded in the device error log (reported at the next host wait, with the CPU's message). The
+// per-element loss and gradient (label smoothing included) are the CPU's, from ops/softmax_math.h.
 
 #include "ops/dispatch.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/softmax.h"
+#include "ops/softmax_math.h"
 
 namespace sru::cuda {
 
@@ -57,19 +59,35 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, long long N, lon
 }
 
 // Per row: the logsumexp, the row's loss (0 when ignored or bad) and whether it counts; a bad target's
-// row goes into the error slot.
+// row goes into the error slot. With label smoothing (eps > 0, the same for every block) the block also
+// sums the row's kept logits and counts them, and writes the row's smoothing share.
 template <typename T, typename I>
 __global__ void cross_entropy_kernel(const T* logits, const I* target, long long N, long long C, long long ignore_index,
-                                     T* lse_out, double* row_loss, int* row_counts, unsigned long long* bad_row) {
+                                     double eps, T* lse_out, double* share_out, double* row_loss, int* row_counts,
+                                     unsigned long long* bad_row) {
   __shared__ double shared[kBlock];
   SRU_ROW_STRIDE(n, N) {
-    const double l = row_logsumexp(logits + n * C, C, shared);
+    const T* row = logits + n * C;
+    const double l = row_logsumexp(row, C, shared);
+    double kept_sum = 0.0, kept = 0.0;
+    if (eps > 0) {
+      for (long long c = threadIdx.x; c < C; c += kBlock) {
+        const double x = static_cast<double>(row[c]);
+        if (smoothing_keeps(x)) {
+          kept_sum += x;
+          kept += 1.0;
+        }
+      }
+      kept_sum = block_sum(kept_sum, shared);
+      kept = block_sum(kept, shared);
+    }
     if (threadIdx.x != 0) continue;
     lse_out[n] = static_cast<T>(l);
+    if (eps > 0) share_out[n] = smoothing_share(eps, kept);
     const long long k = static_cast<long long>(target[n]);
     const bool bad = k != ignore_index && (k < 0 || k >= C);
     if (bad) atomicMin(bad_row, static_cast<unsigned long long>(n));
-    row_loss[n] = k == ignore_index || bad ? 0.0 : l - static_cast<double>(logits[n * C + k]);
+    row_loss[n] = k == ignore_index || bad ? 0.0 : cross_entropy_row_loss(l, static_cast<double>(row[k]), eps, kept_sum, kept);
     row_counts[n] = k != ignore_index;
   }
 }
@@ -96,19 +114,16 @@ __global__ void cross_entropy_total_kernel(const double* row_loss, const int* ro
 
 template <typename T, typename I>
 __global__ void cross_entropy_backward_kernel(const T* logits, const I* target, const T* lse, long long N, long long C,
-                                              long long ignore_index, const double* scale, const T* grad, T* gx) {
+                                              long long ignore_index, double eps, const double* share,
+                                              const double* scale, const T* grad, T* gx) {
   const double factor = *scale * static_cast<double>(*grad);
   SRU_ROW_STRIDE(n, N) {
     const long long k = static_cast<long long>(target[n]);
-    const double l = lse[n];
-    for (long long c = threadIdx.x; c < C; c += kBlock) {
-      T v = T(0);
-      if (k != ignore_index) {
-        v = static_cast<T>(exp(static_cast<double>(logits[n * C + c]) - l) * factor);
-        if (c == k) v -= static_cast<T>(factor);
-      }
-      gx[n * C + c] = v;
-    }
+    const double l = lse[n], row_share = eps > 0 ? share[n] : 0.0;
+    for (long long c = threadIdx.x; c < C; c += kBlock)
+      gx[n * C + c] = k == ignore_index ? T(0)
+                                        : cross_entropy_grad<T>(static_cast<double>(logits[n * C + c]), l, c == k, eps,
+                                                                row_share, factor);
   }
 }
 
@@ -133,7 +148,8 @@ void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& 
 }
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
-                           const Tensor& lse, const Tensor& loss, const Tensor& scale) {
+                           double label_smoothing, const Tensor& lse, const Tensor& share, const Tensor& loss,
+                           const Tensor& scale) {
   const int64_t N = logits.size(0), C = logits.size(1);
   const Device device = logits.device();
   Tensor row_loss = Tensor::empty({N}, DType::F64, device);
@@ -147,7 +163,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
         return cross_entropy_target_error(k, row, C, ignore_index);
       });
       with_index_data(target, [&](const auto* t) {
-        cross_entropy_kernel<<<rows_grid(N), kBlock, 0, s>>>(logits.data<T>(), t, N, C, ignore_index, lse.data<T>(),
+        cross_entropy_kernel<<<rows_grid(N), kBlock, 0, s>>>(logits.data<T>(), t, N, C, ignore_index, label_smoothing,
+                                                            lse.data<T>(), data_or_null<double>(share),
                                                             row_loss.data<double>(), row_counts.data<int32_t>(), bad);
         SRU_CUDA_LAUNCH_CHECK("cross_entropy_kernel");
       });
@@ -159,13 +176,15 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
-                            const Tensor& scale, const Tensor& grad, const Tensor& gx) {
+                            double label_smoothing, const Tensor& share, const Tensor& scale, const Tensor& grad,
+                            const Tensor& gx) {
   const int64_t N = logits.size(0), C = logits.size(1);
   if (N == 0) return;
   SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
     with_index_data(target, [&](const auto* t) {
       cross_entropy_backward_kernel<<<rows_grid(N), kBlock, 0, stream_of(logits)>>>(
-          logits.data<T>(), t, lse.data<T>(), N, C, ignore_index, scale.data<double>(), grad.data<T>(), gx.data<T>());
+          logits.data<T>(), t, lse.data<T>(), N, C, ignore_index, label_smoothing, data_or_null<double>(share),
+          scale.data<double>(), grad.data<T>(), gx.data<T>());
       SRU_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");
     });
   });

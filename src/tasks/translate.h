@@ -1,0 +1,136 @@
+// Machine translation (task `translate`): the SRU paper's Table 3 setting, a Transformer encoder-decoder
+// whose feed-forward sublayers are ReLU blocks or SRUs (model.ffn), trained on parallel text with one
+// SentencePiece model shared by source and target, decoded with the search layer (greedy or beam with
+// the GNMT length penalty) and scored with BLEU exactly as sacreBLEU (data/bleu.h).
+//
+// Data: data.path / data.target_path (training source / target, plain or .gz, UTF-8, one sentence a
+// line), data.valid_* and data.test_*; the SentencePiece model is data.spm_model or trained here on
+// both sides of the training data (data.vocab_size pieces) and saved in the checkpoint
+// (task.spm_model). Ids: pad 0, unk 1, bos 2, eos 3 (data/sentencepiece_model.h). The source is its
+// pieces then eos; the decoder reads bos then the target pieces and predicts the pieces then eos.
+// Batches hold up to data.max_tokens padded tokens (sentences x the longest side), cut once from the
+// length-sorted training pairs and shuffled in order every epoch (fairseq's batching: the same batches
+// each epoch, so an epoch has a fixed number of steps).
+//
+// Model (names): embedding.weight (V, w), shared by the source, the target and the output layer
+// (tied; output.bias (V)); encoder.* (the registry's Transformer encoder, model.type transformer, not
+// causal); decoder.layers.{i}.* (Transformer decoder layers: self_attn, context_attn, feed_forward,
+// layer_norm_1, layer_norm_2), decoder.layer_norm (pre-norm only). Decoder layers: model.decoder_layers
+// (0 = model.num_layers).
+//
+// Metrics: bleu (sacreBLEU default: cased, 13a, exp smoothing; the validation sources translated with
+// eval.decode), bleu_lc (the same lower-cased), ppl and loss (teacher-forced, per target piece, eos
+// included), and the counts. The best checkpoint follows eval.metric (bleu by default).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/parallel_text.h"
+#include "data/sentencepiece_model.h"
+#include "nn/transformer_encoder.h"
+#include "tasks/registry.h"
+#include "tasks/task.h"
+
+namespace sru::tasks {
+
+struct TranslateOptions {
+  std::string target_path;                   // training target (data.path is the source)
+  std::string valid_source, valid_target, test_source, test_target;
+  std::string spm_model;                     // "" = train one on the training data
+  std::string spm_type = "unigram";          // unigram | bpe (when training)
+  int64_t vocab_size = 8000;
+  int64_t max_tokens = 4096;                 // padded tokens per training batch
+  int64_t max_length = 0;                    // training pairs with a side longer (in pieces) are left out; 0 = none
+  bool skip_empty = false;                   // leave out pairs with an empty side instead of refusing them
+  int64_t decoder_layers = 0;                // 0 = model.num_layers
+  std::string decode = "greedy";             // eval: greedy | beam, for the validation BLEU
+  int64_t beam_size = 5;                     // eval.decode beam and srueval --predict
+  double length_penalty = 0.6;
+  double max_len_a = 1.5;                    // translations at most a * source pieces + b
+  int64_t max_len_b = 10;
+};
+
+// The Transformer encoder-decoder with tied embeddings (names in the header comment).
+class TranslationModel : public nn::Module {
+ public:
+  TranslationModel(const config::Config& cfg, int64_t vocab_size, Generator& gen);
+  // source (Ls, B) ids, source_pad (Ls, B) nonzero at padding -> the encoder's output (Ls, B, w).
+  Tensor encode(const Tensor& source, const Tensor& source_pad) const;
+  // Teacher forcing: target_in (Lt, B) ids (bos first), target_pad (Lt, B) -> logits (Lt * B, V).
+  Tensor decode(const Tensor& target_in, const Tensor& target_pad, const Tensor& memory, const Tensor& source_pad) const;
+
+  // Decoding step by step: the state of every decoder layer and the position reached.
+  struct DecoderState {
+    std::vector<nn::TransformerLayerState> layers;
+    int64_t position = 0;
+  };
+  DecoderState start_decoding(const Tensor& memory, const Tensor& source_pad) const;
+  // The next tokens (N) of the N rows -> logits (N, V); advances the state by one position.
+  Tensor decode_step(const std::vector<int64_t>& tokens, DecoderState& state) const;
+  void reorder(DecoderState& state, const std::vector<int64_t>& rows) const;
+
+  int64_t heads() const { return layer_options_.heads; }
+
+ private:
+  Tensor embed_target(const Tensor& ids, int64_t start) const;
+  Tensor project(const Tensor& h) const;  // final norm (pre-norm), then the tied output layer
+
+  nn::TransformerLayerOptions layer_options_;
+  double dropout_;
+  Generator* gen_;
+  std::shared_ptr<nn::Embedding> embedding_;
+  std::shared_ptr<nn::SequenceEncoder> encoder_;
+  std::vector<std::shared_ptr<nn::TransformerLayer>> decoder_layers_;
+  std::shared_ptr<nn::LayerNorm> decoder_norm_;
+  std::shared_ptr<nn::Linear> output_;
+};
+
+// One split: the raw lines (for BLEU against the references) and their pieces.
+struct TranslationSplit {
+  data::ParallelText text;
+  data::TokenSequences source, target;
+};
+
+class TranslateTask : public Task, public Predicts {
+ public:
+  TranslateTask(const config::Config& cfg, Generator& gen, const TaskContext& context);
+  nn::Module& model() override { return *model_; }
+  int64_t model_size() const override { return cfg_.model.hidden_size; }
+  int64_t steps_per_epoch() const override { return static_cast<int64_t>(batches_.size()); }
+  void start_epoch(int64_t epoch, int64_t first_step) override;
+  StepResult forward_step(int64_t index) override;
+  Metrics evaluate(const std::string& split, int64_t max_batches) override;
+  std::vector<MetricSpec> metrics() const override;
+  std::vector<std::string> splits() const override;
+  std::string token_name() const override { return "target pieces"; }
+  std::string vocabulary_name() const override;
+  nn::NamedTensors extra_state() override;
+
+  Predicts* prediction() override { return this; }
+  // srueval --predict FILE: translates each line (beam eval.beam_size, eval.length_penalty), detokenised.
+  void predict_file(const std::string& path, std::ostream& out) override;
+  Metrics evaluate_with_predictions(const std::string& split, const std::string& file, std::ostream& out) override;
+
+  const data::SentencePieceModel* subword_model() const { return spm_ ? &*spm_ : nullptr; }
+  // Translations of the given source lines, in order (decoded in length-sorted batches).
+  std::vector<std::string> translate(const std::vector<std::string>& sources, bool beam);
+
+ private:
+  const TranslationSplit& split_of(const std::string& split) const;
+  Metrics evaluate_split(const TranslationSplit& s, int64_t max_batches, std::ostream* translations);
+
+  config::Config cfg_;
+  TranslateOptions options_;
+  Generator* gen_;
+  std::optional<data::SentencePieceModel> spm_;  // set by the constructor (from the checkpoint, a file or training)
+  std::unique_ptr<TranslationModel> model_;
+  TranslationSplit train_, valid_, test_;
+  std::vector<std::vector<int64_t>> fixed_batches_, batches_;  // training batches; this epoch's order
+};
+
+TaskSpec translate_task();
+
+}  // namespace sru::tasks
