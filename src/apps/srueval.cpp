@@ -8,12 +8,15 @@
 #include <sstream>
 #include <vector>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "apps/common.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "data/line_reader.h"
 #include "tasks/registry.h"
 #include "train/checkpoint.h"
 #include "train/convert.h"
@@ -35,7 +38,7 @@ int main(int argc, char** argv) {
   CLI::App cli{"srueval: evaluate a srutrain checkpoint (its config comes from the checkpoint)"};
   cli.set_version_flag("--version", sru::apps::version_line("srueval"));
   sru::apps::add_debug_flag(cli);
-  std::string checkpoint, split, text_file, json_path, prompt, predict_file, predictions_path;
+  std::string checkpoint, split, text_file, json_path, prompt, predict_file, predictions_path, translate_input;
   std::vector<std::string> overrides;
   int64_t generate = 0, max_batches = 0, chunk = 0;
   double temperature = 1.0;
@@ -48,6 +51,10 @@ int main(int argc, char** argv) {
                  "model reads it as one stream from a zero state; README.md's srueval section lists each task's)");
   cli.add_option("--predict", predict_file, "Answer the inputs of this file (the task's input format, without answers) "
                  "and print the answers in the task's output format");
+  cli.add_option("--translate", translate_input, "Translate the sentences of this file (one a line, plain or .gz; - reads "
+                 "standard input) to standard output, detokenised: beam search with the checkpoint's eval.beam_size "
+                 "and eval.length_penalty unless --beam/--greedy/--length-penalty say otherwise, --n-best K lines per "
+                 "sentence; the speed goes to standard error");
   cli.add_option("--predictions", predictions_path, "Also write the answers behind the evaluation to this file, in the "
                  "task's output format (the one its scoring subcommand, if any, reads)");
   cli.add_option("--chunk", chunk, "Tokens per forward pass with --text (default data.bptt); the result does not depend on it")
@@ -67,12 +74,17 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   cli.add_option("--top-p", generation.sampling.top_p, "Sample from the smallest set of most probable tokens whose "
                  "probability reaches p (nucleus sampling; 1 = all)")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  cli.add_flag("--greedy", greedy, "Generate the most probable token each step instead of sampling");
+  cli.add_flag("--greedy", greedy, "Generate (or translate) with the most probable token each step instead of "
+               "sampling (or beam search)");
   auto* beam_option = cli.add_option("--beam", generation.beam.beam_size, "Beam search with this many beams instead "
-                                     "of sampling")->check(CLI::PositiveNumber);
-  cli.add_option("--length-penalty", generation.beam.length_penalty, "Beam search: GNMT length penalty alpha "
-                 "((5 + |Y|) / 6)^alpha (0 = none)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  cli.add_option("--n-best", generation.beam.n_best, "Beam search: print this many best continuations (<= --beam)")
+                                     "of sampling (--translate: instead of the checkpoint's eval.beam_size)")
+                          ->check(CLI::PositiveNumber);
+  auto* length_penalty_option =
+      cli.add_option("--length-penalty", generation.beam.length_penalty, "Beam search: GNMT length penalty alpha "
+                     "((5 + |Y|) / 6)^alpha (0 = none; --translate: the checkpoint's eval.length_penalty unless given)")
+          ->check(CLI::NonNegativeNumber)->capture_default_str();
+  cli.add_option("--n-best", generation.beam.n_best, "Beam search: print this many best continuations (<= --beam; "
+                 "--translate: this many lines per sentence, best first)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cli.add_option("--samples", generation.batch, "Continuations to generate together (sampling draws each apart)")
       ->check(CLI::PositiveNumber)->capture_default_str();
@@ -128,7 +140,7 @@ int main(int argc, char** argv) {
     }
     const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(checkpoint, overrides);
     sru::Generator gen(seed);
-    const bool on_file = !text_file.empty() || !predict_file.empty();
+    const bool on_file = !text_file.empty() || !predict_file.empty() || !translate_input.empty();
     auto task = sru::tasks::make_task(ckpt.config, gen, {/*load_data=*/!on_file, &ckpt.file});
     sru::train::load_model(task->model(), ckpt.file, checkpoint);
     task->model().eval();
@@ -138,6 +150,32 @@ int main(int argc, char** argv) {
 
     if (!predict_file.empty()) {
       require(task->prediction(), *task, "--predict", "predict").predict_file(predict_file, std::cout);
+      return 0;
+    }
+    if (!translate_input.empty()) {
+      auto& translator = require(task->translation(), *task, "--translate", "translate");
+      SRU_CHECK(!(greedy && beam_option->count() > 0), "--greedy and --beam: choose one way to translate");
+      sru::tasks::TranslationOptions options;
+      options.beam = !greedy;
+      if (beam_option->count() > 0) options.beam_size = generation.beam.beam_size;
+      if (length_penalty_option->count() > 0) options.length_penalty = generation.beam.length_penalty;
+      options.n_best = generation.beam.n_best;
+      sru::tasks::TranslationStats stats;
+      if (translate_input == "-") {
+        // A person typing gets each sentence back at once; a pipe is translated in batches.
+        if (::isatty(STDIN_FILENO)) options.buffer_lines = 1;
+        const auto next_line = [](std::string& line) {
+          if (!std::getline(std::cin, line)) return false;
+          if (line.ends_with('\r')) line.pop_back();
+          return true;
+        };
+        stats = translator.translate_lines(next_line, "standard input", std::cout, options);
+      } else {
+        sru::data::LineReader reader(translate_input);
+        stats = translator.translate_lines([&](std::string& line) { return reader.next(line); }, translate_input,
+                                           std::cout, options);
+      }
+      std::cerr << sru::tasks::translation_speed(stats) << "\n";
       return 0;
     }
     nlohmann::ordered_json out;

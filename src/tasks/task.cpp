@@ -35,6 +35,15 @@ MetricSpec Task::metric(const std::string& name) const {
   SRU_FAIL("task ", name_, " reports no metric '", name, "' (its metrics: ", joined(names), ")");
 }
 
+std::string translation_speed(const TranslationStats& stats) {
+  const auto per_second = [&](double n) { return stats.seconds > 0 ? n / stats.seconds : 0.0; };
+  std::ostringstream out;
+  out << "translated " << stats.sentences << " sentences in " << stats.seconds << " s: "
+      << per_second(static_cast<double>(stats.sentences)) << " sentences/s, "
+      << per_second(static_cast<double>(stats.target_tokens)) << " target tokens/s (" << stats.search << ")";
+  return out.str();
+}
+
 std::string format_metrics(const Task& task, const Metrics& metrics) {
   std::ostringstream os;
   os << std::fixed;

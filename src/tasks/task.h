@@ -4,6 +4,7 @@
 // for by name.
 #pragma once
 
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -86,6 +87,32 @@ class Generates {
   virtual std::vector<std::vector<std::string>> generate(const std::string& prompt, const GenerationOptions& options) = 0;
 };
 
+// srueval --translate FILE|-: sentences in, translations out (sequence-to-sequence tasks).
+struct TranslationOptions {
+  bool beam = true;             // false: greedy
+  int64_t beam_size = 0;        // 0: the checkpoint's eval.beam_size
+  double length_penalty = -1;   // < 0: the checkpoint's eval.length_penalty
+  int64_t n_best = 1;           // translations written per source (<= the beam size), best first
+  int64_t buffer_lines = 1024;  // source lines read before they are translated together
+};
+struct TranslationStats {
+  int64_t sentences = 0;
+  int64_t target_tokens = 0;  // of the written translations, the end token left out
+  double seconds = 0;         // translating only (reading and writing left out)
+  std::string search;         // e.g. "beam 5, length penalty 0.6"
+};
+class Translates {
+ public:
+  virtual ~Translates() = default;
+  // Reads source lines from next_line (false at the end; `input` names them in errors) and writes
+  // options.n_best lines per source to `out`, flushed after every buffer of lines.
+  virtual TranslationStats translate_lines(const std::function<bool(std::string&)>& next_line,
+                                           const std::string& input, std::ostream& out,
+                                           const TranslationOptions& options) = 0;
+};
+// "translated N sentences in S s: X sentences/s, Y target tokens/s (beam 5, length penalty 0.6)".
+std::string translation_speed(const TranslationStats& stats);
+
 // srueval --convert FORM: the same model in another form that computes the same outputs (e.g. a v1 SRU's
 // first layer as Super-Embed-SRU tables).
 struct ConvertedModel {
@@ -143,6 +170,7 @@ class Task {
   virtual EvaluatesFiles* file_evaluation() { return nullptr; }
   virtual Predicts* prediction() { return nullptr; }
   virtual Generates* generation() { return nullptr; }
+  virtual Translates* translation() { return nullptr; }
   virtual ConvertsModel* model_conversion() { return nullptr; }
 
   const std::string& name() const { return name_; }

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <limits>
 #include <numeric>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -98,14 +99,6 @@ class TranslationScorer : public search::StepScorer {
   const TranslationModel& model_;
   TranslationModel::DecoderState state_;
 };
-
-std::vector<std::string> read_lines(const std::string& path) {
-  data::LineReader in(path);
-  std::vector<std::string> out;
-  std::string line;
-  while (in.next(line)) out.push_back(line);
-  return out;
-}
 
 }  // namespace
 
@@ -304,16 +297,34 @@ const TranslationSplit& TranslateTask::split_of(const std::string& split) const 
   return test_;
 }
 
-std::vector<std::string> TranslateTask::translate(const std::vector<std::string>& sources, bool beam) {
+TranslateTask::Search TranslateTask::resolve(const TranslationOptions& o) const {
+  Search r;
+  r.beam = o.beam;
+  r.options.beam_size = o.beam_size > 0 ? o.beam_size : options_.beam_size;
+  r.options.length_penalty = o.length_penalty >= 0 ? o.length_penalty : options_.length_penalty;
+  r.options.n_best = o.n_best;
+  SRU_CHECK(o.n_best >= 1, "n-best: at least 1 translation per source, got ", o.n_best);
+  SRU_CHECK(o.beam || o.n_best == 1, "n-best ", o.n_best, ": greedy decoding finds one translation; use beam search");
+  SRU_CHECK(!o.beam || o.n_best <= r.options.beam_size, "n-best ", o.n_best, " exceeds the beam size ",
+            r.options.beam_size);
+  std::ostringstream how;
+  if (r.beam)
+    how << "beam " << r.options.beam_size << ", length penalty " << r.options.length_penalty;
+  else
+    how << "greedy";
+  r.description = how.str();
+  return r;
+}
+
+std::vector<search::NBest> TranslateTask::translate_pieces(const std::vector<std::vector<int32_t>>& pieces,
+                                                           const Search& how) {
   autograd::NoGradGuard no_grad;
   model_->eval();
-  std::vector<std::vector<int32_t>> pieces;
-  for (const std::string& s : sources) pieces.push_back(spm_->encode(s));
   // Sentences of similar length decode together, then go back to their order.
-  std::vector<int64_t> order(sources.size());
+  std::vector<int64_t> order(pieces.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return pieces[a].size() < pieces[b].size(); });
-  std::vector<std::string> out(sources.size());
+  std::vector<search::NBest> out(pieces.size());
   const int64_t per_batch = std::max<int64_t>(1, cfg_.data.eval_batch_size);
   for (size_t start = 0; start < order.size(); start += per_batch) {
     const size_t end = std::min(order.size(), start + static_cast<size_t>(per_batch));
@@ -338,22 +349,66 @@ std::vector<std::string> TranslateTask::translate(const std::vector<std::string>
     const Tensor source_pad = Tensor::from_vector(pad, {Ls, B});
     const Tensor memory = model_->encode(Tensor::from_vector(src, {Ls, B}), source_pad);
     TranslationScorer scorer(*model_, model_->start_decoding(memory, source_pad));
-    std::vector<search::NBest> found;
-    if (beam) {
-      search::BeamOptions bo;
-      bo.beam_size = options_.beam_size;
-      bo.length_penalty = options_.length_penalty;
-      found = search::beam(scorer, request, bo);
-    } else {
-      found = search::greedy(scorer, request);
-    }
-    for (int64_t b = 0; b < B; ++b) {
-      const std::vector<int64_t>& ids = found[b].front().tokens;
-      out[order[start + b]] = spm_->decode(std::vector<int32_t>(ids.begin(), ids.end()));
-    }
+    std::vector<search::NBest> found =
+        how.beam ? search::beam(scorer, request, how.options) : search::greedy(scorer, request);
+    for (int64_t b = 0; b < B; ++b) out[order[start + b]] = std::move(found[b]);
   }
   model_->train(true);
   return out;
+}
+
+std::string TranslateTask::detokenize(const std::vector<int64_t>& ids) const {
+  return spm_->decode(std::vector<int32_t>(ids.begin(), ids.end()));
+}
+
+std::vector<std::string> TranslateTask::translate(const std::vector<std::string>& sources, bool beam) {
+  TranslationOptions o;
+  o.beam = beam;
+  std::vector<std::vector<int32_t>> pieces;
+  for (const std::string& s : sources) pieces.push_back(spm_->encode(s));
+  const std::vector<search::NBest> found = translate_pieces(pieces, resolve(o));
+  std::vector<std::string> out;
+  for (const search::NBest& n : found) out.push_back(detokenize(n.front().tokens));
+  return out;
+}
+
+TranslationStats TranslateTask::translate_lines(const std::function<bool(std::string&)>& next_line,
+                                                const std::string& input, std::ostream& out,
+                                                const TranslationOptions& options) {
+  const Search how = resolve(options);
+  TranslationStats stats;
+  stats.search = how.description;
+  int64_t line_number = 0;
+  std::vector<std::vector<int32_t>> pieces;
+  for (bool more = true; more;) {
+    pieces.clear();
+    std::string line;
+    while (static_cast<int64_t>(pieces.size()) < std::max<int64_t>(1, options.buffer_lines) &&
+           (more = next_line(line))) {
+      ++line_number;
+      if (line_number == 1 && line.starts_with("\xEF\xBB\xBF")) line.erase(0, 3);
+      const int64_t bad = data::invalid_utf8_offset(line);
+      SRU_CHECK(bad < 0, "'", input, "':", line_number, ": invalid UTF-8 (byte ", bad + 1,
+                " of the line); the sentences to translate must be UTF-8");
+      pieces.push_back(spm_->encode(line));
+    }
+    if (pieces.empty()) break;
+    const auto started = std::chrono::steady_clock::now();
+    const std::vector<search::NBest> found = translate_pieces(pieces, how);
+    stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    for (const search::NBest& n : found) {
+      // Exactly n_best lines a source, so line k * n_best + j is the j-th translation of source k; a
+      // search that found fewer (every beam cut at the maximum length) repeats its last one.
+      for (int64_t k = 0; k < options.n_best; ++k) {
+        const search::Hypothesis& h = n[std::min<size_t>(static_cast<size_t>(k), n.size() - 1)];
+        out << detokenize(h.tokens) << "\n";
+        stats.target_tokens += static_cast<int64_t>(h.tokens.size());
+      }
+    }
+    out.flush();
+    stats.sentences += static_cast<int64_t>(found.size());
+  }
+  return stats;
 }
 
 Metrics TranslateTask::evaluate_split(const TranslationSplit& s, int64_t max_batches, std::ostream* translations) {
@@ -407,19 +462,10 @@ Metrics TranslateTask::evaluate_with_predictions(const std::string& split, const
 }
 
 void TranslateTask::predict_file(const std::string& path, std::ostream& out) {
-  const std::vector<std::string> sources = read_lines(path);
-  const auto started = std::chrono::steady_clock::now();
-  const std::vector<std::string> translations = translate(sources, true);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  int64_t pieces = 0;
-  for (const std::string& t : translations) {
-    out << t << "\n";
-    pieces += static_cast<int64_t>(spm_->encode(t).size());
-  }
-  std::cerr << "translated " << sources.size() << " sentences in " << seconds << " s: "
-            << (seconds > 0 ? static_cast<double>(sources.size()) / seconds : 0.0) << " sentences/s, "
-            << (seconds > 0 ? static_cast<double>(pieces) / seconds : 0.0) << " target pieces/s (beam "
-            << options_.beam_size << ", length penalty " << options_.length_penalty << ")\n";
+  data::LineReader reader(path);
+  const TranslationStats stats =
+      translate_lines([&](std::string& line) { return reader.next(line); }, path, out, TranslationOptions{});
+  std::cerr << translation_speed(stats) << "\n";
 }
 
 // ---- registry entry ----

@@ -94,7 +94,7 @@ struct TranslationSplit {
   data::TokenSequences source, target;
 };
 
-class TranslateTask : public Task, public Predicts {
+class TranslateTask : public Task, public Predicts, public Translates {
  public:
   TranslateTask(const config::Config& cfg, Generator& gen, const TaskContext& context);
   nn::Module& model() override { return *model_; }
@@ -112,13 +112,28 @@ class TranslateTask : public Task, public Predicts {
   Predicts* prediction() override { return this; }
   // srueval --predict FILE: translates each line (beam eval.beam_size, eval.length_penalty), detokenised.
   void predict_file(const std::string& path, std::ostream& out) override;
+  Translates* translation() override { return this; }
+  // srueval --translate: as predict_file, from any line source, with the search options given.
+  TranslationStats translate_lines(const std::function<bool(std::string&)>& next_line, const std::string& input,
+                                   std::ostream& out, const TranslationOptions& options) override;
   Metrics evaluate_with_predictions(const std::string& split, const std::string& file, std::ostream& out) override;
 
   const data::SentencePieceModel* subword_model() const { return spm_ ? &*spm_ : nullptr; }
-  // Translations of the given source lines, in order (decoded in length-sorted batches).
+  // Translations of the given source lines, in order (decoded in length-sorted batches; beam: the
+  // checkpoint's eval.beam_size and eval.length_penalty).
   std::vector<std::string> translate(const std::vector<std::string>& sources, bool beam);
 
  private:
+  struct Search {
+    bool beam = true;
+    search::BeamOptions options;
+    std::string description;  // "greedy" or "beam K, length penalty A"
+  };
+  // The options with the checkpoint's defaults filled in, checked.
+  Search resolve(const TranslationOptions& options) const;
+  // The hypotheses of each source (its pieces, eos not included), in order.
+  std::vector<search::NBest> translate_pieces(const std::vector<std::vector<int32_t>>& pieces, const Search& how);
+  std::string detokenize(const std::vector<int64_t>& ids) const;
   const TranslationSplit& split_of(const std::string& split) const;
   Metrics evaluate_split(const TranslationSplit& s, int64_t max_batches, std::ostream* translations);
 

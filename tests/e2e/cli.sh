@@ -218,8 +218,9 @@ PY
     ;;
   translate)
     # A word-for-word "translation" of generated sentences: srutrain trains (a SentencePiece model of its
-    # own), srueval evaluates the test split, translates a file with beam search and scores it with
-    # bleu-score; bad parallel data and a checkpoint of another task are refused by name.
+    # own), srueval evaluates the test split, translates a file and standard input (beam, greedy,
+    # n-best) and scores it with bleu-score; bad parallel data, bad input to translate and a checkpoint
+    # of another task are refused by name.
     python3 - "$work" <<'PY'
 import random, sys
 random.seed(1)
@@ -252,6 +253,24 @@ PY
       || fail "--predict failed"
     [ "$(wc -l < "$work/test.hyp")" = 60 ] || fail "--predict did not write one line per source"
     grep -q "sentences/s" "$work/predict.log" || fail "no translation speed"
+    # --translate reads standard input too, and gives the same beam translations as --predict; n-best
+    # writes that many lines per sentence, the best first.
+    "$eval" --checkpoint "$work/run/best.safetensors" --translate - < "$work/test.en" > "$work/stdin.hyp" \
+      2> "$work/translate.log" || fail "--translate - failed"
+    cmp -s "$work/test.hyp" "$work/stdin.hyp" || fail "--translate - differs from --predict"
+    grep -q "target tokens/s (beam 5, length penalty 0.6)" "$work/translate.log" || fail "no --translate speed line"
+    head -n 3 "$work/test.en" | "$eval" --checkpoint "$work/run/best.safetensors" --translate - --beam 4 --n-best 3 \
+      > "$work/nbest.hyp" 2> /dev/null || fail "--translate --n-best failed"
+    [ "$(wc -l < "$work/nbest.hyp")" = 9 ] || fail "--n-best 3 did not write 3 lines per sentence"
+    [ "$(sed -n 4p "$work/nbest.hyp")" = "$(sed -n 2p "$work/test.hyp")" ] || fail "n-best's first is not the best"
+    "$eval" --checkpoint "$work/run/best.safetensors" --translate "$work/test.en" --greedy > "$work/greedy.hyp" \
+      2> /dev/null || fail "--translate --greedy failed"
+    [ "$(wc -l < "$work/greedy.hyp")" = 60 ] || fail "--translate --greedy did not write one line per source"
+    expect_error "n-best 6 exceeds the beam size 5" "$eval" --checkpoint "$work/run/best.safetensors" \
+      --translate "$work/test.en" --n-best 6
+    printf 'a man\nthe \xc3 dog\n' > "$work/bad_input.en"
+    expect_error "bad_input.en.:2: invalid UTF-8" "$eval" --checkpoint "$work/run/best.safetensors" \
+      --translate "$work/bad_input.en"
     "$eval" bleu-score --hyp "$work/test.hyp" --ref "$work/test.de" > "$work/bleu.json" || fail "bleu-score failed"
     grep -q '"signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"' "$work/bleu.json" \
       || fail "no sacreBLEU signature"
@@ -266,6 +285,8 @@ PY
     tiny_run --run-dir "$work/lm" --set train.max_steps=2 > /dev/null || fail "char-LM run failed"
     expect_error "--predict: task charlm cannot predict" "$eval" --checkpoint "$work/lm/last.safetensors" \
       --predict "$work/test.en"
+    expect_error "--translate: task charlm cannot translate" "$eval" --checkpoint "$work/lm/last.safetensors" \
+      --translate "$work/test.en"
     echo "ok: translate trained, evaluated, translated and scored"
     ;;
   squad)
