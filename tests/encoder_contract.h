@@ -18,6 +18,7 @@
 #include "nn/encoder.h"
 #include "ops/ops.h"
 #include "tasks/registry.h"
+#include "testing.h"
 
 namespace sru::testing {
 
@@ -115,13 +116,7 @@ inline ::testing::AssertionResult outputs_equal(const Tensor& a, const Tensor& b
 // Feeds the input in pieces of the given lengths with the carried state; returns the outputs joined.
 inline Tensor run_in_pieces(const nn::SequenceEncoder& e, const ContractInput& in, const std::vector<int64_t>& pieces,
                             std::vector<Tensor>& state) {
-  std::vector<Tensor> outs;
-  int64_t t = 0;
-  for (int64_t n : pieces) {
-    outs.push_back(run(e, time_slice(in, t, t + n), state));
-    t += n;
-  }
-  return concat(outs, 0);
+  return testing::joined_over_pieces(pieces, [&](int64_t from, int64_t to) { return run(e, time_slice(in, from, to), state); });
 }
 
 // In evaluation, an (L, B) input of `seed` fed in `pieces` (summing to L) with the carried state equals

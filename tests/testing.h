@@ -14,6 +14,7 @@
 
 #include "autograd/gradcheck.h"
 #include "core/tensor.h"
+#include "ops/shape_ops.h"
 
 namespace sru::testing {
 
@@ -79,6 +80,19 @@ std::string error_of(F&& fn) {
 
 // A directory of this process's own under gtest's TempDir(): ctest runs each test and its nanfill.* twin
 // at the same time, so files with fixed names must not share one directory.
+// Feeds consecutive pieces of the time axis: run_piece(t, t + n) for each n of `pieces` in order (a
+// stateful decoder carries its state between them); returns the outputs joined along dim 0.
+template <typename RunPiece>
+Tensor joined_over_pieces(const std::vector<int64_t>& pieces, RunPiece&& run_piece) {
+  std::vector<Tensor> outs;
+  int64_t t = 0;
+  for (int64_t n : pieces) {
+    outs.push_back(run_piece(t, t + n));
+    t += n;
+  }
+  return concat(outs, 0);
+}
+
 inline const std::string& tmp_dir() {
   static const std::string dir = [] {
     const std::string d = ::testing::TempDir() + "srutrain-test-" + std::to_string(::getpid()) + "/";

@@ -297,8 +297,7 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
     for (size_t a = 0; a < caches.size(); ++a) {
       caches[a].max_length = M;
       if (given_cache) {
-        caches[a].keys = state[2 + 2 * a].to(x0.device());
-        caches[a].values = state[3 + 2 * a].to(x0.device());
+        caches[a].load(state, 2 + 2 * a, x0.device());
         caches[a].start = cursor[0];
         caches[a].length = cursor[1];
       }
@@ -340,10 +339,7 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
   state = {concat(last_c, 0)};
   if (decoding) {
     state.push_back(cache_cursor(caches.front()));
-    for (const KeyValueCache& cache : caches) {
-      state.push_back(cache.keys);
-      state.push_back(cache.values);
-    }
+    for (const KeyValueCache& cache : caches) cache.store(state);
   } else {
     state.insert(state.end(), memories.begin(), memories.end());
   }
@@ -359,14 +355,7 @@ void SRUpp::reorder_state(std::vector<Tensor>& state, const Tensor& rows) const 
   std::vector<Tensor> c = {state[0]};
   SequenceEncoder::reorder_state(c, rows);
   state[0] = c[0];
-  for (size_t a = 0; a < A; ++a) {
-    KeyValueCache cache;
-    cache.keys = state[2 + 2 * a];
-    cache.values = state[3 + 2 * a];
-    cache.reorder(rows, options.num_heads);
-    state[2 + 2 * a] = cache.keys;
-    state[3 + 2 * a] = cache.values;
-  }
+  for (size_t a = 0; a < A; ++a) KeyValueCache::reorder_in_state(state, 2 + 2 * a, rows, options.num_heads);
 }
 
 // ---- registry entry ----

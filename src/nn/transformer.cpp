@@ -172,17 +172,6 @@ Tensor TransformerLayer::forward_incremental(const Tensor& x, TransformerLayerSt
   return residual(y, feed_forward->forward_step(pre(ff_layer_norm, y), state.ffn_c), ff_layer_norm);
 }
 
-Tensor TransformerLayer::forward_incremental(const Tensor& x, KeyValueCache& cache) const {
-  SRU_CHECK(!options_.cross_attention, "Transformer layer: a decoder layer decodes with a TransformerLayerState");
-  SRU_CHECK(options_.ffn == FeedForwardKind::Relu, "Transformer layer: an SRU feed-forward decodes with a "
-            "TransformerLayerState (it carries the SRU's c)");
-  TransformerLayerState state;
-  state.self = std::move(cache);
-  Tensor out = forward_incremental(x, state);
-  cache = std::move(state.self);
-  return out;
-}
-
 // ---- positions ----
 
 Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t batch, int64_t dim, DType dtype, Device device) {
@@ -205,7 +194,11 @@ Tensor scaled_with_positions(const Tensor& x, int64_t start) {
   SRU_CHECK(x.defined() && x.dim() == 3, "Transformer embeddings: expected (L, B, w), got ",
             x.defined() ? shape_str(x.shape()) : std::string("undefined"));
   const int64_t L = x.size(0), B = x.size(1), w = x.size(2);
-  return x * std::sqrt(static_cast<double>(w)) + sinusoidal_positions(start, L, B, w, x.dtype(), x.device());
+  const Tensor scaled = x * std::sqrt(static_cast<double>(w));
+  // A decoding step (one position) adds one (w) row, broadcast over the batch, rather than building B
+  // copies on the host every step.
+  if (L == 1) return scaled + reshape(sinusoidal_positions(start, 1, 1, w, x.dtype(), x.device()), {w});
+  return scaled + sinusoidal_positions(start, L, B, w, x.dtype(), x.device());
 }
 
 }  // namespace sru::nn

@@ -91,7 +91,6 @@ class TransformerLayer : public Module {
   // Decoding (causal layers): the next positions x (Lq, B, w). A decoder layer's state must have been
   // started with start_decoding (the memory's keys and values).
   Tensor forward_incremental(const Tensor& x, TransformerLayerState& state) const;
-  Tensor forward_incremental(const Tensor& x, KeyValueCache& cache) const;  // layers without cross-attention
   // Projects the encoder's output for the context attention of every later step.
   void start_decoding(TransformerLayerState& state, const Tensor& memory, const Tensor& memory_padding) const;
 

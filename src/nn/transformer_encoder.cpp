@@ -75,14 +75,12 @@ Tensor TransformerEncoder::forward_sequence(const EncoderInput& input, std::vect
   for (int64_t i = 0; i < n; ++i) {
     TransformerLayerState layer_state;
     if (!state.empty()) {
-      layer_state.self.keys = state[1 + per_layer * i].to(x.device());
-      layer_state.self.values = state[2 + per_layer * i].to(x.device());
+      layer_state.self.load(state, 1 + per_layer * i, x.device());
       layer_state.self.length = position;
       if (sru_block) layer_state.ffn_c = state[3 + per_layer * i].to(x.device());
     }
     h = layers[i]->forward_incremental(h, layer_state);
-    out.push_back(layer_state.self.keys);
-    out.push_back(layer_state.self.values);
+    layer_state.self.store(out);
     if (sru_block) out.push_back(layer_state.ffn_c);
   }
   state = std::move(out);
@@ -93,12 +91,7 @@ void TransformerEncoder::reorder_state(std::vector<Tensor>& state, const Tensor&
   if (state.empty()) return;
   const size_t per_layer = options.ffn == "sru" ? 3 : 2;
   for (size_t i = 0; i < layers.size(); ++i) {
-    KeyValueCache cache;
-    cache.keys = state[1 + per_layer * i];
-    cache.values = state[2 + per_layer * i];
-    cache.reorder(rows, options.num_heads);
-    state[1 + per_layer * i] = cache.keys;
-    state[2 + per_layer * i] = cache.values;
+    KeyValueCache::reorder_in_state(state, 1 + per_layer * i, rows, options.num_heads);
     if (per_layer == 3) state[3 + per_layer * i] = index_select(state[3 + per_layer * i], 1, rows.to(state[3 + per_layer * i].device()));
   }
 }

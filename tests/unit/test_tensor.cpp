@@ -174,7 +174,9 @@ TEST(CpuAllocator, VariableShapesReuseTheCacheSoReservedMemoryLevelsOff) {
       for (int layer = 0; layer < 4; layer += 2) activations[layer] = Tensor();
       activations.push_back(Tensor::empty({L, 32, 50}));
       for (const Tensor& t : activations)
-        if (t.defined()) EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % CpuAllocator::kAlignment, 0u);
+        if (t.defined()) {
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % CpuAllocator::kAlignment, 0u);
+        }
     }
     if (pass == 0) reserved_after_first_pass = alloc.stats().reserved;
   }

@@ -11,6 +11,7 @@
 
 using namespace sru;
 using namespace sru::nn;
+using sru::testing::joined_over_pieces;
 using sru::testing::tensors_near;
 
 namespace {
@@ -30,16 +31,12 @@ TransformerLayerOptions layer_options(bool pre_norm, bool causal = true) {
   return o;
 }
 
-// Runs the layer over x one chunk at a time through one cache; returns the outputs joined.
+// Runs the layer over x one chunk at a time through one decoding state; returns the outputs joined.
 Tensor decode(const TransformerLayer& layer, const Tensor& x, const std::vector<int64_t>& pieces) {
-  KeyValueCache cache;
-  std::vector<Tensor> out;
-  int64_t t = 0;
-  for (int64_t n : pieces) {
-    out.push_back(layer.forward_incremental(slice(x, 0, t, t + n), cache));
-    t += n;
-  }
-  return concat(out, 0);
+  TransformerLayerState state;
+  return joined_over_pieces(pieces, [&](int64_t from, int64_t to) {
+    return layer.forward_incremental(slice(x, 0, from, to), state);
+  });
 }
 
 }  // namespace
@@ -163,13 +160,9 @@ TransformerLayerOptions decoder_options(bool pre_norm, FeedForwardKind ffn) {
 Tensor decode_with_memory(const TransformerLayer& layer, const Tensor& x, const Tensor& memory, const Tensor& padding,
                           const std::vector<int64_t>& pieces, TransformerLayerState& state) {
   layer.start_decoding(state, memory, padding);
-  std::vector<Tensor> out;
-  int64_t t = 0;
-  for (int64_t n : pieces) {
-    out.push_back(layer.forward_incremental(slice(x, 0, t, t + n), state));
-    t += n;
-  }
-  return concat(out, 0);
+  return joined_over_pieces(pieces, [&](int64_t from, int64_t to) {
+    return layer.forward_incremental(slice(x, 0, from, to), state);
+  });
 }
 
 }  // namespace
