@@ -33,10 +33,12 @@ def number(value, digits):
 
 
 def metric_columns(summaries):
-    """The task metric per split ("valid.f1", "test.bpc"...) and its std where cross-validation gave one."""
+    """The task metric per split ("valid.f1", "test.bpc"...), its companions (exact match beside F1; lower-cased
+    and beam-search BLEU beside BLEU) and its std where cross-validation gave one."""
+    companions = {"f1": {"exact_match"}, "bleu": {"bleu_lc", "beam_bleu", "beam_bleu_lc"}}
     keys = []
     for s in summaries:
-        names = {s.get("metric")} | ({"exact_match"} if s.get("metric") == "f1" else set())
+        names = {s.get("metric")} | companions.get(s.get("metric"), set())
         for key in s["metrics"]:
             split, _, name = key.partition(".")
             if (name in names or name.endswith("_std") and name[:-4] in names) and key not in keys:

@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
 done
 rm -rf "$out"
 start=$SECONDS
-for experiment in charlm classify squad ptb srupp; do
+for experiment in charlm classify squad ptb srupp translate; do
   t=$SECONDS
   scripts/reproduce/$experiment.sh --scale ci --out "$out" "${pass[@]+"${pass[@]}"}"
   echo "== $experiment: $((SECONDS - t)) s"

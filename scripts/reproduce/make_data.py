@@ -7,6 +7,11 @@
     make_data.py words DIR         DIR/{train,valid,test}.txt, one sentence a line (the PTB format, with
                                    <unk>): sentences of a small stochastic grammar with agreement, so the
                                    perplexity has a floor well below the vocabulary size
+    make_data.py parallel DIR      DIR/{train,valid,test}.{en,de}, one sentence a line (the Multi30k format):
+                                   English-like sentences and their "German" by fixed rules a model must
+                                   learn: a lexicon, gendered articles and adjective endings agreeing with
+                                   the noun, plural nouns, the verb second and the verb last in a
+                                   subordinate clause, capitalised nouns; unique sentences, one reference
 Standard library only; the same files on every machine and Python 3 version (random.Random with a seed).
 """
 import os
@@ -66,10 +71,71 @@ def words(directory, seed=17):
                 f.write(" " + " ".join(s) + " \n")
 
 
+def parallel(directory, seed=19):
+    rng = random.Random(seed)
+    # (English singular, German stem, gender); German plurals add "en".
+    nouns = [("n%d" % i, "nomen%d" % i, "mfn"[i % 3]) for i in range(80)]
+    verbs = [("v%d" % i, "verb%d" % i) for i in range(40)]
+    adjectives = [("a%d" % i, "adj%d" % i) for i in range(40)]
+    adverbs = [("today", "heute"), ("often", "oft"), ("outside", "draussen")]
+    articles = {"m": "der", "f": "die", "n": "das"}
+
+    def noun_phrase():
+        noun, stem, gender = rng.choice(nouns)
+        plural = rng.random() < 0.35
+        adjs = [rng.choice(adjectives) for _ in range(rng.choice([0, 0, 1, 1, 2]))]
+        en = ["the"] + [a for a, _ in adjs] + [noun + ("s" if plural else "")]
+        ending = "en" if plural else "e"
+        de = ["die" if plural else articles[gender]] + [g + ending for _, g in adjs]
+        de.append(stem.capitalize() + ("en" if plural else ""))
+        return en, de, plural
+
+    def clause(subordinate):
+        subject_en, subject_de, plural = noun_phrase()
+        verb, stem = rng.choice(verbs)
+        verb_en, verb_de = verb + ("" if plural else "s"), stem + ("en" if plural else "t")
+        object_en, object_de = [], []
+        if rng.random() < 0.7:
+            object_en, object_de, _ = noun_phrase()
+        adverb_en, adverb_de = rng.choice(adverbs) if rng.random() < 0.3 else (None, None)
+        en = subject_en + [verb_en] + object_en + ([adverb_en] if adverb_en else [])
+        if subordinate:  # the verb goes last
+            de = subject_de + ([adverb_de] if adverb_de else []) + object_de + [verb_de]
+        elif adverb_de and rng.random() < 0.5:  # adverb first, the verb stays second
+            de = [adverb_de.capitalize(), verb_de] + subject_de + object_de
+        else:
+            de = subject_de + [verb_de] + ([adverb_de] if adverb_de else []) + object_de
+        return en, de
+
+    def sentence():
+        en, de = clause(False)
+        if rng.random() < 0.3:
+            sub_en, sub_de = clause(True)
+            en, de = en + [",", "because"] + sub_en, de + [",", "weil"] + sub_de
+        en[0] = en[0].capitalize()
+        de[0] = de[0][0].upper() + de[0][1:]
+        return " ".join(en) + " .", " ".join(de) + " ."
+
+    os.makedirs(directory, exist_ok=True)
+    seen = set()
+    for split, count in (("train", 6000), ("valid", 300), ("test", 300)):
+        with open(os.path.join(directory, split + ".en"), "w") as en, open(os.path.join(directory, split + ".de"), "w") as de:
+            written = 0
+            while written < count:
+                s, t = sentence()
+                if s in seen:  # the test sentences are unseen
+                    continue
+                seen.add(s)
+                en.write(s + "\n")
+                de.write(t + "\n")
+                written += 1
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("classify", "words"):
+    makers = {"classify": classify, "words": words, "parallel": parallel}
+    if len(sys.argv) != 3 or sys.argv[1] not in makers:
         sys.exit(__doc__)
-    (classify if sys.argv[1] == "classify" else words)(sys.argv[2])
+    makers[sys.argv[1]](sys.argv[2])
 
 
 if __name__ == "__main__":
