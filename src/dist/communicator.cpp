@@ -136,6 +136,23 @@ Rows share_of(int64_t rows, int rank, int ranks) {
   return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
 }
 
+std::vector<std::string> all_gather(Communicator& comm, const std::vector<std::string>& local, const std::string& what) {
+  if (comm.size() == 1) return local;
+  std::string mine;
+  for (const std::string& field : local) mine += std::to_string(field.size()) + ":" + field;
+  std::vector<std::string> out;
+  for (const std::string& part : comm.all_gather(mine, what)) {
+    for (size_t at = 0; at < part.size();) {
+      const size_t colon = part.find(':', at);
+      SRU_CHECK(colon != std::string::npos, "dist::all_gather: ", what, ": a record without its length");
+      const size_t n = std::stoul(part.substr(at, colon - at));
+      out.push_back(part.substr(colon + 1, n));
+      at = colon + 1 + n;
+    }
+  }
+  return out;
+}
+
 Tensor all_gather(Communicator& comm, const Tensor& local, int dim, const std::string& what) {
   SRU_CHECK(local.device().is_cpu(), "dist::all_gather: ", what, " must be on the CPU, got ", local.device().str());
   if (comm.size() == 1) return local;

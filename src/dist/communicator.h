@@ -131,4 +131,8 @@ Rows share_of(int64_t rows, int rank, int ranks);
 // rank order.
 Tensor all_gather(Communicator& comm, const Tensor& local, int dim, const std::string& what);
 
+// Every rank's `local` strings, concatenated in rank order (sent as length-prefixed records, so any
+// bytes survive).
+std::vector<std::string> all_gather(Communicator& comm, const std::vector<std::string>& local, const std::string& what);
+
 }  // namespace sru::dist

@@ -295,22 +295,14 @@ data::SquadPredictions SquadTask::answer(const ReaderSplit& split, int64_t max_b
   }
   model_->train(true);
   if (distributed && comm_->size() > 1) {
-    // Every rank's answers to every rank, as length-prefixed "N:id" "N:answer" records.
-    std::string mine;
-    for (const auto& [id, text] : out)
-      for (const std::string* field : {&id, &text}) mine += std::to_string(field->size()) + ":" + *field;
-    for (const std::string& part : comm_->all_gather(mine, "the evaluation's answers")) {
-      size_t at = 0;
-      auto field = [&] {
-        const size_t colon = part.find(':', at), n = std::stoul(part.substr(at, colon - at));
-        at = colon + 1 + n;
-        return part.substr(colon + 1, n);
-      };
-      while (at < part.size()) {
-        const std::string id = field();
-        out[id] = field();
-      }
+    // Every rank's answers to every rank, as (id, answer) pairs of strings.
+    std::vector<std::string> mine;
+    for (const auto& [id, text] : out) {
+      mine.push_back(id);
+      mine.push_back(text);
     }
+    const std::vector<std::string> all = dist::all_gather(*comm_, mine, "the evaluation's answers");
+    for (size_t i = 0; i + 1 < all.size(); i += 2) out[all[i]] = all[i + 1];
   }
   return out;
 }

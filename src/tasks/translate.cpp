@@ -22,6 +22,7 @@
 #include "ops/shape_ops.h"
 #include "ops/softmax.h"
 #include "search/search.h"
+#include "tasks/batching.h"
 #include "tasks/token_batching.h"
 
 namespace sru::tasks {
@@ -43,10 +44,12 @@ struct PairBatch {
   int64_t target_tokens = 0;
 };
 
-PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows) {
+// The pairs `rows`, padded to their longest sides or to `padded_to` (the whole batch's, when this
+// process computes part of it: data parallel).
+PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to) {
   const int64_t B = static_cast<int64_t>(rows.size());
   int64_t Ls = 1, Lt = 1;
-  for (int64_t r : rows) {
+  for (int64_t r : padded_to) {
     Ls = std::max(Ls, s.source.length(r) + 1);
     Lt = std::max(Lt, s.target.length(r) + 1);
   }
@@ -77,6 +80,8 @@ PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows
   out.target_out = Tensor::from_vector(tout, {Lt * B});
   return out;
 }
+
+PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows) { return make_batch(s, rows, rows); }
 
 // Lengths a batch pads to: pieces plus the eos (source) or the bos (target).
 std::vector<int64_t> padded_lengths(const data::TokenSequences& s) {
@@ -195,7 +200,8 @@ void TranslationModel::reorder(DecoderState& state, const std::vector<int64_t>& 
 // ---- task ----
 
 TranslateTask::TranslateTask(const config::Config& cfg, Generator& gen, const TaskContext& context)
-    : cfg_(cfg), options_(cfg.task_as<TranslateOptions>()), gen_(&gen) {
+    : cfg_(cfg), options_(cfg.task_as<TranslateOptions>()), gen_(&gen),
+      comm_(context.comm ? context.comm : &dist::single_process()) {
   const auto read = [&](const std::string& source, const std::string& target, const std::string& key) {
     SRU_CHECK(!source.empty() && !target.empty(), key, ": the translate task needs a source and a target file");
     TranslationSplit s;
@@ -273,10 +279,19 @@ void TranslateTask::start_epoch(int64_t epoch, int64_t) {
 StepResult TranslateTask::forward_step(int64_t index) {
   SRU_CHECK(index >= 0 && index < steps_per_epoch(), cfg_.task, ": training step ", index, " is past the end of the epoch");
   model_->train(true);
-  const PairBatch b = make_batch(train_, batches_[index]);
+  // Data parallel: this rank's pairs of the batch, padded as the whole batch is, its share the target
+  // pieces it predicts.
+  const std::vector<int64_t>& whole = batches_[index];
+  const BatchPart part = batch_part(static_cast<int64_t>(whole.size()), *comm_);
+  const std::vector<int64_t> mine(whole.begin() + part.first, whole.begin() + part.first + std::max<int64_t>(part.count, 1));
+  const PairBatch b = make_batch(train_, mine, whole);
+  int64_t whole_tokens = 0;
+  for (int64_t r : whole) whole_tokens += train_.target.length(r) + 1;
+  const double share = part.count == 0 ? 0.0 : static_cast<double>(b.target_tokens) / static_cast<double>(whole_tokens);
+  const BatchShardScope shard(*gen_, part.shard);
   const Tensor memory = model_->encode(b.source, b.source_pad);
   const Tensor logits = model_->decode(b.target_in, b.target_pad, memory, b.source_pad);
-  return {training_cross_entropy(logits, b.target_out.to(logits.device()), cfg_.train), b.target_tokens};
+  return {training_cross_entropy(logits, b.target_out.to(logits.device()), cfg_.train), whole_tokens, share};
 }
 
 std::vector<MetricSpec> TranslateTask::metrics() const {
@@ -419,24 +434,43 @@ Metrics TranslateTask::evaluate_split(const TranslationSplit& s, int64_t max_bat
   const std::vector<int64_t> ls = padded_lengths(s.source), lt = padded_lengths(s.target);
   auto batches = evaluation_token_batches(ls, lt, bo).batches;
   if (max_batches > 0 && static_cast<int64_t>(batches.size()) > max_batches) batches.resize(max_batches);
-  double nats = 0;
-  int64_t pieces = 0;
+  // Data parallel: batch i is rank i % ranks's and sentence j rank j % ranks's to translate; the sums
+  // and the translations are then shared, so every rank returns the metrics of the whole split.
+  const int ranks = comm_->size(), rank = comm_->rank();
+  std::vector<double> sums = {0.0, 0.0};  // nats, target pieces
   std::vector<int64_t> rows;
-  for (const auto& batch : batches) {
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const auto& batch = batches[i];
+    rows.insert(rows.end(), batch.begin(), batch.end());
+    if (static_cast<int>(i % static_cast<size_t>(ranks)) != rank) continue;
     const PairBatch b = make_batch(s, batch);
     const Tensor memory = model_->encode(b.source, b.source_pad);
     const Tensor logits = model_->decode(b.target_in, b.target_pad, memory, b.source_pad);
-    nats += cross_entropy(logits, b.target_out.to(logits.device()), -100, Reduction::Sum).item<double>();
-    pieces += b.target_tokens;
-    rows.insert(rows.end(), batch.begin(), batch.end());
+    sums[0] += cross_entropy(logits, b.target_out.to(logits.device()), -100, Reduction::Sum).item<double>();
+    sums[1] += static_cast<double>(b.target_tokens);
   }
+  comm_->all_reduce_sum(sums, "the evaluation's loss");
+  const double nats = sums[0];
+  const auto pieces = static_cast<int64_t>(sums[1]);
   std::sort(rows.begin(), rows.end());  // the evaluated sentences in file order
   std::vector<std::string> sources, references;
-  for (int64_t r : rows) {
-    sources.emplace_back(s.text.source[r]);
-    references.emplace_back(s.text.target[r]);
+  for (size_t j = 0; j < rows.size(); ++j) {
+    references.emplace_back(s.text.target[rows[j]]);
+    if (static_cast<int>(j % static_cast<size_t>(ranks)) == rank) sources.emplace_back(s.text.source[rows[j]]);
   }
-  const std::vector<std::string> hypotheses = translate(sources, options_.decode == "beam");
+  std::vector<std::string> hypotheses = translate(sources, options_.decode == "beam");
+  if (ranks > 1) {
+    // Rank r's k-th translation is sentence k * ranks + r.
+    std::vector<std::string> mine = {std::to_string(rank)};
+    mine.insert(mine.end(), hypotheses.begin(), hypotheses.end());
+    const std::vector<std::string> all = dist::all_gather(*comm_, mine, "the evaluation's translations");
+    hypotheses.assign(rows.size(), "");
+    for (size_t at = 0; at < all.size();) {
+      const int from = std::stoi(all[at++]);
+      for (size_t k = 0; at < all.size() && k * static_cast<size_t>(ranks) + static_cast<size_t>(from) < rows.size(); ++k)
+        hypotheses[k * static_cast<size_t>(ranks) + static_cast<size_t>(from)] = all[at++];
+    }
+  }
   if (translations)
     for (const std::string& h : hypotheses) *translations << h << "\n";
   data::BleuOptions lower;

@@ -30,6 +30,7 @@
 
 #include "data/parallel_text.h"
 #include "data/sentencepiece_model.h"
+#include "dist/communicator.h"
 #include "nn/transformer_encoder.h"
 #include "tasks/registry.h"
 #include "tasks/task.h"
@@ -100,6 +101,7 @@ class TranslateTask : public Task, public Predicts, public Translates {
   nn::Module& model() override { return *model_; }
   int64_t model_size() const override { return cfg_.model.hidden_size; }
   int64_t steps_per_epoch() const override { return static_cast<int64_t>(batches_.size()); }
+  bool data_parallel() const override { return true; }
   void start_epoch(int64_t epoch, int64_t first_step) override;
   StepResult forward_step(int64_t index) override;
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
@@ -140,6 +142,7 @@ class TranslateTask : public Task, public Predicts, public Translates {
   config::Config cfg_;
   TranslateOptions options_;
   Generator* gen_;
+  dist::Communicator* comm_;  // the ranks of data-parallel training (a single process otherwise)
   std::optional<data::SentencePieceModel> spm_;  // set by the constructor (from the checkpoint, a file or training)
   std::unique_ptr<TranslationModel> model_;
   TranslationSplit train_, valid_, test_;

@@ -119,6 +119,40 @@ assert abs(a["final"]["test"]["loss"] - b["final"]["test"]["loss"]) <= 1e-5
 PY
     echo "ok: classify: 2 ranks follow 1 process"
     ;;
+  translate)
+    # Translation (a Transformer with SRU feed-forward sublayers, dropout everywhere): each token-budget
+    # batch split between the ranks by sentences, padded as the whole batch, weighted by each rank's
+    # target pieces; the validation loss and the translations (greedy) shared, so BLEU is the same.
+    python3 "$src/scripts/reproduce/make_data.py" parallel "$work/pairs" > /dev/null
+    set -- --config "$src/configs/translate/multi30k-sru-4.yaml" "${device[@]}" --set data.path="$work/pairs/train.en" \
+      --set data.target_path="$work/pairs/train.de" --set data.valid_source="$work/pairs/valid.en" \
+      --set data.valid_target="$work/pairs/valid.de" --set data.test_source= --set data.test_target= \
+      --set data.vocab_size=100 --set data.max_tokens=300 --set model.embedding_size=16 --set model.hidden_size=16 \
+      --set model.ff_size=32 --set model.num_layers=2 --set model.dropout=0.2 --set model.attn_dropout=0.1 \
+      --set train.max_steps=6 --set train.warmup_steps=3 --set train.label_smoothing=0.1 --set log.every_steps=1 \
+      --set eval.every_steps=0 --set eval.max_len_b=5 --set eval.max_len_a=0.5
+    "$train" "$@" --run-dir "$work/t1" > "$work/t1.log" 2>&1 || { cat "$work/t1.log"; fail "1-process translate failed"; }
+    mpi 2 "$train" "$@" --run-dir "$work/t2" > "$work/t2.log" 2>&1 || { cat "$work/t2.log"; fail "2-rank translate failed"; }
+    losses "$work/t1" > "$work/t1.txt"; losses "$work/t2" > "$work/t2.txt"
+    same_losses "$work/t1.txt" "$work/t2.txt" "$tol" || fail "2-rank translate losses differ"
+    # A model that translates (600 steps, one process), taken one step further by 1 process and by 2
+    # ranks: the same validation BLEU from the gathered translations, the same perplexity.
+    "$train" "$@" --set train.max_steps=600 --set train.warmup_steps=100 --set train.lr=0.3 --set log.every_steps=100 \
+      --set model.embedding_size=32 --set model.hidden_size=32 --set eval.max_len_a=1.5 --set eval.max_len_b=10 \
+      --set train.threads=1 --run-dir "$work/long" > "$work/long.log" 2>&1 || { cat "$work/long.log"; fail "600-step translate failed"; }
+    cp -r "$work/long" "$work/long1" && cp -r "$work/long" "$work/long2"
+    "$train" --resume "$work/long1" --set train.max_steps=601 > "$work/l1.log" 2>&1 || { cat "$work/l1.log"; fail "1-process resume failed"; }
+    mpi 2 "$train" --resume "$work/long2" --set train.max_steps=601 > "$work/l2.log" 2>&1 \
+      || { cat "$work/l2.log"; fail "2-rank resume failed"; }
+    python3 - "$work/long1/summary.json" "$work/long2/summary.json" <<'PY' || fail "translate evaluations differ"
+import json, sys
+a, b = (json.load(open(p))["final"]["valid"] for p in sys.argv[1:])
+print("valid bleu", a["bleu"], b["bleu"], "ppl", a["ppl"], b["ppl"])
+assert a["bleu"] > 2 and abs(a["bleu"] - b["bleu"]) < 1e-9 and a["sentences"] == b["sentences"] == 300
+assert a["pieces"] == b["pieces"] and abs(a["ppl"] - b["ppl"]) <= 1e-5 * a["ppl"]
+PY
+    echo "ok: translate: 2 ranks follow 1 process"
+    ;;
   resume)
     # 12 steps in one process; the same as 6 steps on 2 ranks, 3 more on 1, the last 3 on 2 again (the
     # carried state of the 4 streams travels whole in the checkpoint; each rank takes its streams).
