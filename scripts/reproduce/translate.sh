@@ -10,7 +10,7 @@
 # --multi30k: the machine-scale configs/translate/multi30k-{base,sru-4,sru-5}.yaml instead (Multi30k
 #             English->German from scripts/get_data.sh multi30k; about an hour each on 2 cores), then each
 #             best checkpoint translates test_2016_flickr with beam 5 (srueval --translate) and
-#             bleu-score scores it: OUT/translate/MODEL.beam.json.
+#             bleu-score scores it: OUT/translate/MODEL.beam.json (summaries marked scale machine).
 # ci:         the Multi30k configs made small with --set (d 64, base 3 + 3 layers against SRU 2 + 2, 130
 #             pieces, 12 epochs) on generated sentence pairs with rules to learn (make_data.py parallel:
 #             6,000 training pairs, unseen test sentences): a few minutes on 2 cores.
@@ -28,6 +28,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# Multi30k runs are this project's machine scale: their summaries say so (results/machine/).
+[ $prefix = multi30k ] && [ "$scale" = paper ] && scale=machine
 test_source="" test_target=""
 if [ "$scale" = ci ]; then
   pairs=$out/translate-generated
@@ -43,7 +45,7 @@ if [ "$scale" = ci ]; then
         --set log.every_steps=50)
   test_source=$pairs/test.en test_target=$pairs/test.de
 else
-  if [ $prefix = multi30k ]; then
+  if [ "$scale" = machine ]; then
     repro_need data/multi30k/train.en.gz "scripts/get_data.sh multi30k"
     test_source=data/multi30k/test_2016_flickr.en.gz test_target=data/multi30k/test_2016_flickr.de.gz
   fi
