@@ -7,10 +7,36 @@ THRESHOLDS.json maps "experiment/run" to {metric: {"max" or "min": bound, "measu
 was measured}}, e.g. {"charlm/sru": {"test.bpc": {"max": 2.95, "measured": 2.71, "from": "..."}}}. Every
 listed run must have its summary OUT_DIR/experiment/run.json (written by summarize.py). Prints one line per
 check and exits 1 if any metric is worse than its threshold or any summary is missing.
+
+A threshold must also mean something: for a language model (bpc or ppl) the bound itself must beat the
+better of the trivial unigram and bigram count models on the same split (baselines.py, computed from
+the run directory's config.yaml) by the margin THRESHOLDS.json states under "_baseline_margins"
+({"bpc": bits below, "ppl": fraction below}); a bound a count table would pass fails the check.
 """
 import json
 import os
 import sys
+
+from baselines import baselines
+
+
+def check_against_baselines(run, metric, limit, run_dir, margins):
+    """1 when the bound on a bpc/ppl metric does not beat the n-gram baselines by the margin, else 0."""
+    split, _, name = metric.partition(".")
+    if name not in margins or not os.path.exists(os.path.join(run_dir, "config.yaml")):
+        return 0
+    b = baselines(run_dir, split)
+    if b is None or b["metric"] != name:
+        return 0
+    best = min(b["unigram"], b["bigram"])
+    required = best - margins[name] if name == "bpc" else best * (1 - margins[name])
+    text = "%s: the bound %.6g on %s against the %s baselines (unigram %.4g, bigram %.4g)" % (
+        run, limit, metric, split, b["unigram"], b["bigram"])
+    if limit > required:
+        print("FAIL %s: a count table comes within the margin; the bound must be at most %.4g" % (text, required))
+        return 1
+    print("ok   %s: at most %.4g required" % (text, required))
+    return 0
 
 
 def main():
@@ -18,6 +44,7 @@ def main():
         sys.exit(__doc__)
     thresholds_path, out = sys.argv[1], sys.argv[2]
     thresholds = json.load(open(thresholds_path))
+    margins = thresholds.get("_baseline_margins", {})
     failures = 0
     for run, checks in thresholds.items():
         if run.startswith("_"):
@@ -42,6 +69,7 @@ def main():
                 failures += 1
             else:
                 print("ok   %s: %s = %.6g (threshold: %s %.6g)" % (run, metric, value, kind, limit))
+            failures += check_against_baselines(run, metric, limit, os.path.join(out, run), margins)
     if failures:
         print("%d reproduction check(s) failed against %s" % (failures, thresholds_path))
         sys.exit(1)

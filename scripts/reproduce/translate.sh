@@ -10,7 +10,7 @@
 # --multi30k: the machine-scale configs/translate/multi30k-{base,sru-4,sru-5}.yaml instead (Multi30k
 #             English->German from scripts/get_data.sh multi30k; about an hour each on 2 cores), then each
 #             best checkpoint translates test_2016_flickr with beam 5 (srueval --translate) and
-#             bleu-score scores it: OUT/translate/MODEL.beam.json (summaries marked scale machine).
+#             bleu-score scores it: OUT/translate/MODEL/test.beam.json (summaries marked scale machine).
 # ci:         the Multi30k configs made small with --set (d 64, base 3 + 3 layers against SRU 2 + 2, 130
 #             pieces, 12 epochs) on generated sentence pairs with rules to learn (make_data.py parallel:
 #             6,000 training pairs, unseen test sentences): a few minutes on 2 cores.
@@ -63,9 +63,9 @@ for model in $models; do
   # scored as sacreBLEU: test.beam_bleu and test.beam_bleu_lc join the run's summary.
   dir=$out/translate/$model
   if [ -n "$test_source" ] && [ -f "$dir/best.safetensors" ]; then
-    "$srueval" --checkpoint "$dir/best.safetensors" --translate "$test_source" > "$dir.test.hyp" 2> "$dir.translate.log"
-    "$srueval" bleu-score --hyp "$dir.test.hyp" --ref "$test_target" > "$dir.beam.json"
-    python3 - "$dir.json" "$dir.beam.json" "$dir.translate.log" <<'PY'
+    "$srueval" --checkpoint "$dir/best.safetensors" --translate "$test_source" > "$dir/test.hyp" 2> "$dir/translate.log"
+    "$srueval" bleu-score --hyp "$dir/test.hyp" --ref "$test_target" > "$dir/test.beam.json"
+    python3 - "$dir.json" "$dir/test.beam.json" "$dir/translate.log" <<'PY'
 import json, re, sys
 summary_path, bleu_path, log_path = sys.argv[1:4]
 summary, bleu = json.load(open(summary_path)), json.load(open(bleu_path))
