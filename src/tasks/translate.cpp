@@ -376,15 +376,18 @@ std::string TranslateTask::detokenize(const std::vector<int64_t>& ids) const {
   return spm_->decode(std::vector<int32_t>(ids.begin(), ids.end()));
 }
 
-std::vector<std::string> TranslateTask::translate(const std::vector<std::string>& sources, bool beam) {
+std::vector<std::string> TranslateTask::best_translations(const std::vector<std::vector<int32_t>>& pieces, bool beam) {
   TranslationOptions o;
   o.beam = beam;
+  std::vector<std::string> out;
+  for (const search::NBest& n : translate_pieces(pieces, resolve(o))) out.push_back(detokenize(n.front().tokens));
+  return out;
+}
+
+std::vector<std::string> TranslateTask::translate(const std::vector<std::string>& sources, bool beam) {
   std::vector<std::vector<int32_t>> pieces;
   for (const std::string& s : sources) pieces.push_back(spm_->encode(s));
-  const std::vector<search::NBest> found = translate_pieces(pieces, resolve(o));
-  std::vector<std::string> out;
-  for (const search::NBest& n : found) out.push_back(detokenize(n.front().tokens));
-  return out;
+  return best_translations(pieces, beam);
 }
 
 TranslationStats TranslateTask::translate_lines(const std::function<bool(std::string&)>& next_line,
@@ -453,12 +456,15 @@ Metrics TranslateTask::evaluate_split(const TranslationSplit& s, int64_t max_bat
   const double nats = sums[0];
   const auto pieces = static_cast<int64_t>(sums[1]);
   std::sort(rows.begin(), rows.end());  // the evaluated sentences in file order
-  std::vector<std::string> sources, references;
+  std::vector<std::string> references;
+  std::vector<std::vector<int32_t>> sources;  // this rank's, as the split already holds them encoded
   for (size_t j = 0; j < rows.size(); ++j) {
     references.emplace_back(s.text.target[rows[j]]);
-    if (static_cast<int>(j % static_cast<size_t>(ranks)) == rank) sources.emplace_back(s.text.source[rows[j]]);
+    if (static_cast<int>(j % static_cast<size_t>(ranks)) != rank) continue;
+    const auto source = s.source[rows[j]];
+    sources.emplace_back(source.begin(), source.end());
   }
-  std::vector<std::string> hypotheses = translate(sources, options_.decode == "beam");
+  std::vector<std::string> hypotheses = best_translations(sources, options_.decode == "beam");
   if (ranks > 1) {
     // Rank r's k-th translation is sentence k * ranks + r.
     std::vector<std::string> mine = {std::to_string(rank)};

@@ -136,6 +136,8 @@ class TranslateTask : public Task, public Predicts, public Translates {
   // The hypotheses of each source (its pieces, eos not included), in order.
   std::vector<search::NBest> translate_pieces(const std::vector<std::vector<int32_t>>& pieces, const Search& how);
   std::string detokenize(const std::vector<int64_t>& ids) const;
+  // The best translation of each source given as pieces, detokenised (beam: the checkpoint's settings).
+  std::vector<std::string> best_translations(const std::vector<std::vector<int32_t>>& pieces, bool beam);
   const TranslationSplit& split_of(const std::string& split) const;
   Metrics evaluate_split(const TranslationSplit& s, int64_t max_batches, std::ostream* translations);
 
