@@ -5,7 +5,8 @@
 // times inference: evaluating checkpoints, and their encoder alone (e.g. a Super-Embed-SRU against the
 // SRU it was converted from); `srubench reader-rnn` times the SQuAD reader's encoders; `srubench
 // srupp-layer` times one SRU++ layer against an SRU layer and a Transformer block of equal parameters;
-// `srubench generate` times a language model's text generation. The benchmarks live in src/bench/; this
+// `srubench generate` times a language model's text generation; `srubench under-load` times training
+// steps and evaluation beside busy processes, with and without the load-aware thread count. The benchmarks live in src/bench/; this
 // file only parses the arguments and calls them.
 #include <iostream>
 #include <string>
@@ -18,6 +19,7 @@
 #include "bench/ceilings_bench.h"
 #include "bench/generate_bench.h"
 #include "bench/layer_bench.h"
+#include "bench/load_bench.h"
 #include "bench/reader_bench.h"
 #include "bench/srupp_bench.h"
 #include "bench/task_bench.h"
@@ -159,6 +161,27 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
   generate_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
+  sru::bench::LoadBenchOptions under_load;
+  auto* load_cmd = cli.add_subcommand("under-load", "Training steps and evaluation alone and beside busy-loop "
+                                      "processes, at 1 and 2 threads, with the load-aware thread count and fixed");
+  load_cmd->add_option("--config", under_load.configs, "Time training steps of these experiment configs (repeat)")
+      ->check(CLI::ExistingFile);
+  load_cmd->add_option("--checkpoint", under_load.checkpoints, "Time the evaluation of these checkpoints (repeat)")
+      ->check(CLI::ExistingFile);
+  load_cmd->add_option("--set", under_load.overrides, "Override a key of every config and checkpoint");
+  load_cmd->add_option("--threads-list", under_load.threads, "Thread counts, the first 1 (the reference)")
+      ->capture_default_str()->delimiter(',');
+  load_cmd->add_option("--busy", under_load.busy_cores, "Busy-loop processes beside the loaded runs")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--steps", under_load.steps, "Timed training steps per repeat")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  load_cmd->add_option("--max-batches", under_load.max_batches, "Evaluation batches (0 = the whole split)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  load_cmd->add_option("--repeats", under_load.repeats, "Timed repeats (the median is reported)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  load_cmd->add_flag("!--no-fixed", under_load.compare_fixed, "Skip the rows with the thread count fixed");
+  load_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
+
   CLI11_PARSE(cli, argc, argv);
   return sru::apps::run_main("srubench", [&] {
     sru::set_num_threads(threads);
@@ -168,6 +191,7 @@ int main(int argc, char** argv) {
                              : reader_cmd->parsed()   ? "reader-rnn"
                              : srupp_cmd->parsed()    ? "srupp-layer"
                              : generate_cmd->parsed() ? "generate"
+                             : load_cmd->parsed()     ? "under-load"
                                                       : "sru-vs-lstm";
     layer.device = reader.device = srupp_layer.device = generate.device = sru::Device::parse(device);
     SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed() || reader_cmd->parsed() || srupp_cmd->parsed() ||
@@ -190,6 +214,8 @@ int main(int argc, char** argv) {
       sru::bench::bench_reader_rnn(report, reader);
     } else if (srupp_cmd->parsed()) {
       sru::bench::bench_srupp_layer(report, srupp_layer);
+    } else if (load_cmd->parsed()) {
+      sru::bench::bench_under_load(report, under_load);
     } else if (generate_cmd->parsed()) {
       sru::bench::bench_generate(report, generate);
     } else if (ceil_cmd->parsed()) {

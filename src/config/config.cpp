@@ -80,8 +80,8 @@ std::vector<Section> Config::schema() {
         int_field("seed", &train.seed, "Random seed (same seed, same losses on the CPU)", 0),
         string_field("device", &train.device, "cpu, cuda, cuda:N or auto (data parallel: cuda and auto give each "
                      "process cuda:local_rank)"),
-        int_field("threads", &train.threads, "CPU threads (0 = all cores; data parallel: the cores shared by the "
-                  "processes on a machine)", 0),
+        int_field("threads", &train.threads, "Most CPU threads (0 = all cores; data parallel: the cores shared by "
+                  "the processes on a machine); fewer while other processes keep cores busy", 0),
         string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),
         int_field("early_stop_patience", &train.early_stop_patience,
                   "Stop after this many evaluations without improvement (0 = off)", 0),

@@ -289,7 +289,8 @@ void Trainer::finish(const std::string& reason) {
   summary["token"] = task_->token_name();
   summary["skipped_steps"] = skipped_;
   summary["device"] = train_device_.str();
-  summary["threads"] = num_threads();
+  summary["threads"] = requested_threads();           // the most; fewer while other processes kept cores busy
+  summary["thread_adaptations"] = thread_adaptations();  // how often the load changed the thread count
   summary["world_size"] = comm_.size();  // data-parallel processes (tokens/s counts all of them)
   summary["backend"] = comm_.backend();
   summary["ranks"] = ranks_;
@@ -307,9 +308,11 @@ int Trainer::run() {
   const config::Config& c = cfg();
   const std::string accumulating =
       c.train.accumulate > 1 ? fmt::format(" ({} batches, {} per step)", batches_per_epoch_, c.train.accumulate) : "";
-  spdlog::info("{} {} model: {} parameters; {} steps per epoch{}, {} steps in all; device {} ({} threads); run dir {}",
+  spdlog::info("{} {} model: {} parameters; {} steps per epoch{}, {} steps in all; device {} ({} threads{}); run dir {}",
                c.task, c.model.type, task_->model().num_parameters(), steps_per_epoch_, accumulating, total_steps_,
-               train_device_.str(), num_threads(), run_.dir);
+               train_device_.str(), requested_threads(),
+               requested_threads() > 1 && adaptive_threads() ? ", fewer while other processes keep cores busy" : "",
+               run_.dir);
   if (comm_.size() > 1) spdlog::info("data parallel: {}", ranks_);
   while (progress_.step < total_steps_ && progress_.epoch < c.train.epochs && !stop_for_patience_) {
     task_->start_epoch(progress_.epoch, progress_.step_in_epoch);

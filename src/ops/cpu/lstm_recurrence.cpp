@@ -172,6 +172,7 @@ void backward_impl(const LstmTensors& in, const Tensor& gates_t, const Tensor& c
 
 void lstm_recurrence_forward(const LstmTensors& in, const Tensor& output, const Tensor& gates, const Tensor& h_states,
                              const Tensor& c_states) {
+  adapt_threads();  // once per sequence: the per-step GEMMs and row loops then keep one thread count
   SRU_DISPATCH_FLOATING(in.gates_x.dtype(), "lstm_recurrence", [&]<typename T>() {
     forward_impl<T>(in, output, gates, h_states, c_states);
   });
@@ -180,6 +181,7 @@ void lstm_recurrence_forward(const LstmTensors& in, const Tensor& output, const 
 void lstm_recurrence_backward(const LstmTensors& in, const Tensor& gates, const Tensor& c_states,
                               const Tensor& grad_output, const Tensor& grad_h_last, const Tensor& grad_c_last,
                               const Tensor& grad_gates, const Tensor& grad_h0, const Tensor& grad_c0) {
+  adapt_threads();
   SRU_DISPATCH_FLOATING(in.gates_x.dtype(), "lstm_recurrence_backward", [&]<typename T>() {
     backward_impl<T>(in, gates, c_states, grad_output, grad_h_last, grad_c_last, grad_gates, grad_h0, grad_c0);
   });

@@ -2,6 +2,7 @@
 // Batched products loop over the batch; OpenBLAS parallelises each product internally.
 #include <cblas.h>
 
+#include "core/parallel.h"
 #include "ops/matmul.h"
 
 namespace sru::cpu {
@@ -11,6 +12,7 @@ void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int
   const int64_t M = ta ? ca : ra, K = ta ? ra : ca, N = tb ? rb : cb;
   SRU_CHECK((tb ? cb : rb) == K, "gemm: inner dimensions differ (", K, " vs ", (tb ? cb : rb), ")");
   if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ca, cb, N, batch);
+  adapt_threads();  // OpenBLAS splits each product over omp_get_max_threads() threads
   const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
   SRU_DISPATCH_FLOATING(c.dtype(), "gemm", [&]<typename T>() {
     const T* pa = a.data<T>();
