@@ -1,6 +1,7 @@
 // Start-up helpers shared by srutrain, srueval and srubench.
 #include "apps/common.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -26,12 +27,15 @@ std::string version_line(const char* app) {
 
 std::string device_summary() {
   std::ostringstream os;
-  os << "CPU: " << num_threads() << " OpenMP threads (OpenBLAS shares them)\n" << cuda::describe();
+  os << "CPU: " << num_threads() << " threads (at most; fewer while other processes keep cores busy)\n" << cuda::describe();
   os << "Data parallel: " << dist::describe_build() << "\n";
   return os.str();
 }
 
 int run_main(const char* app, const std::function<int()>& body) {
+  // A write past the file-size limit (ulimit -f) then fails with EFBIG, reported with the file's name
+  // like any other write error, instead of killing the process silently with SIGXFSZ.
+  std::signal(SIGXFSZ, SIG_IGN);
   // MPI when a launcher (mpirun, srun) started this process; ended when main returns.
   const dist::World world;
   dist::Communicator& comm = dist::world();

@@ -60,7 +60,12 @@ LoadSample read_load(const cpu_set_t& cores) {
   return s;
 }
 
+// The thread count before any set_num_threads: OpenMP's default (OMP_NUM_THREADS or all cores), read
+// before main, while the OpenMP setting still holds it.
+const int kDefaultThreads = omp_get_max_threads();
+
 struct Governor {
+  std::atomic<int> current{kDefaultThreads};
   int requested = 0;
   bool adaptive = [] {
     const char* env = std::getenv("SRU_ADAPTIVE_THREADS");
@@ -80,9 +85,18 @@ Governor& governor() {
   return g;
 }
 
+// Our parallel regions name their thread count (num_threads(sru::num_threads())); OpenMP's own setting
+// stays 1 so that OpenBLAS, which follows it, runs every call on the calling thread (ops/cpu/blas.h
+// spreads GEMM tiles over our threads instead): its results then never depend on the thread count,
+// and it never reallocates its per-thread buffers when the count changes.
 void apply_threads(int n) {
-  omp_set_num_threads(n);
-  openblas_set_num_threads(n);
+  governor().current.store(n, std::memory_order_relaxed);
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
+  static const bool blas_single = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)blas_single;
 }
 
 }  // namespace
@@ -101,11 +115,11 @@ void set_num_threads(int n) {
   apply_threads(n);
 }
 
-int num_threads() { return omp_get_max_threads(); }
+int num_threads() { return governor().current.load(std::memory_order_relaxed); }
 
 int requested_threads() {
   const Governor& g = governor();
-  return g.requested > 0 ? g.requested : omp_get_max_threads();
+  return g.requested > 0 ? g.requested : num_threads();
 }
 
 void set_adaptive_threads(bool on) {
@@ -138,7 +152,7 @@ void adapt_threads() {
   g.others = std::max(0.0, (s.busy_s - prev.busy_s - (s.self_s - prev.self_s)) / wall);
   if (!g.adaptive || g.requested <= 1) return;  // measured (for benchmarks and logs), not acted on
   const double free_cores = static_cast<double>(g.core_count) - g.others;
-  const int current = omp_get_max_threads();
+  const int current = num_threads();
   // Hysteresis: drop a thread once its core is more than half taken, take it back once it is 3/4 free.
   const int down = static_cast<int>(std::floor(free_cores + 0.5));
   const int up = static_cast<int>(std::floor(free_cores + 0.25));

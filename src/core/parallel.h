@@ -13,6 +13,7 @@ namespace sru {
 // Sets the most threads our kernels and OpenBLAS use. n <= 0 means all cores. The calling thread
 // becomes the one whose thread count follows the machine's load (adapt_threads).
 void set_num_threads(int n);
+// The threads parallel regions use now (OpenMP's own setting is kept at 1, see parallel.cpp).
 int num_threads();
 // The thread count last asked for with set_num_threads (num_threads() may be lower under load).
 int requested_threads();
@@ -43,7 +44,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& fn) {
   if (n <= 0) return;
   const int64_t chunks = (n + grain - 1) / std::max<int64_t>(grain, 1);
   if (chunks > 1 && !omp_in_parallel()) adapt_threads();
-  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), chunks));
+  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), chunks));
   if (threads <= 1 || omp_in_parallel()) {
     fn(begin, end);
     return;

@@ -1,9 +1,6 @@
 // safetensors reader/writer (format summary in safetensors.h).
 #include "core/safetensors.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -12,6 +9,8 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "core/file_io.h"
 
 namespace sru::safetensors {
 
@@ -26,17 +25,6 @@ DType parse_dtype(const std::string& tag, const std::string& where) {
   if (tag == "I32") return DType::I32;
   if (tag == "I64") return DType::I64;
   SRU_FAIL(where, ": unsupported dtype '", tag, "' (srutrain reads F32, F64, I32, I64)");
-}
-
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    SRU_CHECK(w > 0, "cannot write '", path, "': ", std::strerror(errno));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
 }
 
 }  // namespace
@@ -77,33 +65,9 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
   unsigned char size_bytes[8];
   for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<unsigned char>(n >> (8 * i));
 
-  const std::filesystem::path target(path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  SRU_CHECK(fd >= 0, "cannot create '", tmp, "' to write '", path, "': ", std::strerror(errno));
-  try {
-    write_all(fd, size_bytes, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const Tensor& t : host) write_all(fd, t.data_ptr(), t.nbytes(), tmp);
-    SRU_CHECK(::fsync(fd) == 0, "cannot flush '", tmp, "' to disk: ", std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    SRU_FAIL("cannot move '", tmp, "' to '", path, "': ", std::strerror(err));
-  }
-  // Make the rename itself durable.
-  const std::string dir = target.has_parent_path() ? target.parent_path().string() : ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  std::vector<std::string_view> chunks{std::string_view(reinterpret_cast<const char*>(size_bytes), 8), text};
+  for (const Tensor& t : host) chunks.emplace_back(static_cast<const char*>(t.data_ptr()), t.nbytes());
+  write_file_atomically(path, chunks);
 }
 
 namespace {

@@ -40,6 +40,7 @@ CheckpointContents checkpoint_contents(tasks::Task& task, const optim::Optimizer
       {"best_metric", p.has_best ? str(p.best_metric) : ""},
       {"best_step", std::to_string(p.best_step)},
       {"evals_without_improvement", std::to_string(p.evals_without_improvement)},
+      {"last_eval_step", std::to_string(p.last_eval_step)},
       {"vocabulary", task.vocabulary_name()},
   };
   return {std::move(tensors), meta};
@@ -78,6 +79,8 @@ LoadedCheckpoint read_checkpoint(safetensors::File file, const std::string& path
     if (c.progress.has_best) c.progress.best_metric = std::stod(get("best_metric"));
     c.progress.best_step = std::stoll(get("best_step"));
     c.progress.evals_without_improvement = std::stoll(get("evals_without_improvement"));
+    // Absent from checkpoints written before 2026-11-25: their resume evaluates the resumed step again.
+    if (const auto it = m.find("last_eval_step"); it != m.end()) c.progress.last_eval_step = std::stoll(it->second);
   } catch (const std::logic_error&) {
     SRU_FAIL("'", path, "': malformed training metadata (step, epoch or RNG state)");
   }

@@ -28,6 +28,8 @@ struct Progress {
   bool has_best = false;
   int64_t best_step = 0;
   int64_t evals_without_improvement = 0;
+  int64_t last_eval_step = -1;  // the step whose evaluation the fields above count (-1: none yet), so a
+                                // run resumed from that evaluation's checkpoint does not evaluate it again
 };
 
 // What a checkpoint file holds: the tensors (model, "optim.*", "task.*") and the metadata. Calls

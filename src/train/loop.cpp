@@ -76,7 +76,6 @@ class Trainer {
   tasks::MetricSpec metric_;
   int64_t total_steps_ = 0, steps_per_epoch_ = 0, batches_per_epoch_ = 0;  // steps = optimiser updates
   bool tty_ = false, stop_for_patience_ = false, out_of_time_ = false;
-  int64_t last_eval_step_ = -1;
   double epochs_done() const {
     return static_cast<double>(progress_.epoch) +
            static_cast<double>(progress_.step_in_epoch) / static_cast<double>(batches_per_epoch_);
@@ -232,7 +231,7 @@ void Trainer::evaluate_and_checkpoint() {
   } else {
     ++progress_.evals_without_improvement;
   }
-  last_eval_step_ = progress_.step;
+  progress_.last_eval_step = progress_.step;
   nlohmann::ordered_json rec;
   rec["step"] = progress_.step;
   rec["epoch"] = epochs_done();
@@ -241,8 +240,10 @@ void Trainer::evaluate_and_checkpoint() {
   dir_->append_metrics(rec);
   spdlog::info("eval step {} (epoch {:.2f}): {} {}{}", progress_.step, epochs_done(), split,
                tasks::format_metrics(*task_, m), improved ? "  (best)" : "");
-  save("last.safetensors");
+  // best before last: last records the best step, so a kill between the two saves must not leave a
+  // last that names a best.safetensors which was never written (resuming redoes this evaluation).
   if (improved) save("best.safetensors");
+  save("last.safetensors");
   if (cfg().train.early_stop_patience > 0 && progress_.evals_without_improvement >= cfg().train.early_stop_patience)
     stop_for_patience_ = true;
 }
@@ -343,7 +344,7 @@ int Trainer::run() {
     }
   }
   if (tty_) std::cout << "\n";
-  if (last_eval_step_ != progress_.step) evaluate_and_checkpoint();  // the final weights are always evaluated
+  if (progress_.last_eval_step != progress_.step) evaluate_and_checkpoint();  // the final weights are always evaluated
   const std::string reason = out_of_time_         ? "time limit"
                              : stop_for_patience_ ? "early stop"
                              : progress_.step >= total_steps_ ? "max steps" : "epochs";

@@ -8,6 +8,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
+#include "core/file_io.h"
 #include "train/run_files.h"
 
 namespace sru::train {
@@ -108,6 +111,9 @@ std::string RunDirectory::file(const std::string& name) const { return (fs::path
 void RunDirectory::prepare() {
   dist::on_root(comm_, [&] {
     prepare_run_dir(dir_);
+    // A run killed while writing leaves NAME.tmp.PID beside the file it was replacing (still intact).
+    for (const std::string& name : remove_stale_temporaries(dir_))
+      spdlog::info("removed {}, left by a run that was killed while writing it", file(name));
     return std::string();
   }, "the run directory");
 }

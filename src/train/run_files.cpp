@@ -4,12 +4,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "git_commit.inc"  // SRU_GIT_COMMIT, the source commit, written at every build by cmake/GitCommit.cmake
 
 namespace sru::train {
@@ -20,27 +23,10 @@ void prepare_run_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   SRU_CHECK(!ec, "cannot create run directory '", dir, "': ", ec.message());
-  const std::string probe = (fs::path(dir) / ".write-test").string();
-  {
-    std::ofstream out(probe);
-    SRU_CHECK(out.good(), "run directory '", dir, "' is not writable");
-  }
-  fs::remove(probe, ec);
+  SRU_CHECK(::access(dir.c_str(), W_OK) == 0, "run directory '", dir, "' is not writable: ", std::strerror(errno));
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    SRU_CHECK(out.good(), "cannot write '", tmp, "'");
-    out << text;
-    out.flush();
-    SRU_CHECK(out.good(), "error while writing '", tmp, "'");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  SRU_CHECK(!ec, "cannot move '", tmp, "' to '", path, "': ", ec.message());
-}
+void write_file_atomic(const std::string& path, const std::string& text) { write_file_atomically(path, {text}); }
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -50,17 +36,9 @@ std::string read_text_file(const std::string& path) {
   return text.str();
 }
 
-MetricsLog::MetricsLog(const std::string& path) : path_(path) {
-  std::ofstream out(path_, std::ios::app);
-  SRU_CHECK(out.good(), "cannot open metrics log '", path_, "' for appending");
-}
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {}
 
-void MetricsLog::write(const nlohmann::ordered_json& record) {
-  std::ofstream out(path_, std::ios::app);
-  out << record.dump() << "\n";
-  out.flush();
-  SRU_CHECK(out.good(), "error while appending to '", path_, "'");
-}
+void MetricsLog::write(const nlohmann::ordered_json& record) { append_to_file(path_, record.dump() + "\n"); }
 
 namespace {
 std::atomic<bool> stop_flag{false};

@@ -12,13 +12,13 @@
 // on inlining), compiled with -fno-trapping-math like the SRU kernels, so they vectorise. Rows are
 // split over threads only when a step has enough elements to pay for it; every element's arithmetic
 // is the same for any thread count.
-#include <cblas.h>
 
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
+#include "ops/cpu/blas.h"
 #include "ops/lstm_math.h"
 #include "ops/lstm_recurrence.h"
 
@@ -30,12 +30,7 @@ namespace {
 // b_transposed else (K, N), c (M, N).
 template <typename T>
 void gemm_rows(int64_t M, int64_t N, int64_t K, const T* a, const T* b, bool b_transposed, T beta, T* c) {
-  const CBLAS_TRANSPOSE opb = b_transposed ? CblasTrans : CblasNoTrans;
-  const int64_t ldb = b_transposed ? K : N;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, opb, M, N, K, 1.0f, a, K, b, ldb, beta, c, N);
-  else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, opb, M, N, K, 1.0, a, K, b, ldb, beta, c, N);
+  blas_gemm<T>(false, b_transposed, M, N, K, T(1), a, K, b, b_transposed ? K : N, beta, c, N);
 }
 
 // One row's forward step. gates holds h_{t-1} W_hh^T on entry and i f g o on return.

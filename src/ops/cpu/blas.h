@@ -1,0 +1,25 @@
+// Row-major GEMM on OpenBLAS whose result does not depend on the thread count.
+//
+// c (M, N) = alpha op(a) op(b) + beta c, op(a) (M, K), op(b) (K, N); lda/ldb/ldc are row strides.
+// OpenBLAS's own threading gives results that differ in the last bits between 1 and 2 threads for
+// shapes as small as 64 x 256 x 32 (tested in tests/unit/test_ops_forward.cpp), and the thread count
+// changes while a program runs (core/parallel.h: it follows the machine's load). So C is cut into
+// tiles fixed by (M, N, K) alone — row blocks first, then column blocks, each with the whole K — and
+// every tile is one single-threaded BLAS call; the tiles are spread over the OpenMP threads.
+#pragma once
+
+#include <cstdint>
+
+namespace sru::cpu {
+
+template <typename T>
+void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T beta, T* c, int64_t ldc);
+
+// The tile grid blas_gemm uses for a shape (for tests and benchmarks).
+struct GemmTiling {
+  int64_t row_blocks = 1, col_blocks = 1, rows = 0, cols = 0;  // rows/cols: a block's size (the last may be smaller)
+};
+GemmTiling gemm_tiling(int64_t M, int64_t N, int64_t K);
+
+}  // namespace sru::cpu
