@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages srutrain needs to build and test, only those missing, and says what it does.
-# Idempotent: a second run installs nothing. CUDA is not installed here (it lives in /usr/local/cuda
+# Arguments name further packages a script needs (scripts/sanitize.sh and scripts/fuzz.sh: clang and
+# libomp-dev for libFuzzer). Idempotent: a second run installs nothing. CUDA is not installed here (it lives in /usr/local/cuda
 # when present); the build compiles CUDA sources only when nvcc is found.
 set -euo pipefail
 
@@ -10,6 +11,7 @@ packages=(
   libcli11-dev libspdlog-dev libyaml-cpp-dev libsentencepiece-dev
   libgtest-dev nlohmann-json3-dev zlib1g-dev
   libopenmpi-dev openmpi-bin
+  "$@"
 )
 
 missing=()

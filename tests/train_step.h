@@ -26,7 +26,7 @@ class CharLmSteps {
     {
       Generator gen(7);
       std::ofstream out(path, std::ios::binary);
-      for (double u : Tensor::uniform({4000}, 0, 256, DType::F64, gen).to_vector<double>()) out.put(static_cast<char>(u));
+      for (double u : Tensor::uniform({4000}, 0, 256, DType::F64, gen).to_vector<double>()) out.put(static_cast<char>(static_cast<unsigned char>(u)));
     }
     cfg_ = config::Config::defaults("charlm", type);
     cfg_.data.path = path;

@@ -183,6 +183,7 @@ void parse_yaml(const std::vector<Section>& schema, const std::string& text, con
   if (root.IsNull()) return;  // an empty file: all defaults
   SRU_CHECK(root.IsMap(), where(source, root), ": the config must be a mapping of sections (task, data, model, ...)");
   for (auto it = root.begin(); it != root.end(); ++it) {
+    SRU_CHECK(it->first.IsScalar(), where(source, it->first), ": a key must be a plain name, not a list or mapping");
     const std::string name = it->first.as<std::string>();
     const std::string at = where(source, it->first);
     const Section* section = nullptr;
@@ -201,6 +202,8 @@ void parse_yaml(const std::vector<Section>& schema, const std::string& text, con
     if (it->second.IsNull()) continue;
     SRU_CHECK(it->second.IsMap(), at, ": section '", name, "' must be a mapping of keys");
     for (auto kv = it->second.begin(); kv != it->second.end(); ++kv) {
+      SRU_CHECK(kv->first.IsScalar(), where(source, kv->first), ": a key of section '", name,
+                "' must be a plain name, not a list or mapping");
       const std::string key = kv->first.as<std::string>(), path = name + "." + key;
       const Field* field = find_field(*section, key);
       if (!field) {

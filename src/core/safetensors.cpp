@@ -115,20 +115,28 @@ File read_file(std::istream& in, uint64_t file_size, const std::string& path) {
     Span span{0, 0, it.key()};
     Shape shape;
     DType dtype;
-    try {
-      dtype = parse_dtype(e.at("dtype").get<std::string>(), where);
-      shape = e.at("shape").get<Shape>();
-      const auto offsets = e.at("data_offsets").get<std::vector<uint64_t>>();
-      SRU_CHECK(offsets.size() == 2, where, ": data_offsets must have two entries");
-      span.begin = offsets[0];
-      span.end = offsets[1];
-    } catch (const nlohmann::json::exception& ex) {
-      SRU_FAIL(where, ": malformed entry: ", ex.what());
-    }
-    for (int64_t s : shape) SRU_CHECK(s >= 0, where, ": negative dimension in shape ", shape_str(shape));
+    // Integers only (a float would be cast out of range), and sizes checked before any product: a
+    // shape whose element count overflows must not pass as a small one.
+    auto is_count = [](const nlohmann::json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); };
+    const auto& shape_json = e.at("shape");
+    const auto& offsets = e.at("data_offsets");
+    SRU_CHECK(e.at("dtype").is_string(), where, ": dtype must be a string");
+    SRU_CHECK(shape_json.is_array() && std::all_of(shape_json.begin(), shape_json.end(), is_count), where,
+              ": shape must be a list of non-negative integers, got ", shape_json.dump());
+    SRU_CHECK(offsets.is_array() && offsets.size() == 2 && is_count(offsets[0]) && is_count(offsets[1]), where,
+              ": data_offsets must be two non-negative integers, got ", offsets.dump());
+    dtype = parse_dtype(e.at("dtype").get<std::string>(), where);
+    span.begin = offsets[0].get<uint64_t>();
+    span.end = offsets[1].get<uint64_t>();
     SRU_CHECK(span.begin <= span.end && span.end <= data_size, where, ": byte range [", span.begin, ", ", span.end,
               ") lies outside the ", data_size, " data bytes (truncated file?)");
-    const uint64_t expected = static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype);
+    uint64_t expected = dtype_size(dtype);
+    for (const auto& d : shape_json) {
+      const uint64_t dim = d.get<uint64_t>();
+      SRU_CHECK(!__builtin_mul_overflow(expected, dim, &expected) && dim <= (uint64_t{1} << 62), where, ": shape ",
+                shape_json.dump(), " holds more bytes than any file");
+      shape.push_back(static_cast<int64_t>(dim));
+    }
     SRU_CHECK(span.end - span.begin == expected, where, ": ", span.end - span.begin, " bytes for shape ",
               shape_str(shape), " of ", dtype_name(dtype), " (expected ", expected, ")");
     Tensor t = Tensor::empty(shape, dtype);

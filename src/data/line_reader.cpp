@@ -85,7 +85,7 @@ ZipEntry find_zip_member(std::FILE* f, const std::string& path, const std::strin
     cd_size = little_endian(&z64[40], 8);
     cd_offset = little_endian(&z64[48], 8);
   }
-  SRU_CHECK(cd_offset + cd_size <= file_size, "'", path, "': corrupted central directory");
+  SRU_CHECK(cd_size <= file_size && cd_offset <= file_size - cd_size, "'", path, "': corrupted central directory");
   const std::vector<unsigned char> cd = read_at(f, cd_offset, static_cast<size_t>(cd_size), path);
   std::string names;
   bool found = false;
@@ -105,10 +105,12 @@ ZipEntry find_zip_member(std::FILE* f, const std::string& path, const std::strin
       for (size_t x = at + 46 + name_len, end = x + extra_len; x + 4 <= end;) {
         const uint64_t id = little_endian(&cd[x], 2), len = little_endian(&cd[x + 2], 2);
         if (id == 1) {
+          // The field's values end at its stated length or at the entry's extra data, whichever is first.
+          const size_t field_end = std::min<size_t>(x + 4 + len, end);
           size_t v = x + 4;
-          if (entry.size == 0xffffffffu && v + 8 <= x + 4 + len) entry.size = little_endian(&cd[v], 8), v += 8;
-          if (packed == 0xffffffffu && v + 8 <= x + 4 + len) v += 8;
-          if (entry.local_header == 0xffffffffu && v + 8 <= x + 4 + len) entry.local_header = little_endian(&cd[v], 8);
+          if (entry.size == 0xffffffffu && v + 8 <= field_end) entry.size = little_endian(&cd[v], 8), v += 8;
+          if (packed == 0xffffffffu && v + 8 <= field_end) v += 8;
+          if (entry.local_header == 0xffffffffu && v + 8 <= field_end) entry.local_header = little_endian(&cd[v], 8);
         }
         x += 4 + len;
       }
@@ -129,15 +131,21 @@ class ZipMemberSource : public ByteSource {
   ZipMemberSource(const std::string& path, const std::string& member) : path_(path), in_(1 << 18) {
     file_ = std::fopen(path.c_str(), "rb");
     SRU_CHECK(file_ != nullptr, "cannot open '", path, "'");
+    try {
+      open_member(member);
+    } catch (...) {  // the destructor does not run for a constructor that throws
+      std::fclose(file_);
+      throw;
+    }
+  }
+
+ private:
+  void open_member(const std::string& member) {
+    const std::string& path = path_;
     ZipEntry entry;
     bool from_directory = false;
     if (!member.empty()) {
-      try {
-        entry = find_zip_member(file_, path, member);
-      } catch (...) {
-        std::fclose(file_);
-        throw;
-      }
+      entry = find_zip_member(file_, path, member);
       from_directory = true;
       SRU_CHECK(std::fseek(file_, static_cast<long>(entry.local_header), SEEK_SET) == 0, "cannot read '", path, "'");
     }
@@ -154,7 +162,7 @@ class ZipMemberSource : public ByteSource {
     if (stored_size == 0xffffffffu) {  // ZIP64: the real sizes are in extra field 0x0001
       for (size_t at = name_len; at + 4 <= name_extra.size();) {
         const uint64_t id = little_endian(&name_extra[at], 2), len = little_endian(&name_extra[at + 2], 2);
-        if (id == 1 && len >= 8) stored_size = little_endian(&name_extra[at + 4], 8);
+        if (id == 1 && len >= 8 && at + 12 <= name_extra.size()) stored_size = little_endian(&name_extra[at + 4], 8);
         at += 4 + len;
       }
     }
@@ -169,6 +177,8 @@ class ZipMemberSource : public ByteSource {
       inflating_ = true;
     }
   }
+
+ public:
   ~ZipMemberSource() override {
     if (inflating_) inflateEnd(&z_);
     std::fclose(file_);

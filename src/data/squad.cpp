@@ -20,6 +20,8 @@ nlohmann::json read_json_file(const std::string& path, const char* what) {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     SRU_FAIL(what, " '", path, "' is not valid JSON (at byte ", e.byte, ", counting from 1): ", e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. out_of_range: a number too large for a double
+    SRU_FAIL(what, " '", path, "' is not valid JSON: ", e.what());
   }
 }
 
@@ -92,8 +94,8 @@ SquadAnswer read_answer(const nlohmann::json& a, const std::string& context, con
   SquadAnswer answer;
   answer.text = field(a, "text", Kind::kString, at).get<std::string>();
   const nlohmann::json& start = field(a, "answer_start", Kind::kInteger, at);
-  SRU_CHECK(start.is_number_unsigned() || start.get<int64_t>() >= 0, at.str(), ": answer_start ", start.dump(),
-            " is negative");
+  SRU_CHECK(start.is_number_unsigned() ? start.get<uint64_t>() <= (uint64_t{1} << 62) : start.get<int64_t>() >= 0,
+            at.str(), ": answer_start ", start.dump(), start.is_number_unsigned() ? " is beyond any context" : " is negative");
   answer.answer_start = start.get<int64_t>();
   answer.begin = unicode::byte_offset_of_code_point(context, answer.answer_start);
   SRU_CHECK(answer.begin >= 0, at.str(), ": answer_start ", answer.answer_start, " is beyond the context (",

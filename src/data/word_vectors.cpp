@@ -107,6 +107,10 @@ WordVectors read_word2vec_binary(const std::string& path, const std::unordered_s
   int64_t count = 0;
   SRU_CHECK(in.next(header) && parse_header(header, count, out.dim), path,
             ": not a word2vec binary file (the first line must be \"count dimension\")");
+  // Published vectors have at most a few thousand dimensions; a larger header is a damaged file, not a
+  // request for terabytes.
+  SRU_CHECK(out.dim <= (int64_t{1} << 20), path, ": dimension ", out.dim, " in the header is implausible (at most ",
+            int64_t{1} << 20, "): not a word2vec binary file?");
   std::vector<char> raw(static_cast<size_t>(out.dim) * 4);
   for (int64_t i = 0; i < count; ++i) {
     SRU_CHECK(in.read_until(' ', word), path, ": ends after ", i, " of ", count, " vectors");

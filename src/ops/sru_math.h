@@ -24,7 +24,11 @@ namespace sru {
 // Inputs below -87 are clamped, so exp(x) never goes below ~1.6e-38 (an absolute error under 2e-38).
 SRU_HD float exp_nonpositive(float x) {
   x = x < -87.0f ? -87.0f : x;
-  const float n = static_cast<float>(static_cast<int32_t>(x * 1.44269504088896341f - 0.5f));  // round(x / ln 2)
+  // A NaN (or +inf) input must come out non-finite, for the trainer's non-finite check, without the
+  // undefined float-to-int conversion of a NaN: the integer part is taken from 0 instead, and r keeps
+  // the NaN.
+  const float finite_x = (x == x && x <= 0.0f) ? x : 0.0f;
+  const float n = static_cast<float>(static_cast<int32_t>(finite_x * 1.44269504088896341f - 0.5f));  // round(x / ln 2)
   const float r = x - n * 0.693359375f - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;

@@ -88,8 +88,10 @@ int cross_validate(const RunOptions& options, const config::Config& cfg, const t
       }
     }
     const std::string summary_path = (fold_dir / "summary.json").string();
-    const nlohmann::json s = nlohmann::json::parse(fold_run.read_text("summary.json"));
-    SRU_CHECK(s.contains("best") && s["best"].contains("metric"), summary_path, " has no best checkpoint's metrics");
+    const nlohmann::json s = nlohmann::json::parse(fold_run.read_text("summary.json"), nullptr, /*allow_exceptions=*/false);
+    SRU_CHECK(!s.is_discarded(), summary_path, " is not valid JSON (damaged? delete the fold's directory to rerun it)");
+    SRU_CHECK(s.contains("best") && s["best"].contains("metric") && s["best"]["metric"].is_string(), summary_path,
+              " has no best checkpoint's metrics");
     metric = s["best"]["metric"].get<std::string>();
     higher_is_better = s["best"].value("higher_is_better", false);
     nlohmann::ordered_json f;

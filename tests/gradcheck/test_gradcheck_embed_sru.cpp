@@ -21,8 +21,10 @@ TEST(GradcheckEmbedSru, RecurrenceAllInputsBothForms) {
     o.use_tanh = bits & 2;
     const bool extras = bits & 4;  // c0, dropout mask and padding
     SCOPED_TRACE(::testing::Message() << "bits=" << bits);
-    const auto [mask_c, mask_pad] =
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    const sru::testing::MaskAndPadding masks =
         extras ? sru::testing::gradcheck_mask_and_padding(d) : sru::testing::MaskAndPadding{};
+    const Tensor mask_c = masks.mask, mask_pad = masks.padding;
     // Gates inside (0, 1), as the clipped tables keep them.
     Inputs inputs = {leaf({L, B, d}, 1), leaf({L, B, d}, 2, 0.05, 0.95), leaf({L, B, d}, 3, 0.05, 0.95),
                      leaf({L, B, d}, 4), extras ? leaf({B, d}, 5) : Tensor()};

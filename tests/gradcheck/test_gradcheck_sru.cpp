@@ -29,8 +29,10 @@ TEST(GradcheckSru, FusedRecurrenceAllInputs) {
     const bool extras = bits & 16;  // c0, dropout mask and padding
     SCOPED_TRACE(::testing::Message() << "bits=" << bits);
     const int64_t out = (o.bidirectional ? 2 : 1) * d;
-    const auto [mask_c, mask_pad] =
+    // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+    const sru::testing::MaskAndPadding masks =
         extras ? sru::testing::gradcheck_mask_and_padding(out) : sru::testing::MaskAndPadding{};
+    const Tensor mask_c = masks.mask, mask_pad = masks.padding;
     Inputs inputs = {leaf({L, B, out * o.k}, 1), leaf({L, B, out}, 2), leaf({2 * out}, 3), leaf({2 * out}, 4),
                      extras ? leaf({B, out}, 5) : Tensor()};
     expect_gradients_match(

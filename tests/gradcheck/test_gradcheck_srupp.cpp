@@ -40,8 +40,9 @@ nn::SRUppOptions options() { return sru::testing::srupp_options(5, 4, 4, 2, 2); 
 }  // namespace
 
 TEST(GradcheckSrupp, CausalSoftmaxOffsetsWindowsAndEmptyRows) {
-  for (const auto& [Lq, Lk, offset, window] :
+  for (const auto& [Lq, Lk, offset_, window_] :
        {std::tuple{4, 4, 0, -1}, std::tuple{3, 6, 3, -1}, std::tuple{4, 7, 3, 2}, std::tuple{3, 4, 5, 0}}) {
+    const int offset = offset_, window = window_;  // clang before 16 cannot capture structured bindings
     SCOPED_TRACE(::testing::Message() << Lq << " " << Lk << " " << offset << " " << window);
     expect_gradients_match([=](const Inputs& x) { return causal_softmax(x[0], 0.7, offset, window) * x[1]; },
                            {leaf({2, Lq, Lk}, 1, -2, 2), leaf({2, Lq, Lk}, 2)});
