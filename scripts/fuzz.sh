@@ -6,11 +6,13 @@
 # a fixed one belongs in the committed corpus, where the normal test suite replays it (ctest
 # fuzz_replay_TARGET).
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]      SRU_FUZZ_JOBS=N runs N targets at once (default 1)
+# SRU_FUZZ_SEED=N fixes libFuzzer's seed (CI: the same inputs every run, so a red run is the change's,
+# not chance); the default 0 lets libFuzzer pick one (campaigns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
-scripts/setup.sh clang libomp-dev
+scripts/setup.sh clang libomp-dev libclang-rt-14-dev llvm-14  # runtimes of ASan/UBSan/libFuzzer; llvm-symbolizer
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=($(sed -n 's/^set(SRU_FUZZ_TARGETS \(.*\))$/\1/p' CMakeLists.txt))
 # SRU_FUZZ_BUILD_DIR: a build already configured with SRU_FUZZ=ON (CI reuses scripts/sanitize.sh's
@@ -29,13 +31,15 @@ run_one() {
   rm -rf "$work" "$crashes"; mkdir -p "$work" "$crashes"
   cp tests/fuzz/corpus/"$t"/* "$work"/ 2>/dev/null || true
   # -rss_limit_mb / -malloc_limit_mb: an allocation driven by a size field in the input is a finding.
+  local rc=0 runs cov ft corp found
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$build"/tests/fuzz/fuzz_"$t" -max_total_time="$seconds" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-    -malloc_limit_mb=1024 -artifact_prefix="$crashes/" -print_final_stats=1 "$work" > "$log" 2>&1
-  local rc=$? runs cov ft corp found
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+    "$build"/tests/fuzz/fuzz_"$t" -max_total_time="$seconds" -seed="${SRU_FUZZ_SEED:-0}" -max_len=8192 -timeout=10 \
+    -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$crashes/" -print_final_stats=1 "$work" > "$log" 2>&1 \
+    || rc=$?
+  # (|| true: under set -e and pipefail a grep that matches nothing would end this function early)
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
   corp=$(ls "$work" | wc -l)
   found=$(ls "$crashes" | wc -l)
   echo "$t: ${seconds} s, ${runs:-?} executions, cov ${cov:-?}, ft ${ft:-?}, corpus ${corp}, crashes ${found}, exit ${rc}" | tee -a "$summary"

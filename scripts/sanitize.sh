@@ -6,7 +6,7 @@
 # scripts/fuzz.sh, so one sanitizer build serves both. Arguments are passed to ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh clang libomp-dev
+scripts/setup.sh clang libomp-dev libclang-rt-14-dev llvm-14  # runtimes of ASan/UBSan/libFuzzer; llvm-symbolizer
 # A build-asan/ configured by another compiler (before 2026-11-25: gcc) is started afresh.
 if [ -f build-asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang' build-asan/CMakeCache.txt; then
   rm -rf build-asan

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages srutrain needs to build and test, only those missing, and says what it does.
-# Arguments name further packages a script needs (scripts/sanitize.sh and scripts/fuzz.sh: clang and
-# libomp-dev for libFuzzer). Idempotent: a second run installs nothing. CUDA is not installed here (it lives in /usr/local/cuda
+# Arguments name further packages a script needs (scripts/sanitize.sh and scripts/fuzz.sh: clang,
+# libomp-dev and the sanitizer and libFuzzer runtimes). Idempotent: a second run installs nothing. CUDA is not installed here (it lives in /usr/local/cuda
 # when present); the build compiles CUDA sources only when nvcc is found.
 set -euo pipefail
 

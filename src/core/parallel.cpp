@@ -60,12 +60,10 @@ LoadSample read_load(const cpu_set_t& cores) {
   return s;
 }
 
-// The thread count before any set_num_threads: OpenMP's default (OMP_NUM_THREADS or all cores), read
-// before main, while the OpenMP setting still holds it.
-const int kDefaultThreads = omp_get_max_threads();
-
 struct Governor {
-  std::atomic<int> current{kDefaultThreads};
+  // Before any set_num_threads: OpenMP's default (OMP_NUM_THREADS or all cores). The first call of
+  // num_threads() builds this, before anything sets OpenMP's count to 1 (blas_gemm asks it first).
+  std::atomic<int> current{std::max(1, omp_get_max_threads())};
   int requested = 0;
   bool adaptive = [] {
     const char* env = std::getenv("SRU_ADAPTIVE_THREADS");

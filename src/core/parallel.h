@@ -20,7 +20,7 @@ int requested_threads();
 
 // Load-aware threads. Every parallel region waits for its slowest thread, so when another process
 // keeps a core busy, a thread sharing that core makes every region wait for the scheduler (measured:
-// 2 threads 4-40x slower than 1 beside one busy process). At most every 200 ms, on the thread that
+// 2 threads 1.7-2.8x slower than 1 beside one busy process, 25x beside a multi-threaded one). At most every 200 ms, on the thread that
 // called set_num_threads and outside parallel regions, adapt_threads() reads the cores' busy time
 // (/proc/stat, the cores this process may run on) minus this process's own CPU time, and runs on the
 // cores the other processes leave free (at least 1, at most the requested count). Off with

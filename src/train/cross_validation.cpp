@@ -93,7 +93,8 @@ int cross_validate(const RunOptions& options, const config::Config& cfg, const t
     SRU_CHECK(s.contains("best") && s["best"].contains("metric") && s["best"]["metric"].is_string(), summary_path,
               " has no best checkpoint's metrics");
     metric = s["best"]["metric"].get<std::string>();
-    higher_is_better = s["best"].value("higher_is_better", false);
+    higher_is_better = s["best"].contains("higher_is_better") && s["best"]["higher_is_better"].is_boolean() &&
+                       s["best"]["higher_is_better"].get<bool>();
     nlohmann::ordered_json f;
     f["fold"] = fold;
     for (const auto& [split, values] : s["best"].items()) {

@@ -14,8 +14,9 @@
 set -uo pipefail
 build=$1 src=$2 case=$3
 source "$src/tests/e2e/common.sh"
-mnt=$work/mnt
-trap 'umount "$mnt" 2>/dev/null; rm -rf "$work"' EXIT
+mnt=$work/mnt pid=
+# Also on a ctest timeout: stop a background run, then unmount, then remove.
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; umount "$mnt" 2>/dev/null; rm -rf "$work"' EXIT
 
 # A run that checkpoints at every step (1.2 MB files: hidden size 128 with Adam's moments) and
 # crosses an epoch boundary (21 steps per epoch of this 1.5 kB text).

@@ -67,8 +67,14 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
     for (int64_t i = 0; i < tiles; ++i) tile(i);
     return;
   }
-  // OpenBLAS splits a call over omp_get_max_threads() threads: keep that 1 on this thread (as
-  // set_num_threads does; a program that never called it, e.g. a test, gets it here).
+  // OpenBLAS splits a call over its own thread count (which its OpenMP build follows from
+  // omp_get_max_threads()): keep both 1 (as set_num_threads does; a program that never called it, e.g.
+  // a test, or one that loads another OpenBLAS build, gets it here).
+  static const bool blas_single = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)blas_single;
   if (!omp_in_parallel() && omp_get_max_threads() != 1) omp_set_num_threads(1);
   for (int64_t i = 0; i < tiles; ++i) tile(i);
 }

@@ -167,7 +167,7 @@ void backward_impl(const LstmTensors& in, const Tensor& gates_t, const Tensor& c
 
 void lstm_recurrence_forward(const LstmTensors& in, const Tensor& output, const Tensor& gates, const Tensor& h_states,
                              const Tensor& c_states) {
-  adapt_threads();  // once per sequence: the per-step GEMMs and row loops then keep one thread count
+  adapt_threads();  // the load is also checked inside, at most every 200 ms (results never depend on it)
   SRU_DISPATCH_FLOATING(in.gates_x.dtype(), "lstm_recurrence", [&]<typename T>() {
     forward_impl<T>(in, output, gates, h_states, c_states);
   });
