@@ -145,6 +145,9 @@ class Task {
   // True when the task splits its batches and evaluations across the ranks of the communicator it was
   // made with (TaskContext::comm); the trainer refuses more than one rank for the others.
   virtual bool data_parallel() const { return false; }
+  // How the global batch is split among the ranks, in words, when it is not data.batch_size sequences
+  // divided evenly (which the trainer then checks); "" for that default.
+  virtual std::string batch_split() const { return ""; }
 
   // The splits evaluate() accepts. The trainer evaluates validation_split() during training and every
   // split but "train" at the end.

@@ -102,6 +102,9 @@ class TranslateTask : public Task, public Predicts, public Translates {
   int64_t model_size() const override { return cfg_.model.hidden_size; }
   int64_t steps_per_epoch() const override { return static_cast<int64_t>(batches_.size()); }
   bool data_parallel() const override { return true; }
+  std::string batch_split() const override {
+    return "data.max_tokens " + std::to_string(options_.max_tokens) + " padded tokens, split by sentences";
+  }
   void start_epoch(int64_t epoch, int64_t first_step) override;
   StepResult forward_step(int64_t index) override;
   Metrics evaluate(const std::string& split, int64_t max_batches) override;

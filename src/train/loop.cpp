@@ -104,7 +104,7 @@ void Trainer::setup() {
   metric_ = task_->metric(c.eval.metric.empty() ? task_->metrics().front().name : c.eval.metric);
 
   task_->model().to(train_device_);  // before the optimiser, whose state follows the parameters' device
-  ranks_ = describe_ranks(comm_, c, train_device_);
+  ranks_ = describe_ranks(comm_, c, train_device_, task_->batch_split());
   if (comm_.size() > 1) {
     std::vector<double> on_gpu = {train_device_.is_cuda() ? 1.0 : 0.0};
     comm_.all_reduce_sum(on_gpu, "the ranks' device kinds");

@@ -56,18 +56,21 @@ void check_data_parallel(const config::Config& cfg, const tasks::Task& task, con
   if (n == 1) return;
   dist::check_collective(task.data_parallel(), "task " + cfg.task + " cannot train data-parallel (it does not split "
                                                    "its batches across processes): run it as one process");
+  if (!task.batch_split().empty()) return;  // batches of another kind (translation: token budgets)
   dist::check_collective(cfg.data.batch_size % n == 0,
                          "data.batch_size " + std::to_string(cfg.data.batch_size) + " is the global batch, and it does "
                          "not divide among the " + std::to_string(n) + " processes: use a multiple of " +
                          std::to_string(n) + " (each process takes data.batch_size / " + std::to_string(n) + ")");
 }
 
-std::string describe_ranks(dist::Communicator& comm, const config::Config& cfg, Device device) {
+std::string describe_ranks(dist::Communicator& comm, const config::Config& cfg, Device device,
+                           const std::string& batch_split) {
   const std::vector<std::string> where = comm.all_gather(device.str() + " on " + comm.host(), "the ranks' devices");
   const int n = comm.size();
-  std::string out = std::to_string(n) + (n == 1 ? " process" : " processes") + " (" + comm.backend() + "), global batch " +
-                    std::to_string(cfg.data.batch_size);
-  if (n > 1) out += " = " + std::to_string(cfg.data.batch_size / n) + " per process";
+  std::string out = std::to_string(n) + (n == 1 ? " process" : " processes") + " (" + comm.backend() + "), global batch ";
+  if (!batch_split.empty()) out += batch_split;
+  else out += std::to_string(cfg.data.batch_size);
+  if (n > 1 && batch_split.empty()) out += " = " + std::to_string(cfg.data.batch_size / n) + " per process";
   for (int r = 0; r < n; ++r) out += (r ? ", rank " : "; rank ") + std::to_string(r) + ": " + where[r];
   return out;
 }

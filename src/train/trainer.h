@@ -28,10 +28,13 @@ Device resolve_train_device(const std::string& requested, const dist::Communicat
 // This process's CPU threads: train.threads, or for 0 the machine's cores shared by its ranks.
 int threads_for(int64_t requested, const dist::Communicator& comm);
 // Refuses what data-parallel training cannot do, on every rank alike: several ranks with a task that
-// does not split its batches, or a global batch (data.batch_size) that does not divide among the ranks.
+// does not split its batches, or a global batch (data.batch_size) that does not divide among the ranks
+// (unless the task's batches are of another kind: Task::batch_split()).
 void check_data_parallel(const config::Config& cfg, const tasks::Task& task, const dist::Communicator& comm);
-// "2 processes (mpi), global batch 32 = 16 per process; rank 0: cpu on vm, rank 1: cpu on vm" (collective).
-std::string describe_ranks(dist::Communicator& comm, const config::Config& cfg, Device device);
+// "2 processes (mpi), global batch 32 = 16 per process; rank 0: cpu on vm, rank 1: cpu on vm" (collective):
+// the world size, backend, global batch (data.batch_size, or the task's batch_split()) and each rank's device.
+std::string describe_ranks(dist::Communicator& comm, const config::Config& cfg, Device device,
+                           const std::string& batch_split = "");
 
 // Trains to completion; throws sru::Error for bad input (before anything is overwritten).
 int train(const RunOptions& options);

@@ -135,6 +135,11 @@ PY
     mpi 2 "$train" "$@" --run-dir "$work/t2" > "$work/t2.log" 2>&1 || { cat "$work/t2.log"; fail "2-rank translate failed"; }
     losses "$work/t1" > "$work/t1.txt"; losses "$work/t2" > "$work/t2.txt"
     same_losses "$work/t1.txt" "$work/t2.txt" "$tol" || fail "2-rank translate losses differ"
+    # 3 ranks: the token budgets split by sentences, so data.batch_size (32, unused here) need not divide.
+    mpi 3 "$train" "$@" --set train.max_steps=2 --run-dir "$work/t3" > "$work/t3.log" 2>&1 \
+      || { cat "$work/t3.log"; fail "3-rank translate was refused or failed"; }
+    matches "global batch data.max_tokens 300 padded tokens, split by sentences" "$(cat "$work/t3.log")" \
+      || { cat "$work/t3.log"; fail "the log does not say how translation batches are split"; }
     # A model that translates (600 steps, one process), taken one step further by 1 process and by 2
     # ranks: the same validation BLEU from the gathered translations, the same perplexity.
     "$train" "$@" --set train.max_steps=600 --set train.warmup_steps=100 --set train.lr=0.3 --set log.every_steps=100 \
