@@ -2,7 +2,6 @@
 // (see parallel.h for why).
 #include "core/parallel.h"
 
-#include <cblas.h>
 #include <sched.h>
 
 #include <atomic>
@@ -89,12 +88,7 @@ Governor& governor() {
 // and it never reallocates its per-thread buffers when the count changes.
 void apply_threads(int n) {
   governor().current.store(n, std::memory_order_relaxed);
-  if (omp_get_max_threads() != 1) omp_set_num_threads(1);
-  static const bool blas_single = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)blas_single;
+  if (omp_get_max_threads() != 1) omp_set_num_threads(1);  // OpenBLAS's own count: ops/cpu/blas.cpp
 }
 
 }  // namespace
