@@ -13,7 +13,13 @@ struct Mat {
   int64_t rows, cols;
 };
 
-Mat as_matrix(const Tensor& t) { return {t.numel() / std::max<int64_t>(t.size(-1), 1), t.size(-1)}; }
+// The rows are the product of the leading dims, not numel / cols: with an empty inner dimension
+// (cols 0) that quotient is 0 whatever the rows are.
+Mat as_matrix(const Tensor& t) {
+  int64_t rows = 1;
+  for (int64_t i = 0; i + 1 < t.dim(); ++i) rows *= t.size(i);
+  return {rows, t.size(-1)};
+}
 
 // C (rows of op(a) x cols of op(b)) for 2-d views.
 Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "autograd/engine.h"
 #include "core/parallel.h"
 #include "core/philox.h"
 #include "ops/ops.h"
@@ -95,6 +96,23 @@ TEST(Matmul, LeadingDimsFoldIntoRows) {
   EXPECT_EQ(y.shape(), (Shape{4, 3, 2}));
   Tensor flat = matmul(x.view({12, 5}), w);
   EXPECT_TRUE(values_near(y, {4, 3, 2}, flat.to_vector<double>(), 1e-14));
+}
+
+// An empty inner dimension (K = 0) gives a zero product of the full output shape, and gradients of
+// the inputs' (empty) shapes: found on the GPU's hardening test, where the CPU twin failed first.
+TEST(Matmul, EmptyInnerDimensionGivesZerosOfTheOutputShape) {
+  for (const bool ta : {false, true}) {
+    Tensor a = (ta ? Tensor::uniform({0, 4}, -1, 1, DType::F64) : Tensor::uniform({4, 0}, -1, 1, DType::F64))
+                   .set_requires_grad(true);
+    Tensor b = Tensor::uniform({0, 3}, -1, 1, DType::F64).set_requires_grad(true);
+    Tensor c = matmul(a, b, ta, false);
+    EXPECT_TRUE(values_near(c, {4, 3}, std::vector<double>(12, 0.0)));
+    autograd::backward(sum(c));
+    EXPECT_EQ(a.grad().shape(), a.shape());
+    EXPECT_EQ(b.grad().shape(), b.shape());
+  }
+  Tensor x = Tensor::uniform({2, 3, 0}, -1, 1, DType::F64), w = Tensor::uniform({0, 5}, -1, 1, DType::F64);
+  EXPECT_TRUE(values_near(matmul(x, w), {2, 3, 5}, std::vector<double>(30, 0.0)));
 }
 
 TEST(Matmul, BatchedEqualsPerItem) {
