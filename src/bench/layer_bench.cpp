@@ -69,6 +69,8 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
       // backward reads U (3), x, c and grad h, writes grad U (3) and grad x. 16 floats in all.
       const double recurrence_bytes = 16.0 * sizeof(float) * L * B * d;
       record("recurrence", [&] {
+        // Gradients stored, not added to the last run's: the row times the recurrence, not an add.
+        for (Tensor* t : {&U, &vc, &bias}) t->set_grad(Tensor());
         auto [h, c] = sru::sru_recurrence(U, x, vc, bias, Tensor(), Tensor(), Tensor(), ro);
         sru::autograd::backward(h, grad_h);
       }, recurrence_bytes);

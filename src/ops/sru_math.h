@@ -45,12 +45,20 @@ SRU_HD float exp_nonpositive(float x) {
 #endif
 }
 
-// The SRU's gate sigmoid: exact (std::exp) in double, the vectorisable exp in float.
+// The SRU's gate sigmoid: exact (std::exp) in double; in float the vectorisable exp on the CPU and,
+// on the GPU, the special-function unit's exp and reciprocal (about 2 ulp each): the recurrence's
+// serial step chain is latency-bound there, and the polynomial exp with an IEEE division was most of
+// its instructions (docs/gpu-notes.md).
 template <typename T>
 SRU_HD T sru_sigmoid(T x) {
   if constexpr (std::is_same_v<T, float>) {
+#if defined(__CUDA_ARCH__)
+    const float e = __expf(x < 0.0f ? x : -x);  // exp(-|x|) never overflows; NaN stays NaN
+    const float inv = __fdividef(1.0f, 1.0f + e);
+#else
     const float e = exp_nonpositive(x < 0.0f ? x : -x);  // exp(-|x|) never overflows
     const float inv = 1.0f / (1.0f + e);
+#endif
     // Both branches computed, then selected: a conditional multiply would block vectorisation.
     const float negative_side = e * inv;
     return x >= 0.0f ? inv : negative_side;

@@ -56,7 +56,7 @@ TEST(CudaHardening, SruRecurrenceEdgeCases) {
   SKIP_WITHOUT_CUDA();
   uint64_t seed = 500;
   for (DType dt : {DType::F32, DType::F64})
-    for (int64_t L : {1, 7, 8, 16})
+    for (int64_t L : {1, 7, 8, 16, 17, 24, 33})  // the kernels' chunk and chunk-pair boundaries
       for (int64_t B : {1, 3})
         for (bool bidir : {false, true})
           for (int pattern = 0; pattern < 5; ++pattern) {

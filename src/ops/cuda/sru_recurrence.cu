@@ -3,8 +3,8 @@
 // (ops/cpu/sru_recurrence_kernels.h); shapes and saved state: ops/sru_recurrence.h.
 //
 // One thread per (batch b, output column col = dir*d + j), B*out threads: it walks time in its
-// direction carrying c in a register, loading the inputs of kChunk steps before computing them (more
-// loads in flight). U is read at ((t*B + b)*out + col)*k + m, so neighbouring threads read
+// direction carrying c in a register, loading the inputs of the next kChunk steps while it computes
+// the current ones (two register buffers), so its loads stay in flight behind the arithmetic. U is read at ((t*B + b)*out + col)*k + m, so neighbouring threads read
 // neighbouring columns. The backward thread accumulates d vf, d vr, d bf, d br of its
 // column in T (float32 for float) over time and writes them per batch row; a second kernel sums the
 // B rows per column in order (deterministic, same order as the CPU). Padded steps (mask_pad != 0)
@@ -40,11 +40,19 @@ struct Column {
         vr(args.weight_c[args.out + col]), bf(args.bias[col]), br(args.bias[args.out + col]),
         mask(args.mask_c ? args.mask_c[i] : T(1)), c0(args.c0 ? args.c0[i] : T(0)),
         scale(args.scale_x ? args.scale_x[0] : args.scale) {}
+  // A loaded step input ready for the step math: x' = scale * x (k = 3; with k = 4 x' is U's 4th column).
+  template <int K>
+  __device__ SruStepInput<T> scaled(SruStepInput<T> in) const {
+    if constexpr (K == 3) in.x_skip *= scale;
+    return in;
+  }
   __device__ long long time_of(long long step) const { return dir == 0 ? step : a.L - 1 - step; }
   __device__ long long position_of(long long t) const { return (t * a.B + b) * a.out + col; }
   __device__ bool padded(long long t) const { return a.pad && a.pad[t * a.B + b]; }
 
-  // The step input at element position pos (U row pos*K, x at pos).
+  // The step input at element position pos (U row pos*K, x at pos), with x_skip still unscaled: a
+  // product here would wait for the load at once, making each step's loads wait a round trip before
+  // the next step's are issued (the stall ncu showed, docs/gpu-notes.md); scaled() applies it later.
   template <int K>
   __device__ SruStepInput<T> input(long long pos) const {
     SruStepInput<T> in;
@@ -53,7 +61,7 @@ struct Column {
     in.u1 = u[1];
     in.u2 = u[2];
     if constexpr (K == 4) in.x_skip = u[3];
-    else in.x_skip = a.has_skip ? scale * a.x[pos] : T(0);
+    else in.x_skip = a.has_skip ? a.x[pos] : T(0);
     in.vf = vf;
     in.vr = vr;
     in.bf = bf;
@@ -63,107 +71,166 @@ struct Column {
   }
 };
 
-// Steps whose inputs a thread loads before computing any of them. One thread per column leaves few
-// warps per SM (B*out threads), so a thread that loaded one step at a time would wait a memory round
-// trip per step; loading kChunk steps first keeps kChunk times more loads in flight.
-constexpr int kChunk = 8;
+// The inputs of kChunk consecutive processing steps of one column. Loads go chunk by chunk, one chunk
+// ahead of the arithmetic (two buffers): one thread per column leaves few warps per SM (B*out
+// threads), so a thread must keep its own loads in flight while it computes; a thread that loaded a
+// chunk and then computed it waited a memory round trip per chunk (the profile in docs/gpu-notes.md).
+// Float64 columns take half the steps per chunk: eight doubles per buffer spilled to local memory.
+template <typename T>
+constexpr int kChunk = sizeof(T) == 8 ? 4 : 8;
 // Threads per block of the column kernels: small blocks spread few columns (B*out) over more SMs.
 constexpr unsigned kColumnBlock = 64;
 
-template <typename T, int K>
+// Where a column's chunk starting at processing step `first` lives: element position and padding index
+// of that step, and their strides per step (negative for direction 1, which walks time backwards).
+template <typename T>
+struct StepWalk {
+  long long pos, pad_at, stride, pad_stride;
+  __device__ StepWalk(const Column<T>& column, long long first) {
+    const long long t = column.time_of(first);
+    const bool forward = column.dir == 0;
+    pos = column.position_of(t);
+    pad_at = t * column.a.B + column.b;
+    stride = forward ? column.a.B * column.a.out : -column.a.B * column.a.out;
+    pad_stride = forward ? column.a.B : -column.a.B;
+  }
+};
+
+template <typename T>
+struct ForwardChunk {
+  SruStepInput<T> in[kChunk<T>];
+  bool padded[kChunk<T>];
+};
+
+template <typename T, int K, bool Pad>
+__device__ __forceinline__ void load_forward(const Column<T>& column, long long first, ForwardChunk<T>& chunk) {
+  const StepWalk<T> w(column, first);
+#pragma unroll
+  for (int s = 0; s < kChunk<T>; ++s) {
+    if (first + s >= column.a.L) break;
+    chunk.in[s] = column.template input<K>(w.pos + s * w.stride);
+    chunk.padded[s] = Pad && column.a.pad[w.pad_at + s * w.pad_stride];
+  }
+}
+
+template <typename T, int K, bool Pad>
+__device__ __forceinline__ void compute_forward(const Column<T>& column, long long first, const ForwardChunk<T>& chunk,
+                                                T& c, T* __restrict__ h, T* __restrict__ c_all) {
+  const StepWalk<T> w(column, first);
+#pragma unroll
+  for (int s = 0; s < kChunk<T>; ++s) {
+    if (first + s >= column.a.L) break;
+    const long long pos = w.pos + s * w.stride;
+    if (Pad && chunk.padded[s]) {
+      h[pos] = T(0);
+      c_all[pos] = c;
+      continue;
+    }
+    T hv;
+    c = sru_step_forward(column.template scaled<K>(chunk.in[s]), c, column.a.use_tanh, column.a.has_skip, hv);
+    h[pos] = hv;
+    c_all[pos] = c;
+  }
+}
+
+template <typename T, int K, bool Pad>
 __global__ void forward_kernel(Args<T> a, T* __restrict__ h, T* __restrict__ c_all, T* __restrict__ c_last) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
     const Column<T> column(a, idx);
     T c = column.c0;
-    for (long long first = 0; first < a.L; first += kChunk) {
-      SruStepInput<T> in[kChunk];
-      bool padded[kChunk];
-#pragma unroll
-      for (int s = 0; s < kChunk; ++s) {
-        const long long step = first + s;
-        if (step >= a.L) break;
-        const long long t = column.time_of(step);
-        padded[s] = column.padded(t);
-        in[s] = column.template input<K>(column.position_of(t));
-      }
-#pragma unroll
-      for (int s = 0; s < kChunk; ++s) {
-        const long long step = first + s;
-        if (step >= a.L) break;
-        const long long t = column.time_of(step);
-        const long long pos = column.position_of(t);
-        if (padded[s]) {
-          h[pos] = T(0);
-          c_all[pos] = c;
-          continue;
-        }
-        T hv;
-        c = sru_step_forward(in[s], c, a.use_tanh, a.has_skip, hv);
-        h[pos] = hv;
-        c_all[pos] = c;
-      }
+    ForwardChunk<T> even, odd;  // chunks 0, 2, 4, ... and 1, 3, 5, ...
+    if (a.L > 0) load_forward<T, K, Pad>(column, 0, even);
+    for (long long first = 0; first < a.L; first += 2 * kChunk<T>) {
+      if (first + kChunk<T> < a.L) load_forward<T, K, Pad>(column, first + kChunk<T>, odd);
+      compute_forward<T, K, Pad>(column, first, even, c, h, c_all);
+      if (first + kChunk<T> >= a.L) break;
+      if (first + 2 * kChunk<T> < a.L) load_forward<T, K, Pad>(column, first + 2 * kChunk<T>, even);
+      compute_forward<T, K, Pad>(column, first + kChunk<T>, odd, c, h, c_all);
     }
     c_last[idx] = c;
   }
 }
 
-template <typename T, int K>
+// Processing steps last, last-1, ..., last-kChunk+1 (backwards); c_edge is c at step last-kChunk, the
+// state before the chunk's earliest step (c0 when that is step 0), so every step's c_prev is at hand.
+template <typename T>
+struct BackwardChunk {
+  SruStepInput<T> in[kChunk<T>];
+  T c_cur[kChunk<T>], g_h[kChunk<T>], c_edge;
+  bool padded[kChunk<T>];
+};
+
+template <typename T, int K, bool Pad>
+__device__ __forceinline__ void load_backward(const Column<T>& column, long long last, const T* __restrict__ c_all,
+                                              const T* __restrict__ gh, BackwardChunk<T>& chunk) {
+  const StepWalk<T> w(column, last);
+#pragma unroll
+  for (int s = 0; s < kChunk<T>; ++s) {
+    if (last - s < 0) break;
+    const long long pos = w.pos - s * w.stride;
+    chunk.in[s] = column.template input<K>(pos);
+    chunk.c_cur[s] = c_all[pos];
+    chunk.g_h[s] = gh[pos];
+    chunk.padded[s] = Pad && column.a.pad[w.pad_at - s * w.pad_stride];
+  }
+  chunk.c_edge = last - kChunk<T> >= 0 ? c_all[w.pos - kChunk<T> * w.stride] : column.c0;
+}
+
+template <typename T, int K, bool Pad>
+__device__ __forceinline__ void compute_backward(const Column<T>& column, long long last, const BackwardChunk<T>& chunk,
+                                                 T& gc, T (&acc)[4], T* __restrict__ gU, T* __restrict__ gx) {
+  const StepWalk<T> w(column, last);
+  const Args<T>& a = column.a;
+#pragma unroll
+  for (int s = 0; s < kChunk<T>; ++s) {
+    if (last - s < 0) break;
+    const long long pos = w.pos - s * w.stride;
+    if (Pad && chunk.padded[s]) {  // c passed through unchanged: gc flows on as it is
+      for (int k = 0; k < K; ++k) gU[pos * K + k] = T(0);
+      if (gx) gx[pos] = T(0);
+      continue;
+    }
+    const T c_prev = last - s == 0 ? column.c0 : (s + 1 < kChunk<T> ? chunk.c_cur[s + 1] : chunk.c_edge);
+    const SruStepGrads<T> g =
+        sru_step_backward(column.template scaled<K>(chunk.in[s]), c_prev, chunk.c_cur[s], chunk.g_h[s], gc, a.use_tanh, a.has_skip);
+    gU[pos * K] = g.u0;
+    gU[pos * K + 1] = g.u1;
+    gU[pos * K + 2] = g.u2;
+    if constexpr (K == 4) gU[pos * K + 3] = g.x_skip;
+    if (K == 3 && a.has_skip && gx) gx[pos] = g.x_skip * column.scale;
+    acc[0] += g.vf;
+    acc[1] += g.vr;
+    acc[2] += g.u1;
+    acc[3] += g.u2;
+    gc = g.c_prev;
+  }
+}
+
+template <typename T, int K, bool Pad>
 __global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T* __restrict__ gh,
                                 const T* __restrict__ gc_last, T* __restrict__ gU, T* __restrict__ gx,
                                 T* __restrict__ gc0, T* __restrict__ part_v, T* __restrict__ part_b /* (B, 2*out) each */) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
     const Column<T> column(a, idx);
     T gc = gc_last ? gc_last[idx] : T(0);
-    T acc_vf = T(0), acc_vr = T(0), acc_bf = T(0), acc_br = T(0);
-    // Walks the processing order backwards (step = L-1 .. 0), kChunk steps at a time.
-    for (long long last = a.L - 1; last >= 0; last -= kChunk) {
-      SruStepInput<T> in[kChunk];
-      T c_cur[kChunk], c_prev[kChunk], g_h[kChunk];
-      bool padded[kChunk];
-#pragma unroll
-      for (int s = 0; s < kChunk; ++s) {
-        const long long step = last - s;
-        if (step < 0) break;
-        const long long t = column.time_of(step);
-        const long long pos = column.position_of(t);
-        padded[s] = column.padded(t);
-        in[s] = column.template input<K>(pos);
-        c_cur[s] = c_all[pos];
-        g_h[s] = gh[pos];
-        // The state before this step in processing order.
-        c_prev[s] = step == 0 ? column.c0 : c_all[column.position_of(column.dir == 0 ? t - 1 : t + 1)];
-      }
-#pragma unroll
-      for (int s = 0; s < kChunk; ++s) {
-        const long long step = last - s;
-        if (step < 0) break;
-        const long long t = column.time_of(step);
-        const long long pos = column.position_of(t);
-        if (padded[s]) {  // c passed through unchanged: gc flows on as it is
-          for (int k = 0; k < K; ++k) gU[pos * K + k] = T(0);
-          if (gx) gx[pos] = T(0);
-          continue;
-        }
-        const SruStepGrads<T> g = sru_step_backward(in[s], c_prev[s], c_cur[s], g_h[s], gc, a.use_tanh, a.has_skip);
-        gU[pos * K] = g.u0;
-        gU[pos * K + 1] = g.u1;
-        gU[pos * K + 2] = g.u2;
-        if constexpr (K == 4) gU[pos * K + 3] = g.x_skip;
-        if (K == 3 && a.has_skip && gx) gx[pos] = g.x_skip * column.scale;
-        acc_vf += g.vf;
-        acc_vr += g.vr;
-        acc_bf += g.u1;
-        acc_br += g.u2;
-        gc = g.c_prev;
-      }
+    T acc[4] = {T(0), T(0), T(0), T(0)};  // d vf, d vr, d bf, d br of this column and batch row
+    // Walks the processing order backwards (step = L-1 .. 0), kChunk steps at a time, loading a chunk ahead.
+    BackwardChunk<T> even, odd;
+    if (a.L > 0) load_backward<T, K, Pad>(column, a.L - 1, c_all, gh, even);
+    for (long long last = a.L - 1; last >= 0; last -= 2 * kChunk<T>) {
+      if (last - kChunk<T> >= 0) load_backward<T, K, Pad>(column, last - kChunk<T>, c_all, gh, odd);
+      compute_backward<T, K, Pad>(column, last, even, gc, acc, gU, gx);
+      if (last - kChunk<T> < 0) break;
+      if (last - 2 * kChunk<T> >= 0) load_backward<T, K, Pad>(column, last - 2 * kChunk<T>, c_all, gh, even);
+      compute_backward<T, K, Pad>(column, last - kChunk<T>, odd, gc, acc, gU, gx);
     }
     if (gc0) gc0[idx] = gc;
     T* pv = part_v + column.b * 2 * a.out;
     T* pb = part_b + column.b * 2 * a.out;
-    pv[column.col] = acc_vf;
-    pv[a.out + column.col] = acc_vr;
-    pb[column.col] = acc_bf;
-    pb[a.out + column.col] = acc_br;
+    pv[column.col] = acc[0];
+    pv[a.out + column.col] = acc[1];
+    pb[column.col] = acc[2];
+    pb[a.out + column.col] = acc[3];
   }
 }
 
@@ -201,8 +268,11 @@ void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o,
     if (threads == 0) return;
     const cudaStream_t s = stream_of(in.U);
     const unsigned grid = grid_for(threads, kColumnBlock);
-    if (o.k == 4) forward_kernel<T, 4><<<grid, kColumnBlock, 0, s>>>(a, h.data<T>(), c_all.data<T>(), c_last.data<T>());
-    else forward_kernel<T, 3><<<grid, kColumnBlock, 0, s>>>(a, h.data<T>(), c_all.data<T>(), c_last.data<T>());
+    T *hp = h.data<T>(), *cp = c_all.data<T>(), *lp = c_last.data<T>();
+    if (o.k == 4 && a.pad) forward_kernel<T, 4, true><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
+    else if (o.k == 4) forward_kernel<T, 4, false><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
+    else if (a.pad) forward_kernel<T, 3, true><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
+    else forward_kernel<T, 3, false><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
     SRU_CUDA_LAUNCH_CHECK("sru forward_kernel");
   });
 }
@@ -224,8 +294,10 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
       T *gU = grad_U.data<T>(), *gx = data_or_null<T>(grad_x), *gc0 = data_or_null<T>(grad_c0);
       T *pv = part_v.data<T>(), *pb = part_b.data<T>();
       const T *c = c_all.data<T>(), *gh = grad_h.data<T>(), *gc_last = data_or_null<T>(grad_c_last);
-      if (o.k == 4) backward_kernel<T, 4><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
-      else backward_kernel<T, 3><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+      if (o.k == 4 && a.pad) backward_kernel<T, 4, true><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+      else if (o.k == 4) backward_kernel<T, 4, false><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+      else if (a.pad) backward_kernel<T, 3, true><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+      else backward_kernel<T, 3, false><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
       SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
     }
     reduce_batch_kernel<<<grid_for(2 * a.out), kBlock, 0, s>>>(part_v.data<T>(), part_b.data<T>(), a.B, 2 * a.out,
