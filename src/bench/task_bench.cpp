@@ -65,6 +65,8 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
       ++epoch;
       if (device.is_cuda()) sru::cuda::synchronize(device.index);  // the host clock times finished work
     };
+    // Peak device memory of training: weights, optimiser state and the largest step's activations.
+    if (device.is_cuda()) sru::cuda::reset_peak_stats(device.index);
     run_steps(std::min(o.warmup_steps, per_epoch));
     tokens = 0;
     const auto t = sru::bench::time_cpu([&] { run_steps(steps); }, {0, o.repeats});
@@ -78,6 +80,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("vs_first", seconds / first_seconds);
     row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
     row.set("ranks", comm.size());
+    if (device.is_cuda()) row.set("peak_device_mb", sru::cuda::allocator_stats(device.index).peak_allocated / 1048576.0);
     report.add(row);
   }
 }

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+# The PyTorch peers of `srubench sru-vs-lstm --device cuda` and `srubench train-epoch` on a GPU, run on
+# the same card in the same call (scripts/gpu_lease.sh):
+#   layer: one layer, input size = hidden size = d, batch B, float32, forward + backward of
+#          sum(h * ones) — torch.nn.LSTM (cuDNN, TF32 off like ours) and the reference `sru` package's
+#          SRU (its CUDA kernel, JIT-built by torch.utils.cpp_extension), timed with CUDA events:
+#          warm-up runs, then the median of the repeats; peak device memory of one call;
+#   train: the reference's language_model/train_enwik8.py step (embedding, dropout, sru.SRU or
+#          nn.LSTM, dropout, linear, cross-entropy, Adam, gradient clipping, state carried across
+#          batches and detached) at the sizes of our YAML configs, on the same bytes, in chars/s.
+# The reference package is imported from --sru-src (a folder holding the `sru` package, v2.6).
+# Usage: python3 scripts/gpu_peer_bench.py --sru-src DIR layer --lengths 32 128 256 --hidden 256 512 1024
+#        python3 scripts/gpu_peer_bench.py --sru-src DIR train --config configs/enwik8-small.yaml --data FILE
+import argparse
+import json
+import statistics
+import sys
+import time
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+import yaml
+
+DEVICE = "cuda"  # --device
+
+
+def import_reference_sru(src):
+    """The reference `sru` module, or None with the reason printed (its CUDA kernel must have built)."""
+    if not src:
+        return None
+    sys.path.insert(0, src)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            import sru  # noqa: F401 (the JIT build of its CUDA kernel runs here)
+        except Exception as e:  # noqa: BLE001 (any failure: report it and leave the rows out)
+            print(f"reference sru: import failed: {e!r}")
+            return None
+    for w in caught:
+        if "unsuccessful" in str(w.message) and DEVICE != "cpu":
+            print(f"reference sru: its CUDA kernel did not build: {w.message}")
+            return None
+    print(f"reference sru {sru.__version__} from {sru.__file__}")
+    return sru
+
+
+def time_ms(fn, warmup, repeats):
+    """Median milliseconds of fn over `repeats` runs (CUDA events on a GPU), after `warmup` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if DEVICE == "cpu":  # a test run of this script on a machine without a GPU
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1000)
+            continue
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def peak_mb(fn):
+    if DEVICE == "cpu":
+        return float("nan")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def layer_bench(a, sru):
+    rows = []
+    print("| impl | L | B | d | ms | peak MB |")
+    print("|---|---|---|---|---|---|")
+    for L in a.lengths:
+        for d in a.hidden:
+            x = torch.empty(L, a.batch, d, device=DEVICE).uniform_(-1, 1).requires_grad_()
+            grad_h = torch.ones(L, a.batch, d, device=DEVICE)
+            layers = {"torch_lstm": nn.LSTM(d, d).to(DEVICE)}
+            if sru is not None:
+                layers["ref_sru"] = sru.SRU(d, d, num_layers=1).to(DEVICE)
+            for name, layer in layers.items():
+                def step(layer=layer):
+                    layer.zero_grad(set_to_none=False)
+                    x.grad = None
+                    layer(x)[0].backward(grad_h)
+                ms = time_ms(step, a.warmup, a.repeats)
+                mb = peak_mb(step)
+                rows.append({"impl": name, "L": L, "B": a.batch, "d": d, "ms": ms, "peak_mb": mb})
+                print(f"| {name} | {L} | {a.batch} | {d} | {ms:.4f} | {mb:.1f} |", flush=True)
+    return rows
+
+
+class CharLM(nn.Module):
+    """train_enwik8.py's model: embedding -> dropout -> SRU/LSTM stack -> dropout -> linear."""
+
+    def __init__(self, vocab, m, sru):
+        super().__init__()
+        self.drop = nn.Dropout(m.get("dropout", 0.0))
+        self.embedding = nn.Embedding(vocab, m["embedding_size"])
+        if m["type"] == "lstm":
+            self.rnn = nn.LSTM(m["embedding_size"], m["hidden_size"], m["num_layers"], dropout=m.get("dropout", 0.0))
+        else:
+            self.rnn = sru.SRU(m["embedding_size"], m["hidden_size"], m["num_layers"], dropout=m.get("dropout", 0.0),
+                               projection_size=m.get("projection_size", 0), highway_bias=m.get("highway_bias", 0.0),
+                               layer_norm=m.get("layer_norm", False), rescale=m.get("rescale", False))
+        self.out = nn.Linear(m["hidden_size"], vocab)
+
+    def forward(self, x, hidden):
+        h, hidden = self.rnn(self.drop(self.embedding(x)), hidden)
+        return self.out(self.drop(h)).view(-1, self.out.out_features), hidden
+
+
+def detach(hidden):
+    if hidden is None:
+        return None
+    return tuple(h.detach() for h in hidden) if isinstance(hidden, tuple) else hidden.detach()
+
+
+def train_bench(a, sru):
+    data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8)
+    vocab_bytes, ids = np.unique(data, return_inverse=True)
+    rows = []
+    print("| config | params | chars/s | ms/step | peak MB |")
+    print("|---|---|---|---|---|")
+    for path in a.config:
+        cfg = yaml.safe_load(open(path))
+        m, B, bptt = cfg["model"], cfg["data"]["batch_size"], cfg["data"]["bptt"]
+        if m["type"] != "lstm" and sru is None:
+            print(f"| {path} | - | reference sru unavailable | | |")
+            continue
+        torch.manual_seed(1)
+        model = CharLM(len(vocab_bytes), m, sru).to(DEVICE)
+        params = sum(p.numel() for p in model.parameters())
+        # A fixed learning rate: the schedule does not change the time of a step.
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4, weight_decay=cfg["train"].get("weight_decay", 0.0))
+        clip = cfg["train"].get("clip_grad_norm", 0.0)
+        n = (len(ids) - 1) // B * B
+        xs = torch.from_numpy(ids[:n].reshape(B, -1).T.copy()).to(DEVICE)
+        ys = torch.from_numpy(ids[1:n + 1].reshape(B, -1).T.copy()).to(DEVICE)
+        batches = xs.size(0) // bptt
+        state = {"hidden": None, "i": 0}
+        loss_fn = nn.CrossEntropyLoss()
+
+        def step():
+            i = state["i"] % batches
+            state["i"] += 1
+            x, y = xs[i * bptt:(i + 1) * bptt], ys[i * bptt:(i + 1) * bptt]
+            model.zero_grad(set_to_none=False)
+            out, hidden = model(x, detach(state["hidden"]))
+            state["hidden"] = hidden
+            loss = loss_fn(out, y.reshape(-1))
+            loss.backward()
+            if clip > 0:
+                nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            return loss
+
+        model.train()
+        if DEVICE != "cpu":
+            torch.cuda.reset_peak_memory_stats()
+        ms = time_ms(lambda: [step() for _ in range(a.steps)], 1, a.repeats) / a.steps
+        mb = torch.cuda.max_memory_allocated() / 2**20 if DEVICE != "cpu" else float("nan")
+        chars = B * bptt / (ms / 1000)
+        rows.append({"config": path, "params": params, "chars_per_s": chars, "ms_per_step": ms, "peak_mb": mb})
+        print(f"| {path} | {params} | {chars:.0f} | {ms:.2f} | {mb:.0f} |", flush=True)
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description="PyTorch peers of srubench on a GPU")
+    p.add_argument("--sru-src", default="", help="folder holding the reference `sru` package")
+    p.add_argument("--json", default="", help="also write the rows as JSON here")
+    p.add_argument("--device", default="cuda", help="cuda, or cpu to try this script on a machine without a GPU")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=20)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    lp = sub.add_parser("layer")
+    lp.add_argument("--lengths", type=int, nargs="+", default=[32, 128, 256])
+    lp.add_argument("--hidden", type=int, nargs="+", default=[256, 512, 1024])
+    lp.add_argument("--batch", type=int, default=32)
+    tp = sub.add_parser("train")
+    tp.add_argument("--config", nargs="+", required=True)
+    tp.add_argument("--data", required=True)
+    tp.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
+    a = p.parse_args()
+    global DEVICE
+    DEVICE = a.device
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    name = torch.cuda.get_device_name() if DEVICE != "cpu" else "cpu"
+    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {name}, TF32 off")
+    sru = import_reference_sru(a.sru_src)
+    rows = layer_bench(a, sru) if a.cmd == "layer" else train_bench(a, sru)
+    if a.json:
+        json.dump(rows, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
