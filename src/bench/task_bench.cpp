@@ -80,7 +80,10 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("vs_first", seconds / first_seconds);
     row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
     row.set("ranks", comm.size());
-    if (device.is_cuda()) row.set("peak_device_mb", sru::cuda::allocator_stats(device.index).peak_allocated / 1048576.0);
+    if (device.is_cuda()) {
+      const double peak = static_cast<double>(sru::cuda::allocator_stats(device.index).peak_allocated);
+      row.set("peak_device_mb", peak / (1 << 20));
+    }
     report.add(row);
   }
 }

@@ -4,11 +4,12 @@
 //
 // One thread per (batch b, output column col = dir*d + j), B*out threads: it walks time in its
 // direction carrying c in a register, loading the inputs of the next kChunk steps while it computes
-// the current ones (two register buffers), so its loads stay in flight behind the arithmetic. U is read at ((t*B + b)*out + col)*k + m, so neighbouring threads read
-// neighbouring columns. The backward thread accumulates d vf, d vr, d bf, d br of its
-// column in T (float32 for float) over time and writes them per batch row; a second kernel sums the
-// B rows per column in order (deterministic, same order as the CPU). Padded steps (mask_pad != 0)
-// keep c and output h = 0; the padding mask is first turned into one int per (t, b).
+// the current ones (two register buffers), so its loads stay in flight behind the arithmetic. U is
+// read at ((t*B + b)*out + col)*k + m, so neighbouring threads read neighbouring columns. The
+// backward thread accumulates d vf, d vr, d bf, d br of its column in T (float32 for float) over time
+// and writes them per batch row; a second kernel sums the B rows per column in order (deterministic,
+// same order as the CPU). Padded steps (mask_pad != 0) keep c and output h = 0; the padding mask is
+// first turned into one int per (t, b).
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/sru_math.h"
 #include "ops/sru_recurrence.h"
@@ -192,7 +193,8 @@ __device__ __forceinline__ void compute_backward(const Column<T>& column, long l
     }
     const T c_prev = last - s == 0 ? column.c0 : (s + 1 < kChunk<T> ? chunk.c_cur[s + 1] : chunk.c_edge);
     const SruStepGrads<T> g =
-        sru_step_backward(column.template scaled<K>(chunk.in[s]), c_prev, chunk.c_cur[s], chunk.g_h[s], gc, a.use_tanh, a.has_skip);
+        sru_step_backward(column.template scaled<K>(chunk.in[s]), c_prev, chunk.c_cur[s], chunk.g_h[s], gc,
+                          a.use_tanh, a.has_skip);
     gU[pos * K] = g.u0;
     gU[pos * K + 1] = g.u1;
     gU[pos * K + 2] = g.u2;
@@ -294,10 +296,11 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
       T *gU = grad_U.data<T>(), *gx = data_or_null<T>(grad_x), *gc0 = data_or_null<T>(grad_c0);
       T *pv = part_v.data<T>(), *pb = part_b.data<T>();
       const T *c = c_all.data<T>(), *gh = grad_h.data<T>(), *gc_last = data_or_null<T>(grad_c_last);
-      if (o.k == 4 && a.pad) backward_kernel<T, 4, true><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
-      else if (o.k == 4) backward_kernel<T, 4, false><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
-      else if (a.pad) backward_kernel<T, 3, true><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
-      else backward_kernel<T, 3, false><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+      auto launch = [&](auto kernel) { kernel<<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb); };
+      if (o.k == 4 && a.pad) launch(backward_kernel<T, 4, true>);
+      else if (o.k == 4) launch(backward_kernel<T, 4, false>);
+      else if (a.pad) launch(backward_kernel<T, 3, true>);
+      else launch(backward_kernel<T, 3, false>);
       SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
     }
     reduce_batch_kernel<<<grid_for(2 * a.out), kBlock, 0, s>>>(part_v.data<T>(), part_b.data<T>(), a.B, 2 * a.out,
