@@ -10,7 +10,7 @@ packages=(
   libopenblas-openmp-dev
   libcli11-dev libspdlog-dev libyaml-cpp-dev libsentencepiece-dev
   libgtest-dev nlohmann-json3-dev zlib1g-dev
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin iproute2
   "$@"
 )
 
