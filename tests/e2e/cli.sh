@@ -429,6 +429,34 @@ PY
     [ -z "$(ls -A "$work/dest")" ] || fail "an unverified file was left in the destination"
     matches "get_data.sh multi30k" "$(bash "$src/scripts/get_data.sh" --help)" || fail "--help does not list multi30k"
     ;;
+  get_data_enwik8_mirror)
+    # A mirror holding only a genuine prefix of enwik8 (the shipped 1 MB sample is its first 10^6 bytes)
+    # and an MD5SUMS that lists it: installed as enwik8.prefix and announced as a prefix, never as
+    # enwik8; a checksum that does not match, or none, is refused with nothing installed; the installed
+    # prefix trains. The path the project's own mirror takes, with data CI has.
+    mkdir -p "$work/m/enwik8-prefix" "$work/dest" "$work/bad/enwik8-prefix"
+    cp "$data" "$work/m/enwik8-prefix/enwik8.first1000000bytes"
+    (cd "$work/m" && md5sum enwik8-prefix/enwik8.first1000000bytes > MD5SUMS)
+    out=$(bash "$src/scripts/get_data.sh" enwik8 --mirror "$work/m" --dest "$work/dest" 2>&1) || fail "enwik8 prefix: $out"
+    echo "$out"
+    matches "only a PREFIX of enwik8: the first 1000000 of 100000000 bytes \(1.00%\), md5 $(md5sum < "$data" | cut -d' ' -f1)" \
+      "$out" || fail "the prefix was not announced as a prefix with its size and md5"
+    matches "NOT the enwik8 benchmark" "$out" || fail "no warning that the prefix is not the benchmark"
+    cmp -s "$data" "$work/dest/enwik8.prefix" && [ ! -e "$work/dest/enwik8" ] || fail "expected exactly the prefix as enwik8.prefix"
+    cp "$data" "$work/bad/enwik8-prefix/enwik8.first1000000bytes"
+    expect_error "lists no checksum for enwik8-prefix/enwik8.first1000000bytes" \
+      bash "$src/scripts/get_data.sh" enwik8 --mirror "$work/bad" --dest "$work/bad-dest"
+    echo "0123456789abcdef0123456789abcdef  enwik8-prefix/enwik8.first1000000bytes" > "$work/bad/MD5SUMS"
+    expect_error "enwik8.first1000000bytes has md5 [0-9a-f]+, MD5SUMS says 0123456789abcdef0123456789abcdef" \
+      bash "$src/scripts/get_data.sh" enwik8 --mirror "$work/bad" --dest "$work/bad-dest"
+    [ -z "$(ls -A "$work/bad-dest" 2> /dev/null)" ] || fail "a refused prefix left files in the destination"
+    mkdir -p "$work/empty"
+    expect_error "holds neither enwik8.zip, a verified enwik8, nor enwik8-prefix" \
+      bash "$src/scripts/get_data.sh" enwik8 --mirror "$work/empty" --dest "$work/bad-dest"
+    "$train" --config "$tiny" --set data.path="$work/dest/enwik8.prefix" --set train.max_steps=2 --run-dir "$work/run" \
+      > "$work/run.log" 2>&1 || { cat "$work/run.log"; fail "training on the installed prefix failed"; }
+    echo "ok: the mirror's prefix installed, announced and refused as it should; it trains"
+    ;;
   get_data_squad_mirror)
     # The project's mirror (../shared/data): wrong full train files are refused, the genuine dev file and
     # the train subset install. Exit 77 (SKIPPED) where the mirror is absent, as in CI.
