@@ -18,6 +18,7 @@
 #include "core/parallel.h"
 #include "data/line_reader.h"
 #include "tasks/registry.h"
+#include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/convert.h"
 #include "train/run_files.h"
@@ -93,7 +94,11 @@ int main(int argc, char** argv) {
   std::string convert_form, out_path;
   cli.add_option("--convert", convert_form, "Write the checkpoint's model in another form that computes the same "
                  "outputs to --out: super-embed (a v1 SRU's first layer as Super-Embed-SRU per-word tables)");
-  cli.add_option("--out", out_path, "The converted checkpoint (--convert)");
+  std::vector<std::string> average_inputs;
+  cli.add_option("--average", average_inputs, "Average these checkpoints' weights (two or more of one model, e.g. "
+                 "the last few of a run) into --out; evaluate the result with --checkpoint")
+      ->expected(2, -1)->check(CLI::ExistingFile);
+  cli.add_option("--out", out_path, "The converted (--convert) or averaged (--average) checkpoint");
   // The scoring subcommands the registered tasks declare (TaskSpec::scorers), one each.
   struct ScorerCommand {
     const sru::tasks::Scorer* scorer;
@@ -130,6 +135,12 @@ int main(int argc, char** argv) {
       for (const sru::tasks::ScorerOption& o : c.scorer->options)
         if (c.command->count("--" + o.name) > 0) args[o.name] = c.values.at(o.name);
       return c.scorer->run(args, std::cout, std::cerr);
+    }
+    if (!average_inputs.empty()) {
+      SRU_CHECK(checkpoint.empty() && convert_form.empty(), "--average writes --out: evaluate the result with a "
+                "second call, srueval --checkpoint ", out_path.empty() ? "FILE" : out_path);
+      std::cout << sru::train::average_checkpoints(average_inputs, out_path) << "\n";
+      return 0;
     }
     SRU_CHECK(!checkpoint.empty(), "no checkpoint given: srueval --checkpoint FILE (see srueval --help)");
     sru::set_num_threads(threads);

@@ -7,9 +7,11 @@
 
 namespace sru::train {
 
-namespace {
+bool is_training_state(const std::string& name) {
+  return name.rfind("optim.", 0) == 0 || name.rfind("task.", 0) == 0;
+}
 
-bool reserved(const std::string& name) { return name.rfind("optim.", 0) == 0 || name.rfind("task.", 0) == 0; }
+namespace {
 
 std::string str(double v) {
   std::ostringstream os;
@@ -24,7 +26,7 @@ CheckpointContents checkpoint_contents(tasks::Task& task, const optim::Optimizer
                                        const std::string& config_yaml, const Progress& p) {
   nn::NamedTensors tensors = task.model().state();
   for (const auto& [name, t] : tensors)
-    SRU_CHECK(!reserved(name), "model tensor '", name, "' uses a prefix reserved for training state");
+    SRU_CHECK(!is_training_state(name), "model tensor '", name, "' uses a prefix reserved for training state");
   if (optimizer)
     for (auto& entry : optimizer->state()) tensors.push_back(entry);
   for (auto& entry : task.extra_state()) tensors.push_back(entry);

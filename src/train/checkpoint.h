@@ -18,6 +18,10 @@ namespace sru::train {
 
 constexpr const char* kFormatVersion = "1";
 
+// Names of a checkpoint's tensors that are not model weights: the optimiser's ("optim.*") and the
+// task's ("task.*", e.g. carried recurrent state or a vocabulary).
+bool is_training_state(const std::string& name);
+
 struct Progress {
   int64_t step = 0;           // optimiser steps taken
   int64_t epoch = 0;          // current epoch (0-based)

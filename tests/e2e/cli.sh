@@ -429,6 +429,70 @@ PY
     [ -z "$(ls -A "$work/dest")" ] || fail "an unverified file was left in the destination"
     matches "get_data.sh multi30k" "$(bash "$src/scripts/get_data.sh" --help)" || fail "--help does not list multi30k"
     ;;
+  average)
+    # srueval --average: checkpoints at steps 4, 8 and 12 of one run average element-wise (checked in
+    # double against the files), the result evaluates; a checkpoint averaged with itself evaluates to the
+    # same numbers; different models, --out among the inputs and a single checkpoint are refused, and
+    # nothing is written then.
+    tiny_run --run-dir "$work/r" --set train.max_steps=4 --set eval.every_steps=4 > /dev/null || fail "run to step 4"
+    cp "$work/r/last.safetensors" "$work/s4.safetensors"
+    "$train" --resume "$work/r" --set train.max_steps=8 > /dev/null || fail "resume to step 8"
+    cp "$work/r/last.safetensors" "$work/s8.safetensors"
+    "$train" --resume "$work/r" --set train.max_steps=12 > /dev/null || fail "resume to step 12"
+    cp "$work/r/last.safetensors" "$work/s12.safetensors"
+    out=$("$eval" --average "$work/s4.safetensors" "$work/s8.safetensors" "$work/s12.safetensors" --out "$work/avg.safetensors") \
+      || fail "--average failed: $out"
+    echo "$out"
+    matches "averaged 3 checkpoints \(steps 4, 8, 12\) -> .*avg.safetensors: 11 model tensors, no optimiser state" "$out" \
+      || fail "unexpected summary"
+    python3 - "$work" << 'PY' || fail "the averaged weights are not the mean of the three"
+import json, struct, sys
+from array import array
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    header = json.loads(b[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, t in header.items():
+        if t["dtype"] == "F32":
+            a = array("f"); a.frombytes(b[8 + n + t["data_offsets"][0]: 8 + n + t["data_offsets"][1]]); out[name] = a
+        else:
+            out[name] = None
+    return out, meta
+w = sys.argv[1]
+parts = [read(f"{w}/s{s}.safetensors")[0] for s in (4, 8, 12)]
+avg, meta = read(f"{w}/avg.safetensors")
+assert not any(k.startswith("optim.") for k in avg), "optimiser state in the average"
+assert "s12.safetensors (step 12)" in meta["averaged_from"] and meta["step"] == "12", meta
+model = [k for k in parts[0] if not k.startswith(("optim.", "task."))]
+assert model and all(k in avg for k in model)
+worst = 0.0
+for k in model:
+    for j, x in enumerate(avg[k]):
+        mean = sum(p[k][j] for p in parts) / 3
+        worst = max(worst, abs(x - mean) / max(1.0, abs(mean)))
+print(f"{len(model)} model tensors, largest difference from the mean {worst:.2g}")
+assert worst < 1e-6
+PY
+    "$eval" --checkpoint "$work/avg.safetensors" --split valid > "$work/avg.txt" || fail "the average does not evaluate"
+    matches "valid: .*bpc [0-9.]+" "$(cat "$work/avg.txt")" || fail "no BPC for the average"
+    "$eval" --average "$work/s12.safetensors" "$work/s12.safetensors" --out "$work/same.safetensors" > /dev/null \
+      || fail "averaging a checkpoint with itself failed"
+    [ "$("$eval" --checkpoint "$work/same.safetensors" --split valid)" = "$("$eval" --checkpoint "$work/s12.safetensors" --split valid)" ] \
+      || fail "a checkpoint averaged with itself evaluates differently"
+    tiny_run --run-dir "$work/wide" --set model.hidden_size=48 --set train.max_steps=2 > /dev/null || fail "wide run"
+    expect_error "srueval: error: --average: the checkpoints hold different models: the config key model.hidden_size is 32 in .*s4.safetensors and 48 in .*wide/last.safetensors" \
+      "$eval" --average "$work/s4.safetensors" "$work/wide/last.safetensors" --out "$work/bad.safetensors"
+    [ ! -e "$work/bad.safetensors" ] || fail "a refused average wrote its output"
+    before=$(md5sum < "$work/s8.safetensors")
+    expect_error "--out .*s8.safetensors is one of the checkpoints being averaged" \
+      "$eval" --average "$work/s4.safetensors" "$work/s8.safetensors" --out "$work/s8.safetensors"
+    [ "$(md5sum < "$work/s8.safetensors")" = "$before" ] || fail "an input was overwritten"
+    expect_error "--average" "$eval" --average "$work/s4.safetensors" --out "$work/bad.safetensors"
+    [ ! -e "$work/bad.safetensors" ] || fail "a single checkpoint wrote an average"
+    echo "ok: three checkpoints averaged to their mean and evaluated; refusals wrote nothing"
+    ;;
   get_data_enwik8_mirror)
     # A mirror holding only a genuine prefix of enwik8 (the shipped 1 MB sample is its first 10^6 bytes)
     # and an MD5SUMS that lists it: installed as enwik8.prefix and announced as a prefix, never as
