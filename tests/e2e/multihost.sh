@@ -59,14 +59,17 @@ exec ip netns exec ${prefix}h\${host##*.} /bin/sh -c "\$*"
 EOF
 chmod +x "$work/agent.sh"
 
-# mh N ARGS...: mpirun from host 1 with one rank on each of hosts 1..N, TCP only.
+# mh N ARGS...: mpirun from host 1 with one rank on each of hosts 1..N, TCP only. rtc_hwloc_vmhole
+# none: Open MPI 4.1's daemons otherwise write the hardware topology into shared memory at an address
+# they pick from their own memory map, and one crashed doing so in CI (SIGSEGV in
+# hwloc_shmem_topology_write); ranks on other hosts cannot share that memory anyway.
 mh() {
   local n=$1 list="" i
   shift
   for i in $(seq "$n"); do list+="${list:+,}10.77.0.$i:1"; done
   ip netns exec "$(ns 1)" "$mpirun" --allow-run-as-root --bind-to none -np "$n" --host "$list" \
     --mca plm_rsh_agent "$work/agent.sh" --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
-    --mca oob_tcp_if_include 10.77.0.0/24 "$@"
+    --mca oob_tcp_if_include 10.77.0.0/24 --mca rtc_hwloc_vmhole none "$@"
 }
 batch=(--set data.batch_size=6)  # 6 streams: 2 per rank on 3 hosts, 3 per rank on 2
 tiny_run() { "$train" --config "$tiny" --set data.path="$data" "${batch[@]}" "$@"; }
