@@ -45,10 +45,11 @@ SRU_HD float exp_nonpositive(float x) {
 #endif
 }
 
-// The SRU's gate sigmoid: exact (std::exp) in double; in float the vectorisable exp on the CPU and,
-// on the GPU, the special-function unit's exp and reciprocal (about 2 ulp each): the recurrence's
-// serial step chain is latency-bound there, and the polynomial exp with an IEEE division was most of
-// its instructions (docs/gpu-notes.md).
+// The SRU's gate sigmoid (also the LSTM kernels' sigmoid and tanh, ops/lstm_math.h): exact (std::exp)
+// in double; in float the vectorisable exp on the CPU and, on the GPU, the special-function unit's exp
+// (2 + 1.17|x| ulp by CUDA's table: only tiny sigmoid values lose digits) and a fast reciprocal of a
+// value in [1, 2]: the recurrence's serial step chain is latency-bound there, and the polynomial exp
+// with an IEEE division was most of its instructions (docs/gpu-notes.md).
 template <typename T>
 SRU_HD T sru_sigmoid(T x) {
   if constexpr (std::is_same_v<T, float>) {

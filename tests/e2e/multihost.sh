@@ -22,16 +22,25 @@ command -v ip > /dev/null || { echo "SKIPPED: no ip command (Debian: iproute2)";
 [ "$(id -u)" = 0 ] || { echo "SKIPPED: network namespaces need root"; exit 77; }
 
 hosts=3
-prefix=sru$(($$ % 100000))  # namespace and link names stay under the 15 characters Linux allows
+# A prefix no existing namespace uses (runs in parallel, or left over from a killed run); names stay
+# under the 15 characters Linux allows.
+existing=$(ip netns list 2> /dev/null | awk '{print $1}')
+for _ in $(seq 20); do
+  prefix=sru$(printf %05d $(((RANDOM * 32768 + RANDOM + $$) % 100000)))
+  grep -q "^${prefix}" <<< "$existing" || break
+done
 ns() { echo "${prefix}h$1"; }
+ours() { ip netns list 2> /dev/null | awk '{print $1}' | grep -E "^${prefix}(h[0-9]+|hub|probe)$"; }
+kill_on_hosts() { local n; for n in "$@"; do ip netns pids "$(ns "$n")" 2> /dev/null | xargs -r kill -9 2> /dev/null; done; }
 cleanup() {
-  for n in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^${prefix}"); do
+  for n in $(ours); do
     ip netns pids "$n" 2> /dev/null | xargs -r kill -9 2> /dev/null
     ip netns del "$n" 2> /dev/null
   done
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 # The hub holds a bridge; host i's eth0 (10.77.0.i/24) is a veth whose other end is on the bridge.
 make_hosts() {
   ip netns add "${prefix}hub" && ip -n "${prefix}hub" link set lo up && ip -n "${prefix}hub" link add br0 type bridge &&
@@ -45,10 +54,15 @@ make_hosts() {
       ip -n "${prefix}hub" link set "${prefix}p$i" up || return 1
   done
 }
-if ! make_hosts > "$work/ns.log" 2>&1; then
-  echo "SKIPPED: cannot make network namespaces and veth links here: $(tail -1 "$work/ns.log")"
+# Whether this machine lets us make namespaces and veth links at all (a skip), apart from a failure to
+# build the hosts once it does (a failure).
+if ! { ip netns add "${prefix}probe" && ip link add "${prefix}pa" netns "${prefix}probe" type veth peer name "${prefix}pb" \
+         netns "${prefix}probe"; } > "$work/probe.log" 2>&1; then
+  echo "SKIPPED: cannot make network namespaces and veth links here: $(tail -1 "$work/probe.log")"
   exit 77
 fi
+ip netns del "${prefix}probe"
+make_hosts > "$work/ns.log" 2>&1 || { cat "$work/ns.log"; fail "making the hosts failed"; }
 # Open MPI's rsh agent: `agent HOST COMMAND...` runs COMMAND in that host's namespace (as ssh would on
 # a host of that address).
 cat > "$work/agent.sh" << EOF
@@ -67,7 +81,7 @@ mh() {
   local n=$1 list="" i
   shift
   for i in $(seq "$n"); do list+="${list:+,}10.77.0.$i:1"; done
-  ip netns exec "$(ns 1)" "$mpirun" --allow-run-as-root --bind-to none -np "$n" --host "$list" \
+  timeout -k 10 300 ip netns exec "$(ns 1)" "$mpirun" --allow-run-as-root --bind-to none -np "$n" --host "$list" \
     --mca plm_rsh_agent "$work/agent.sh" --mca btl tcp,self --mca btl_tcp_if_include 10.77.0.0/24 \
     --mca oob_tcp_if_include 10.77.0.0/24 --mca rtc_hwloc_vmhole none "$@"
 }
@@ -107,10 +121,10 @@ case $case in
   link_cut)
     timeout=${SRU_MULTIHOST_TIMEOUT:-3}
     tiny_mh 3 --run-dir "$work/run" --set train.max_steps=100000 --set eval.every_steps=4 --set eval.max_batches=1 \
-      --set train.dist_timeout_s=$timeout > "$work/log" 2>&1 &
+      --set train.dist_timeout_s="$timeout" > "$work/log" 2>&1 &
     mp=$!
     for _ in $(seq 600); do [ -f "$work/run/last.safetensors" ] && break; sleep 0.1; done
-    [ -f "$work/run/last.safetensors" ] || { kill -9 "$mp"; cat "$work/log"; fail "no checkpoint before the cut"; }
+    [ -f "$work/run/last.safetensors" ] || { kill_on_hosts 1 2 3; cat "$work/log"; fail "no checkpoint before the cut"; }
     sleep 1
     start=$(date +%s.%N)
     ip -n "$(ns 3)" link set eth0 down
@@ -127,13 +141,12 @@ case $case in
       fi
       sleep 0.2
     done
-    kill -9 "$mp" 2> /dev/null
+    kill_on_hosts 1 2 3  # mpirun (host 1) may wait on host 3's daemon; host 3's rank is cut off for good
     wait "$mp" 2> /dev/null
     grep "error" "$work/log" | head -3
     [ -n "$ended" ] || fail "ranks 0 and 1 still ran $limit s after host 3's link went down"
     grep -Eq "rank 0: error: .*(for rank\(s\) 2 \(last at #[0-9]+\), which have not reached it|: rank\(s\) 2 \(silent for [0-9]+ s\) reached it and then stopped responding)" \
       "$work/log" || fail "rank 0 did not name rank 2 (host 3)"
-    ip netns pids "$(ns 3)" | xargs -r kill -9  # host 3's rank, cut off, is gone for good
     step=$("$eval" --checkpoint "$work/run/last.safetensors" --split valid --max-batches 1 --json "$work/e.json" > /dev/null &&
            grep '"step"' "$work/e.json" | tr -dc 0-9)
     [ -n "$step" ] || fail "last.safetensors does not load after the cut"

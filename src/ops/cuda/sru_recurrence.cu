@@ -49,7 +49,6 @@ struct Column {
   }
   __device__ long long time_of(long long step) const { return dir == 0 ? step : a.L - 1 - step; }
   __device__ long long position_of(long long t) const { return (t * a.B + b) * a.out + col; }
-  __device__ bool padded(long long t) const { return a.pad && a.pad[t * a.B + b]; }
 
   // The step input at element position pos (U row pos*K, x at pos), with x_skip still unscaled: a
   // product here would wait for the load at once, making each step's loads wait a round trip before
