@@ -74,7 +74,8 @@ if [ "${SKIP_SANITIZER:-0}" = 1 ]; then
 elif [ -z "$sanitizer" ]; then
   sanitizer_status="NOT RUN: compute-sanitizer not found (install the CUDA Toolkit's compute-sanitizer)"
 else
-  big='CudaHardening.LoopsBeyondOneGrid:CudaHardening.ConcatAndSliceWithRowsOver2GiB:CudaHardening.CopiesToTheDeviceDoNotWait'
+  # shellcheck source=scripts/gpu_sanitizer_filters.sh
+  source scripts/gpu_sanitizer_filters.sh
   sanitize() {  # TOOL FILTER
     local log="$log_dir/sanitizer-$1.log"
     if SRU_CUDA_NO_CACHING=1 "$sanitizer" --tool "$1" --error-exitcode 1 "$build_dir"/tests/test_cuda \
@@ -87,11 +88,9 @@ else
     fi
   }
   sanitizer_status=OK
-  sanitize memcheck "-$big" || sanitizer_status=FAILED
-  sanitize initcheck "-$big" || sanitizer_status=FAILED
-  shared='*Sru*:CudaParity.SoftmaxAndCrossEntropy:CudaParity.LayerNorm:CudaParity.Reductions'
-  shared+=':CudaParity.OptimizerStepsAndGradientClipping:CudaHardening.TinyWidthsAndEmptyInnerDimension'
-  sanitize racecheck "$shared" || sanitizer_status=FAILED
+  sanitize memcheck "$sanitizer_memcheck_filter" || sanitizer_status=FAILED
+  sanitize initcheck "$sanitizer_memcheck_filter" || sanitizer_status=FAILED
+  sanitize racecheck "$sanitizer_racecheck_filter" || sanitizer_status=FAILED
 fi
 echo "gpu_check: compute-sanitizer: $sanitizer_status"
 

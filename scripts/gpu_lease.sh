@@ -128,18 +128,17 @@ if [ "$quick" != 1 ]; then
 fi
 
 # compute-sanitizer beside the tests: over test_cuda without the multi-gigabyte tests, racecheck over
-# the SRU and the shared-memory kernels (the filters of scripts/gpu_check.sh).
-big='CudaHardening.LoopsBeyondOneGrid:CudaHardening.ConcatAndSliceWithRowsOver2GiB:CudaHardening.CopiesToTheDeviceDoNotWait'
-shared='*Sru*:CudaParity.SoftmaxAndCrossEntropy:CudaParity.LayerNorm:CudaParity.Reductions'
-shared+=':CudaParity.OptimizerStepsAndGradientClipping:CudaHardening.TinyWidthsAndEmptyInnerDimension'
+# the SRU and the shared-memory kernels (scripts/gpu_sanitizer_filters.sh, shared with gpu_check.sh).
+# shellcheck source=scripts/gpu_sanitizer_filters.sh
+source scripts/gpu_sanitizer_filters.sh
 sanitize() {  # TOOL FILTER
   SRU_CUDA_NO_CACHING=1 timeout $(( tests_end - $(elapsed) )) compute-sanitizer --tool "$1" --error-exitcode 1 \
     $build/tests/test_cuda --gtest_filter="$2" > "$out/sanitizer-$1.log" 2>&1
   echo $? > "$out/sanitizer-$1.rc"
 }
-sanitize memcheck "-$big" &
-sanitize racecheck "$shared" &
-[ "$quick" != 1 ] && sanitize initcheck "-$big" &
+sanitize memcheck "$sanitizer_memcheck_filter" &
+sanitize racecheck "$sanitizer_racecheck_filter" &
+[ "$quick" != 1 ] && sanitize initcheck "$sanitizer_memcheck_filter" &
 
 run_ctest() {  # NAME [VAR=VALUE...]
   local name=$1 status=0

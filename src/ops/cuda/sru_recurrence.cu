@@ -14,6 +14,8 @@
 #include "ops/sru_math.h"
 #include "ops/sru_recurrence.h"
 
+#include <type_traits>
+
 namespace sru::cuda {
 
 namespace {
@@ -249,6 +251,18 @@ __global__ void reduce_batch_kernel(const T* part_v, const T* part_b, long long 
   }
 }
 
+// Calls launch(K, Pad) with the kernels' compile-time variant for k (3 or 4) and whether there is
+// padding, as std::integral_constant values, so that both launches choose their kernel in one place.
+template <typename Launch>
+void with_variant(int k, bool pad, Launch&& launch) {
+  using K3 = std::integral_constant<int, 3>;
+  using K4 = std::integral_constant<int, 4>;
+  if (k == 4 && pad) launch(K4{}, std::true_type{});
+  else if (k == 4) launch(K4{}, std::false_type{});
+  else if (pad) launch(K3{}, std::true_type{});
+  else launch(K3{}, std::false_type{});
+}
+
 template <typename T>
 Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& pad) {
   const long long D = o.bidirectional ? 2 : 1;
@@ -270,10 +284,9 @@ void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o,
     const cudaStream_t s = stream_of(in.U);
     const unsigned grid = grid_for(threads, kColumnBlock);
     T *hp = h.data<T>(), *cp = c_all.data<T>(), *lp = c_last.data<T>();
-    if (o.k == 4 && a.pad) forward_kernel<T, 4, true><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
-    else if (o.k == 4) forward_kernel<T, 4, false><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
-    else if (a.pad) forward_kernel<T, 3, true><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
-    else forward_kernel<T, 3, false><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
+    with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
+      forward_kernel<T, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
+    });
     SRU_CUDA_LAUNCH_CHECK("sru forward_kernel");
   });
 }
@@ -295,11 +308,9 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
       T *gU = grad_U.data<T>(), *gx = data_or_null<T>(grad_x), *gc0 = data_or_null<T>(grad_c0);
       T *pv = part_v.data<T>(), *pb = part_b.data<T>();
       const T *c = c_all.data<T>(), *gh = grad_h.data<T>(), *gc_last = data_or_null<T>(grad_c_last);
-      auto launch = [&](auto kernel) { kernel<<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb); };
-      if (o.k == 4 && a.pad) launch(backward_kernel<T, 4, true>);
-      else if (o.k == 4) launch(backward_kernel<T, 4, false>);
-      else if (a.pad) launch(backward_kernel<T, 3, true>);
-      else launch(backward_kernel<T, 3, false>);
+      with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
+        backward_kernel<T, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+      });
       SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
     }
     reduce_batch_kernel<<<grid_for(2 * a.out), kBlock, 0, s>>>(part_v.data<T>(), part_b.data<T>(), a.B, 2 * a.out,

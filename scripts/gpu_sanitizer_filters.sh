@@ -1,0 +1,11 @@
+# shellcheck shell=bash
+# The gtest filters of the compute-sanitizer stage, sourced by scripts/gpu_check.sh and
+# scripts/gpu_lease.sh so that both check the same tests. memcheck and initcheck run over
+# tests/test_cuda without the tests that move gigabytes (hours under the sanitizer); racecheck
+# (shared-memory hazards) runs over the SRU kernels and the kernels that use shared memory: the
+# fixed-tree block reductions of softmax, cross-entropy, layer norm, row sums and gradient norms.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+sanitizer_big_tests='CudaHardening.LoopsBeyondOneGrid:CudaHardening.ConcatAndSliceWithRowsOver2GiB:CudaHardening.CopiesToTheDeviceDoNotWait'
+sanitizer_memcheck_filter="-$sanitizer_big_tests"
+sanitizer_racecheck_filter='*Sru*:CudaParity.SoftmaxAndCrossEntropy:CudaParity.LayerNorm:CudaParity.Reductions'
+sanitizer_racecheck_filter+=':CudaParity.OptimizerStepsAndGradientClipping:CudaHardening.TinyWidthsAndEmptyInnerDimension'
