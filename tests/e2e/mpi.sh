@@ -24,18 +24,6 @@ tol=${SRU_MPI_TEST_TOL:-1e-5}
 mpi() { local n=$1; shift; "$mpirun" -np "$n" "${mpi_flags[@]}" "$@"; }
 tiny_run() { "$train" --config "$tiny" --set data.path="$data" "${device[@]}" "$@"; }
 tiny_mpi() { mpi 2 "$train" --config "$tiny" --set data.path="$data" "${device[@]}" "$@"; }
-# same_losses A B TOL: the same steps, losses within TOL (relative, at least absolute for |loss| < 1).
-same_losses() {
-  python3 - "$1" "$2" "$3" <<'PY'
-import sys
-def read(path):
-    return [tuple(map(float, line.split())) for line in open(path) if line.strip()]
-a, b, tol = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
-worst = max((abs(x[1] - y[1]) / max(1.0, abs(x[1])) for x, y in zip(a, b)), default=0.0)
-print(f"{len(a)} and {len(b)} steps, largest difference {worst:.3g} (tolerance {tol:g})")
-sys.exit(0 if len(a) == len(b) > 0 and all(x[0] == y[0] for x, y in zip(a, b)) and worst <= tol else 1)
-PY
-}
 # The pid of rank R of the mpirun job started in the background as MP (a descendant: MP is the shell
 # running mpirun, whose children on this machine are the ranks).
 rank_pid() {
@@ -71,8 +59,7 @@ case $case in
     set -- --set model.embedding_dropout=0.1
     tiny_run "$@" --run-dir "$work/one" > "$work/one.log" 2>&1 || { cat "$work/one.log"; fail "1-process run failed"; }
     tiny_mpi "$@" --run-dir "$work/two" > "$work/two.log" 2>&1 || { cat "$work/two.log"; fail "2-rank run failed"; }
-    losses "$work/one" > "$work/one.txt"; losses "$work/two" > "$work/two.txt"
-    same_losses "$work/one.txt" "$work/two.txt" "$tol" || fail "2-rank losses differ from the single process's"
+    same_losses "$work/one" "$work/two" "$tol" || fail "2-rank losses differ from the single process's"
     grep -q '"world_size": 2' "$work/two/summary.json" && grep -Eq '"backend": "mpi(\+nccl)?"' "$work/two/summary.json" \
       || fail "summary.json does not name 2 ranks over mpi"
     grep -Eq "data parallel: 2 processes \(mpi(\+nccl)?\), global batch 4 = 2 per process; rank 0: (cpu|cuda:0) on .*, rank 1: (cpu|cuda:1) on" \
@@ -90,15 +77,13 @@ PY
     # Buckets of 1 KiB: they start during backward, in order; the sums are the same additions.
     tiny_mpi "$@" --set train.dist_bucket_mb=0.001 --run-dir "$work/buckets" > "$work/b.log" 2>&1 \
       || { cat "$work/b.log"; fail "run with small buckets failed"; }
-    losses "$work/buckets" > "$work/buckets.txt"
-    diff "$work/two.txt" "$work/buckets.txt" || fail "small buckets changed the losses"
+    diff <(losses "$work/two") <(losses "$work/buckets") || fail "small buckets changed the losses"
     echo "ok: char-LM: 2 ranks follow 1 process; small buckets give identical losses"
     # train.accumulate 2 (and label smoothing): each rank sums its two batches, the ranks sum once a step.
     set -- --set model.embedding_dropout=0.1 --set train.accumulate=2 --set train.label_smoothing=0.1 --set train.max_steps=6
     tiny_run "$@" --run-dir "$work/acc1" > "$work/acc1.log" 2>&1 || { cat "$work/acc1.log"; fail "1-process accumulate run failed"; }
     tiny_mpi "$@" --run-dir "$work/acc2" > "$work/acc2.log" 2>&1 || { cat "$work/acc2.log"; fail "2-rank accumulate run failed"; }
-    losses "$work/acc1" > "$work/acc1.txt"; losses "$work/acc2" > "$work/acc2.txt"
-    same_losses "$work/acc1.txt" "$work/acc2.txt" "$tol" || fail "2-rank accumulate losses differ from the single process's"
+    same_losses "$work/acc1" "$work/acc2" "$tol" || fail "2-rank accumulate losses differ from the single process's"
     echo "ok: char-LM with train.accumulate 2: 2 ranks follow 1 process"
     # Classification (bidirectional SRU, dropout everywhere): batches of 16 split 8 + 8 after the same
     # shuffle, the epoch's short last batch unevenly, weighted by each rank's share of examples.
@@ -108,8 +93,7 @@ PY
       --set model.embedding_dropout=0.2 --set model.output_dropout=0.2
     "$train" "$@" --run-dir "$work/c1" > "$work/c1.log" 2>&1 || { cat "$work/c1.log"; fail "1-process classify failed"; }
     mpi 2 "$train" "$@" --run-dir "$work/c2" > "$work/c2.log" 2>&1 || { cat "$work/c2.log"; fail "2-rank classify failed"; }
-    losses "$work/c1" > "$work/c1.txt"; losses "$work/c2" > "$work/c2.txt"
-    same_losses "$work/c1.txt" "$work/c2.txt" "$tol" || fail "2-rank classify losses differ"
+    same_losses "$work/c1" "$work/c2" "$tol" || fail "2-rank classify losses differ"
     python3 - "$work/c1/summary.json" "$work/c2/summary.json" <<'PY' || fail "classify evaluations differ"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
@@ -133,8 +117,7 @@ PY
       --set eval.every_steps=0 --set eval.max_len_b=5 --set eval.max_len_a=0.5
     "$train" "$@" --run-dir "$work/t1" > "$work/t1.log" 2>&1 || { cat "$work/t1.log"; fail "1-process translate failed"; }
     mpi 2 "$train" "$@" --run-dir "$work/t2" > "$work/t2.log" 2>&1 || { cat "$work/t2.log"; fail "2-rank translate failed"; }
-    losses "$work/t1" > "$work/t1.txt"; losses "$work/t2" > "$work/t2.txt"
-    same_losses "$work/t1.txt" "$work/t2.txt" "$tol" || fail "2-rank translate losses differ"
+    same_losses "$work/t1" "$work/t2" "$tol" || fail "2-rank translate losses differ"
     # 3 ranks: the token budgets split by sentences, so data.batch_size (32, unused here) need not divide.
     mpi 3 "$train" "$@" --set train.max_steps=2 --run-dir "$work/t3" > "$work/t3.log" 2>&1 \
       || { cat "$work/t3.log"; fail "3-rank translate was refused or failed"; }
@@ -165,9 +148,8 @@ PY
     tiny_mpi --run-dir "$work/part" --set train.max_steps=6 > "$work/a.log" 2>&1 || { cat "$work/a.log"; fail "2-rank part failed"; }
     "$train" --resume "$work/part" --set train.max_steps=9 > "$work/b.log" 2>&1 || { cat "$work/b.log"; fail "1-rank resume failed"; }
     mpi 2 "$train" --resume "$work/part" --set train.max_steps=12 > "$work/c.log" 2>&1 || { cat "$work/c.log"; fail "2-rank resume failed"; }
-    losses "$work/full" > "$work/full.txt"; losses "$work/part" > "$work/part.txt"
-    same_losses "$work/full.txt" "$work/part.txt" "$tol" || fail "losses after 2 -> 1 -> 2 ranks differ from one run"
-    [ "$(wc -l < "$work/part.txt")" -eq 12 ] || fail "expected 12 logged steps"
+    same_losses "$work/full" "$work/part" "$tol" || fail "losses after 2 -> 1 -> 2 ranks differ from one run"
+    [ "$(losses "$work/part" | wc -l)" -eq 12 ] || fail "expected 12 logged steps"
     echo "ok: resumed 2 -> 1 -> 2 ranks, losses follow the uninterrupted run"
     ;;
   kill)
