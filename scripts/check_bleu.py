@@ -29,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 
+from pip_target import import_pinned
+
 SACREBLEU_VERSION = "2.6.0"  # the version data/bleu.h reproduces (kSacrebleuVersion)
 SKIP = 77
 TOLERANCE = 1e-9
@@ -40,34 +42,10 @@ __doc__ = __doc__ % SACREBLEU_VERSION
 def import_sacrebleu(target):
     """The sacrebleu module of the pinned version, installing it into `target` if needed; None and a reason
     when that is impossible."""
-    def try_import():
-        for name in [m for m in sys.modules if m == "sacrebleu" or m.startswith("sacrebleu.")]:
-            del sys.modules[name]
-        try:
-            module = importlib.import_module("sacrebleu")
-        except ImportError:
-            return None
+    def load():
+        module = importlib.import_module("sacrebleu")
         return module if getattr(module, "__version__", None) == SACREBLEU_VERSION else None
-
-    sys.path.insert(0, target)
-    module = try_import()
-    if module is not None:
-        return module, None
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
-           "--timeout", "30", "--retries", "2", "--upgrade", "--target", target, "sacrebleu==" + SACREBLEU_VERSION]
-    print("installing sacrebleu %s: %s" % (SACREBLEU_VERSION, " ".join(cmd)), flush=True)
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, "pip could not run: %s" % e
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.strip().splitlines()[-6:])
-        return None, "pip could not install sacrebleu==%s (no network? no pip?):\n%s" % (SACREBLEU_VERSION, tail)
-    importlib.invalidate_caches()
-    module = try_import()
-    if module is None:
-        return None, "sacrebleu==%s was installed into %s but does not import" % (SACREBLEU_VERSION, target)
-    return module, None
+    return import_pinned("sacrebleu", SACREBLEU_VERSION, target, load)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@
 #include "train/average.h"
 #include "train/checkpoint.h"
 #include "train/convert.h"
+#include "train/ema.h"
 #include "train/run_files.h"
 
 namespace {
@@ -45,8 +46,10 @@ int main(int argc, char** argv) {
   double temperature = 1.0;
   uint64_t seed = 1;
   int threads = 0;
-  bool device_info = false;
+  bool device_info = false, raw_weights = false;
   cli.add_option("--checkpoint", checkpoint, "Checkpoint file (last.safetensors or best.safetensors of a run)");
+  cli.add_flag("--raw-weights", raw_weights, "Use the raw weights (raw.*) of a checkpoint written with a moving "
+               "average of the weights (train.ema_decay), instead of the average its model tensors hold");
   cli.add_option("--split", split, "Split to evaluate (default: the task's validation split; e.g. train, valid, test)");
   cli.add_option("--text", text_file, "Evaluate on this file instead, in the format of the checkpoint's task (a language "
                  "model reads it as one stream from a zero state; README.md's srueval section lists each task's)");
@@ -154,6 +157,9 @@ int main(int argc, char** argv) {
     const bool on_file = !text_file.empty() || !predict_file.empty() || !translate_input.empty();
     auto task = sru::tasks::make_task(ckpt.config, gen, {/*load_data=*/!on_file, &ckpt.file});
     sru::train::load_model(task->model(), ckpt.file, checkpoint);
+    SRU_CHECK(!raw_weights || sru::train::restore_raw_weights(task->model().named_parameters(), ckpt.file, checkpoint),
+              "--raw-weights: ", checkpoint, " holds no raw weights (raw.*): it was written with train.ema_decay 0, "
+              "or is a best.safetensors written without train.ema_keep_raw");
     task->model().eval();
     // What the options ask of the task is checked before any work.
     if (generate > 0) require(task->generation(), *task, "--generate", "generate text");

@@ -88,14 +88,24 @@ std::vector<Section> Config::schema() {
         real_field("dist_bucket_mb", &train.dist_bucket_mb, "Data parallel: MiB of gradients per all-reduce; the "
                    "buckets but the last start during backward (0 = one bucket after backward)", 0),
         real_field("dist_timeout_s", &train.dist_timeout_s, "Data parallel: seconds a collective call waits for the "
-                   "other processes before the job ends naming the missing ones", 1)}},
+                   "other processes before the job ends naming the missing ones", 1),
+        real_field("ema_decay", &train.ema_decay, "Keep an exponential moving average of the weights, a = decay a + "
+                   "(1 - decay) w after every update (fairseq --ema-decay), and evaluate and save it: checkpoints' "
+                   "model tensors are the average, the raw weights ride along as raw.* to resume from (0 = off)",
+                   0, 1, false, true),
+        int_field("ema_start_step", &train.ema_start_step, "With train.ema_decay: the average equals the weights "
+                  "up to this step and averages from the next", 0),
+        bool_field("ema_keep_raw", &train.ema_keep_raw, "With train.ema_decay: best.safetensors holds the raw "
+                   "weights too (last.safetensors always does, to resume)")}},
       {"eval", "Evaluation during training.",
        {int_field("every_steps", &eval.every_steps, "Evaluate every N steps (0 = at the end of each epoch)", 0),
         string_field("metric", &eval.metric, "Metric that picks the best checkpoint (empty = task default)"),
         int_field("max_batches", &eval.max_batches, "Evaluate on at most this many batches (0 = all)", 0)}},
       {"log", "Logging.",
        {int_field("every_steps", &log.every_steps, "Log training loss every N steps", 1),
-        bool_field("progress", &log.progress, "Progress bar when stdout is a terminal")}},
+        bool_field("progress", &log.progress, "Progress bar when stdout is a terminal"),
+        bool_field("tensorboard", &log.tensorboard, "Also write every metrics.jsonl number to a TensorBoard events "
+                   "file in the run directory (events.out.tfevents.*): train/{key}, {split}/{metric}")}},
   };
   for (auto* extra : {&task_options, &encoder_options})
     for (Section& s : owned_by(extra->sections(), (extra == &task_options ? "task " + task : "encoder " + model.type)))

@@ -63,6 +63,9 @@ struct TrainConfig {
   int64_t early_stop_patience = 0; // evaluations without improvement before stopping; 0 = off
   double dist_bucket_mb = 25.0;    // data parallel: gradient MiB per all-reduce (0 = one bucket)
   double dist_timeout_s = 600.0;   // data parallel: how long a collective waits for the other ranks
+  double ema_decay = 0.0;          // moving average of the weights (train/ema.h); 0 = off
+  int64_t ema_start_step = 0;      // the average copies the weights up to this step
+  bool ema_keep_raw = false;       // best.safetensors also holds the raw weights (last.safetensors always)
 };
 
 struct EvalConfig {
@@ -74,6 +77,7 @@ struct EvalConfig {
 struct LogConfig {
   int64_t every_steps = 50;
   bool progress = true;      // a one-line progress bar when stdout is a terminal
+  bool tensorboard = true;   // TensorBoard events file beside metrics.jsonl (train/tensorboard.h)
 };
 
 // A registered task or encoder as the config sees it: its name, what it is, and its own keys.

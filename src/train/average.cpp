@@ -60,10 +60,11 @@ std::string first_difference(const LoadedCheckpoint& a, const std::string& pa, c
   };
   if (vocabulary(a) != vocabulary(b))
     return "the vocabulary is " + vocabulary(a) + " in " + pa + " and " + vocabulary(b) + " in " + pb;
-  // Every tensor but the optimiser's and the task's floating state (carried recurrent state: the last
-  // checkpoint's is kept) must match, in both directions.
+  // The model tensors and the task's non-floating state (a vocabulary) must match, in both directions;
+  // not the optimiser's state, the raw weights of a run with a weight average, or the task's floating
+  // state (carried recurrent state: the last checkpoint's is kept).
   const auto compared = [](const std::string& name, const Tensor& t) {
-    return name.rfind("optim.", 0) != 0 && !(name.rfind("task.", 0) == 0 && is_floating(t.dtype()));
+    return !is_training_state(name) || (name.rfind("task.", 0) == 0 && !is_floating(t.dtype()));
   };
   std::map<std::string, const Tensor*> tb;
   for (const auto& [name, t] : b.file.tensors)

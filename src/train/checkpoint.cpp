@@ -2,13 +2,14 @@
 #include "train/checkpoint.h"
 
 #include "nn/checkpoint.h"
+#include "train/ema.h"
 
 #include <sstream>
 
 namespace sru::train {
 
 bool is_training_state(const std::string& name) {
-  return name.rfind("optim.", 0) == 0 || name.rfind("task.", 0) == 0;
+  return name.rfind("optim.", 0) == 0 || name.rfind("task.", 0) == 0 || name.rfind(kRawPrefix, 0) == 0;
 }
 
 namespace {
@@ -23,13 +24,19 @@ std::string str(double v) {
 }  // namespace
 
 CheckpointContents checkpoint_contents(tasks::Task& task, const optim::Optimizer* optimizer,
-                                       const std::string& config_yaml, const Progress& p) {
+                                       const std::string& config_yaml, const Progress& p,
+                                       const nn::NamedTensors& extra) {
   nn::NamedTensors tensors = task.model().state();
   for (const auto& [name, t] : tensors)
     SRU_CHECK(!is_training_state(name), "model tensor '", name, "' uses a prefix reserved for training state");
   if (optimizer)
     for (auto& entry : optimizer->state()) tensors.push_back(entry);
   for (auto& entry : task.extra_state()) tensors.push_back(entry);
+  for (const auto& entry : extra) {
+    SRU_CHECK(is_training_state(entry.first), "internal: checkpoint tensor '", entry.first,
+              "' is neither a model tensor nor named as training state");
+    tensors.push_back(entry);
+  }
   const safetensors::Metadata meta = {
       {"format", "srutrain"},
       {"format_version", kFormatVersion},
@@ -90,7 +97,7 @@ LoadedCheckpoint read_checkpoint(safetensors::File file, const std::string& path
 }
 
 void load_model(nn::Module& model, const safetensors::File& file, const std::string& path) {
-  nn::load_state_from(model, file, path, {"optim.", "task."});
+  nn::load_state_from(model, file, path, {"optim.", "task.", kRawPrefix});
 }
 
 }  // namespace sru::train

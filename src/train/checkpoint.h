@@ -18,8 +18,9 @@ namespace sru::train {
 
 constexpr const char* kFormatVersion = "1";
 
-// Names of a checkpoint's tensors that are not model weights: the optimiser's ("optim.*") and the
-// task's ("task.*", e.g. carried recurrent state or a vocabulary).
+// Names of a checkpoint's tensors that are not model weights: the optimiser's ("optim.*"), the task's
+// ("task.*", e.g. carried recurrent state or a vocabulary) and, with a weight average on, the raw weights
+// the run continues from ("raw.*", train/ema.h).
 bool is_training_state(const std::string& name);
 
 struct Progress {
@@ -42,8 +43,10 @@ struct CheckpointContents {
   nn::NamedTensors tensors;
   safetensors::Metadata metadata;
 };
+// `extra`: more training-state tensors (named with one of the prefixes above), e.g. the raw weights.
 CheckpointContents checkpoint_contents(tasks::Task& task, const optim::Optimizer* optimizer,
-                                       const std::string& config_yaml, const Progress& progress);
+                                       const std::string& config_yaml, const Progress& progress,
+                                       const nn::NamedTensors& extra = {});
 void save_checkpoint(const std::string& path, tasks::Task& task, const optim::Optimizer* optimizer,
                      const std::string& config_yaml, const Progress& progress);
 
@@ -58,7 +61,8 @@ LoadedCheckpoint read_checkpoint(const std::string& path, const std::vector<std:
 // The same for a file already read (`path` names it in errors).
 LoadedCheckpoint read_checkpoint(safetensors::File file, const std::string& path,
                                  const std::vector<std::string>& overrides = {});
-// Copies the model tensors of `file` into the module (exact names/shapes/dtypes, all mismatches listed).
+// Copies the model tensors of `file` into the module (exact names/shapes/dtypes, all mismatches listed);
+// the training state beside them is not read.
 void load_model(nn::Module& model, const safetensors::File& file, const std::string& path);
 
 }  // namespace sru::train

@@ -3,7 +3,9 @@
 // schedule, evaluation and logging intervals count steps, and Progress::step_in_epoch counts batches
 // (checkpoints are written between steps only, so a resumed run regroups the same batches). Data parallel:
 // every rank runs this loop in lockstep — the same steps, evaluations and checkpoints, each a
-// collective call — and rank 0 alone writes the run directory (RunDirectory) and logs.
+// collective call — and rank 0 alone writes the run directory (RunDirectory) and logs. With a moving
+// average of the weights (train.ema_decay), evaluations and checkpoints see the average (WeightEma::
+// InModel) and training the raw weights.
 #include "train/loop.h"
 
 #include <unistd.h>
@@ -123,6 +125,13 @@ void Trainer::setup() {
     const LoadedCheckpoint& ckpt = *run_.checkpoint;
     load_model(task_->model(), ckpt.file, (fs::path(run_.dir) / "last.safetensors").string());
     optimizer_->load_state(ckpt.file.tensors);
+    const std::string last = (fs::path(run_.dir) / "last.safetensors").string();
+    if (WeightEma* ema = step_->ema()) {
+      spdlog::info("{}", ema->load(ckpt.file, last));
+    } else if (restore_raw_weights(optimizer_->parameters(), ckpt.file, last)) {
+      spdlog::info("train.ema_decay is 0: training continues from the checkpoint's raw weights (raw.*); its weight "
+                   "average is dropped");
+    }
     task_->load_extra_state(ckpt.file);
     progress_ = ckpt.progress;
     gen_.set_state(progress_.rng_seed, progress_.rng_offset);
@@ -130,13 +139,18 @@ void Trainer::setup() {
                  progress_.epoch + 1, progress_.step_in_epoch, batches_per_epoch_);
   }
   dir_->write_text("config.yaml", run_.config_yaml);
+  if (c.log.tensorboard) dir_->log_tensorboard(run_.checkpoint ? progress_.step : -1);
   tty_ = c.log.progress && comm_.is_root() && ::isatty(STDOUT_FILENO);
 }
 
 void Trainer::save(const std::string& name) {
   progress_.rng_seed = gen_.seed();
   progress_.rng_offset = gen_.offset();
-  dir_->save_checkpoint(name, *task_, optimizer_.get(), run_.config_yaml, progress_);
+  WeightEma* ema = step_->ema();
+  const WeightEma::InModel average(ema);
+  const bool raw = ema && (name != "best.safetensors" || cfg().train.ema_keep_raw);
+  dir_->save_checkpoint(name, *task_, optimizer_.get(), run_.config_yaml, progress_,
+                        raw ? ema->raw_weights() : nn::NamedTensors{});
 }
 
 StepOutcome Trainer::train_one_step(int64_t first, int64_t count) {
@@ -217,6 +231,7 @@ void Trainer::progress_line(double loss) {
 
 void Trainer::evaluate_and_checkpoint() {
   if (tty_) std::cout << "\n";
+  const WeightEma::InModel average(step_->ema());  // evaluated and saved: the average, when on
   const std::string split = task_->validation_split();
   const tasks::Metrics m = task_->evaluate(split, cfg().eval.max_batches);
   const double value = m.at(metric_.name);
@@ -238,8 +253,8 @@ void Trainer::evaluate_and_checkpoint() {
   rec["split"] = split;
   rec["eval"] = to_json(m);
   dir_->append_metrics(rec);
-  spdlog::info("eval step {} (epoch {:.2f}): {} {}{}", progress_.step, epochs_done(), split,
-               tasks::format_metrics(*task_, m), improved ? "  (best)" : "");
+  spdlog::info("eval step {} (epoch {:.2f}): {} {}{}{}", progress_.step, epochs_done(), split,
+               tasks::format_metrics(*task_, m), step_->ema() ? " (weight average)" : "", improved ? "  (best)" : "");
   // best before last: last records the best step, so a kill between the two saves must not leave a
   // last that names a best.safetensors which was never written (resuming redoes this evaluation).
   if (improved) save("best.safetensors");
@@ -256,6 +271,7 @@ std::vector<std::string> Trainer::final_splits() const {
 }
 
 void Trainer::finish(const std::string& reason) {
+  const WeightEma::InModel average(step_->ema());  // the final evaluation: of the model last.safetensors holds
   save("last.safetensors");
   nlohmann::ordered_json summary;
   summary["task"] = cfg().task;

@@ -27,9 +27,12 @@ uint64_t hash_bytes(const Tensor& t, uint64_t h) {
 }
 
 // Refuses non-finite weights naming the parameter; returns a hash of every model tensor.
-uint64_t check_finite_weights(tasks::Task& task, const std::string& where, int64_t step) {
+uint64_t check_finite_weights(tasks::Task& task, const nn::NamedTensors& extra, const std::string& where,
+                              int64_t step) {
   uint64_t hash = 1469598103934665603ull;
-  for (const auto& [pname, param] : task.model().state()) {
+  nn::NamedTensors checked = task.model().state();
+  checked.insert(checked.end(), extra.begin(), extra.end());
+  for (const auto& [pname, param] : checked) {
     bool finite = true;
     const Tensor t = param.to(Device::cpu());
     SRU_DISPATCH_FLOATING(t.dtype(), "checkpoint check", [&]<typename T>() {
@@ -134,14 +137,21 @@ void RunDirectory::write_text(const std::string& name, const std::string& text) 
 }
 
 void RunDirectory::append_metrics(const nlohmann::ordered_json& record) {
-  if (comm_.is_root()) MetricsLog(file("metrics.jsonl")).write(record);
+  if (!comm_.is_root()) return;
+  MetricsLog(file("metrics.jsonl")).write(record);
+  if (tensorboard_) tensorboard_->write(record);
+}
+
+void RunDirectory::log_tensorboard(int64_t resumed_at_step) {
+  if (comm_.is_root()) tensorboard_ = std::make_unique<TensorBoardLog>(dir_, resumed_at_step);
 }
 
 void RunDirectory::save_checkpoint(const std::string& name, tasks::Task& task, const optim::Optimizer* optimizer,
-                                   const std::string& config_yaml, const Progress& progress) {
+                                   const std::string& config_yaml, const Progress& progress,
+                                   const nn::NamedTensors& extra) {
   // Every rank: the checks (on identical weights, so identical outcomes) and the contents, whose task
   // state a data-parallel task gathers from every rank; then rank 0 writes.
-  const uint64_t hash = check_finite_weights(task, file(name), progress.step);
+  const uint64_t hash = check_finite_weights(task, extra, file(name), progress.step);
   if (comm_.size() > 1) {
     const std::string mine(reinterpret_cast<const char*>(&hash), sizeof(hash));
     const std::vector<std::string> hashes = comm_.all_gather(mine, "the weights' hashes");
@@ -151,7 +161,7 @@ void RunDirectory::save_checkpoint(const std::string& name, tasks::Task& task, c
                                             " holds other weights than rank 0, so the ranks no longer train one model "
                                             "(their summed gradients differed); ", file(name), " was not written"));
   }
-  const CheckpointContents contents = checkpoint_contents(task, optimizer, config_yaml, progress);
+  const CheckpointContents contents = checkpoint_contents(task, optimizer, config_yaml, progress, extra);
   dist::on_root(comm_, [&] {
     safetensors::save(file(name), contents.tensors, contents.metadata);
     return std::string();

@@ -8,6 +8,7 @@
 // error, raised on every rank alike (dist::CollectiveError) — so no rank needs to see rank 0's disk.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "config/config.h"
 #include "dist/communicator.h"
 #include "train/checkpoint.h"
+#include "train/tensorboard.h"
 
 namespace sru::train {
 
@@ -63,15 +65,20 @@ class RunDirectory {
   std::string read_text(const std::string& name);
   void write_text(const std::string& name, const std::string& text);  // atomically
   void append_metrics(const nlohmann::ordered_json& record);
-  // Writes DIR/name atomically; refuses (naming the parameter) when a model tensor is not finite, so
-  // the previous checkpoint stays. Data parallel: also checks that every rank holds the same weights.
+  // append_metrics also writes the record's numbers to a TensorBoard events file (log.tensorboard);
+  // resumed_at_step >= 0 for a resumed run (its checkpoint's step). Rank 0's alone, as append_metrics.
+  void log_tensorboard(int64_t resumed_at_step);
+  // Writes DIR/name atomically; refuses (naming the parameter) when a model tensor or one of `extra`
+  // (checkpoint_contents) is not finite, so the previous checkpoint stays. Data parallel: also checks
+  // that every rank holds the same weights.
   void save_checkpoint(const std::string& name, tasks::Task& task, const optim::Optimizer* optimizer,
-                       const std::string& config_yaml, const Progress& progress);
+                       const std::string& config_yaml, const Progress& progress, const nn::NamedTensors& extra = {});
   safetensors::File load(const std::string& name);
 
  private:
   std::string dir_;
   dist::Communicator& comm_;
+  std::unique_ptr<TensorBoardLog> tensorboard_;
 };
 
 // save_checkpoint of a single process's run directory.

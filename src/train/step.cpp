@@ -26,6 +26,8 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
       comm_(comm) {
   if (comm_ && comm_->size() > 1)
     sync_ = std::make_unique<dist::GradientSync>(*comm_, optimizer_.parameters(), train.dist_bucket_mb, 2);
+  if (train.ema_decay > 0)
+    ema_ = std::make_unique<WeightEma>(optimizer_.parameters(), train.ema_decay, train.ema_start_step);
 }
 
 int64_t steps_per_epoch(int64_t batches, int64_t accumulate) {
@@ -111,6 +113,7 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
   }
   optimizer_.step(out.lr);
   task_.model().after_update();  // e.g. gate clipping: after every update, before anything reads the weights
+  if (ema_) ema_->update(step);
   optimizer_.zero_grad();
   return out;
 }

@@ -1,6 +1,6 @@
 // One training step — forward, loss, backward, the non-finite policy, gradient clipping, the
 // optimiser update at the scheduled learning rate, the model's after-update hooks (nn::Module::
-// after_update) — shared by srutrain's loop, srubench train-epoch and the tests, so that all three
+// after_update), the moving average of the weights (train.ema_decay, train/ema.h) — shared by srutrain's loop, srubench train-epoch and the tests, so that all three
 // train the same way.
 // Gradient accumulation (train.accumulate): one step (one optimiser update) may run forward and
 // backward on several training batches. Batch i's mean loss L_i over its T_i loss terms
@@ -24,6 +24,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tasks/task.h"
+#include "train/ema.h"
 
 namespace sru::train {
 
@@ -70,6 +71,8 @@ class TrainingStep {
   StepOutcome run(int64_t index, int64_t step, int64_t epoch, const std::function<StepVotes()>& votes = {}) {
     return run(index, 1, step, epoch, votes);
   }
+  // The moving average of the weights, updated after every update (null with train.ema_decay 0).
+  WeightEma* ema() { return ema_.get(); }
 
  private:
   tasks::Task& task_;
@@ -79,6 +82,7 @@ class TrainingStep {
   optim::ScheduleOptions schedule_;
   dist::Communicator* comm_;
   std::unique_ptr<dist::GradientSync> sync_;  // data parallel only
+  std::unique_ptr<WeightEma> ema_;
 };
 
 }  // namespace sru::train

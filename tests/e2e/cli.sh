@@ -445,32 +445,21 @@ PY
     echo "$out"
     matches "averaged 3 checkpoints \(steps 4, 8, 12\) -> .*avg.safetensors: 11 model tensors, no optimiser state" "$out" \
       || fail "unexpected summary"
-    python3 - "$work" << 'PY' || fail "the averaged weights are not the mean of the three"
-import json, struct, sys
-from array import array
-def read(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    header = json.loads(b[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    out = {}
-    for name, t in header.items():
-        if t["dtype"] == "F32":
-            a = array("f"); a.frombytes(b[8 + n + t["data_offsets"][0]: 8 + n + t["data_offsets"][1]]); out[name] = a
-        else:
-            out[name] = None
-    return out, meta
+    PYTHONPATH="$src/tests/e2e" python3 - "$work" << 'PY' || fail "the averaged weights are not the mean of the three"
+import sys
+from st_read import read, floats
 w = sys.argv[1]
 parts = [read(f"{w}/s{s}.safetensors")[0] for s in (4, 8, 12)]
 avg, meta = read(f"{w}/avg.safetensors")
 assert not any(k.startswith("optim.") for k in avg), "optimiser state in the average"
 assert "s12.safetensors (step 12)" in meta["averaged_from"] and meta["step"] == "12", meta
-model = [k for k in parts[0] if not k.startswith(("optim.", "task."))]
+model = [k for k in parts[0] if not k.startswith(("optim.", "task.")) and parts[0][k][0] == "F32"]
 assert model and all(k in avg for k in model)
 worst = 0.0
 for k in model:
-    for j, x in enumerate(avg[k]):
-        mean = sum(p[k][j] for p in parts) / 3
+    values = [floats(p[k]) for p in parts]
+    for j, x in enumerate(floats(avg[k])):
+        mean = sum(v[j] for v in values) / 3
         worst = max(worst, abs(x - mean) / max(1.0, abs(mean)))
 print(f"{len(model)} model tensors, largest difference from the mean {worst:.2g}")
 assert worst < 1e-6
@@ -492,6 +481,62 @@ PY
     expect_error "--average" "$eval" --average "$work/s4.safetensors" --out "$work/bad.safetensors"
     [ ! -e "$work/bad.safetensors" ] || fail "a single checkpoint wrote an average"
     echo "ok: three checkpoints averaged to their mean and evaluated; refusals wrote nothing"
+    ;;
+  ema)
+    # train.ema_decay: training itself is untouched (the losses of a run without it); checkpoints' model
+    # tensors are the moving average and raw.* the weights the run without it ends with, bit for bit;
+    # evaluation during training and srueval see the average, srueval --raw-weights the raw weights; a run
+    # stopped at step 6 and resumed writes the same tensors as an uninterrupted one; turned off at resume
+    # the run continues from the raw weights, turned on it starts averaging from the checkpoint's;
+    # best.safetensors holds raw.* only with train.ema_keep_raw.
+    set -- --set train.ema_decay=0.8 --set train.ema_start_step=2
+    tiny_run --run-dir "$work/plain" > /dev/null 2>&1 || fail "run without the average"
+    tiny_run "$@" --run-dir "$work/full" > "$work/full.log" 2>&1 || { cat "$work/full.log"; fail "run with the average"; }
+    diff <(losses "$work/plain") <(losses "$work/full") || fail "the average changed the training losses"
+    [ "$(grep -c "eval step .* (weight average)" "$work/full.log")" -eq 2 ] || fail "the evaluations do not say they use the average"
+    tiny_run "$@" --run-dir "$work/part" --set train.max_steps=6 > /dev/null 2>&1 || fail "run to step 6"
+    "$train" --resume "$work/part" --set train.max_steps=12 > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "resume"; }
+    matches "the weight average \(train.ema_decay\) and the raw weights resume from the checkpoint" "$(cat "$work/resume.log")" \
+      || fail "the resume does not say it restored the average"
+    tiny_run --run-dir "$work/off" --set train.max_steps=6 "$@" > /dev/null 2>&1 || fail "run to step 6 (off)"
+    "$train" --resume "$work/off" --set train.max_steps=12 --set train.ema_decay=0 > "$work/off.log" 2>&1 || fail "resume with it off"
+    matches "training continues from the checkpoint's raw weights" "$(cat "$work/off.log")" || fail "no message when turned off"
+    tiny_run --run-dir "$work/on" --set train.max_steps=6 > /dev/null 2>&1 || fail "run to step 6 (on)"
+    "$train" --resume "$work/on" --set train.max_steps=12 --set train.ema_decay=0.8 > "$work/on.log" 2>&1 || fail "resume with it on"
+    matches "has no weight average .* it starts from the checkpoint's weights" "$(cat "$work/on.log")" || fail "no message when turned on"
+    tiny_run "$@" --run-dir "$work/keep" --set train.ema_keep_raw=true > /dev/null 2>&1 || fail "run with ema_keep_raw"
+    PYTHONPATH="$src/tests/e2e" python3 - "$work" << 'PY' || fail "checkpoint contents"
+import sys
+from st_read import read, floats
+w = sys.argv[1]
+plain, full, part, off = (read(f"{w}/{r}/last.safetensors")[0] for r in ("plain", "full", "part", "off"))
+model = [k for k in plain if not k.startswith(("optim.", "task."))]
+raw = [k for k in full if k.startswith("raw.")]
+# The trainable parameters (weight_c too: SRU v2 trains it), not the buffers (scale_x).
+assert raw and all(k[4:] in model for k in raw) and len(raw) < len(model), raw
+assert sorted(full) == sorted(part) and all(full[k] == part[k] for k in full), \
+    [k for k in full if full[k] != part.get(k)]
+assert all(full["raw." + k[4:]][2] == plain[k[4:]][2] for k in raw), "raw.* differ from the run without the average"
+assert all(full[k[4:]][2] != plain[k[4:]][2] for k in raw), "some model tensor is not an average"
+assert all(off[k] == plain[k] for k in plain), "turned off at resume: not the run without the average"
+worst = max(max(abs(a - b) for a, b in zip(floats(full[k[4:]]), floats(full[k]))) for k in raw)
+print(f"{len(raw)} averaged tensors; largest |average - raw| {worst:.3g}; resumed file equal to the uninterrupted one")
+best, keep = read(f"{w}/full/best.safetensors")[0], read(f"{w}/keep/best.safetensors")[0]
+assert not any(k.startswith("raw.") for k in best) and sum(k.startswith("raw.") for k in keep) == len(raw)
+PY
+    [ "$("$eval" --checkpoint "$work/full/last.safetensors" --split valid --raw-weights)" = \
+      "$("$eval" --checkpoint "$work/plain/last.safetensors" --split valid)" ] || fail "--raw-weights evaluates otherwise than the raw run"
+    "$eval" --checkpoint "$work/full/last.safetensors" --split valid --json "$work/e.json" > /dev/null || fail "srueval"
+    python3 - "$work/full/summary.json" "$work/e.json" << 'PY' || fail "srueval does not evaluate the average the run ended with"
+import json, sys
+final, again = json.load(open(sys.argv[1]))["final"]["valid"], json.load(open(sys.argv[2]))["metrics"]
+print("valid bpc: final evaluation", final["bpc"], "srueval", again["bpc"])
+assert final == again
+PY
+    expect_error "--raw-weights: .*plain/last.safetensors holds no raw weights" \
+      "$eval" --checkpoint "$work/plain/last.safetensors" --split valid --raw-weights
+    expect_error "train.ema_decay: 1 is out of range" tiny_run --set train.ema_decay=1 --run-dir "$work/bad"
+    echo "ok: the moving average is evaluated and saved, resumes exactly, and leaves training alone"
     ;;
   get_data_enwik8_mirror)
     # A mirror holding only a genuine prefix of enwik8 (the shipped 1 MB sample is its first 10^6 bytes)

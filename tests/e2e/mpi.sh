@@ -64,7 +64,10 @@ case $case in
       || fail "summary.json does not name 2 ranks over mpi"
     grep -Eq "data parallel: 2 processes \(mpi(\+nccl)?\), global batch 4 = 2 per process; rank 0: (cpu|cuda:0) on .*, rank 1: (cpu|cuda:1) on" \
       "$work/two.log" || fail "the log does not describe the ranks"
-    [ ! -e "$work/two/rank1" ] && [ "$(ls "$work/two")" = "$(ls "$work/one")" ] || fail "rank 1 wrote files"
+    # The same files (the events file's name holds its time and writer's pid), one events file each.
+    files() { ls "$1" | sed 's/^events\.out\.tfevents\..*/events.out.tfevents/'; }
+    [ ! -e "$work/two/rank1" ] && [ "$(files "$work/two")" = "$(files "$work/one")" ] &&
+      [ "$(ls "$work/two" | grep -c '^events\.out\.tfevents\.')" = 1 ] || fail "rank 1 wrote files"
     # Evaluation is split across the ranks (streams 0-1 and 2-3) and summed: the single process's numbers.
     python3 - "$work/one/summary.json" "$work/two/summary.json" <<'PY' || fail "evaluations differ"
 import json, sys
@@ -140,6 +143,30 @@ assert a["bleu"] > 2 and abs(a["bleu"] - b["bleu"]) < 1e-9 and a["sentences"] ==
 assert a["pieces"] == b["pieces"] and abs(a["ppl"] - b["ppl"]) <= 1e-5 * a["ppl"]
 PY
     echo "ok: translate: 2 ranks follow 1 process"
+    ;;
+  ema)
+    # A moving average of the weights (train.ema_decay): every rank holds the same average (the
+    # checkpoint writes compare the ranks' hashes of the average and the raw weights, and refuse when
+    # they differ), and it equals one process's: losses, evaluations of the average, its tensors.
+    set -- --set train.ema_decay=0.8 --set train.ema_start_step=2
+    tiny_run "$@" --run-dir "$work/one" > "$work/one.log" 2>&1 || { cat "$work/one.log"; fail "1-process run failed"; }
+    tiny_mpi "$@" --run-dir "$work/two" > "$work/two.log" 2>&1 || { cat "$work/two.log"; fail "2-rank run failed"; }
+    same_losses "$work/one" "$work/two" "$tol" || fail "2-rank losses differ from the single process's"
+    PYTHONPATH="$src/tests/e2e" python3 - "$work" "$tol" << 'PY' || fail "2-rank average differs from the single process's"
+import json, sys
+from st_read import read, floats
+w, tol = sys.argv[1], float(sys.argv[2])
+def rel(a, b): return abs(a - b) / max(1.0, abs(a))
+one, two = (json.load(open(f"{w}/{r}/summary.json"))["final"]["valid"]["bpc"] for r in ("one", "two"))
+print("valid bpc of the average: 1 process", one, "2 ranks", two)
+assert rel(one, two) <= tol
+a, b = read(f"{w}/one/last.safetensors")[0], read(f"{w}/two/last.safetensors")[0]
+names = [k for k in a if k.startswith("raw.")] + [k[4:] for k in a if k.startswith("raw.")]
+worst = max(rel(x, y) for k in names for x, y in zip(floats(a[k]), floats(b[k])))
+print(f"{len(names)} tensors (averages and raw weights), largest difference {worst:.3g}")
+assert names and worst <= tol
+PY
+    echo "ok: 2 ranks keep one process's moving average"
     ;;
   resume)
     # 12 steps in one process; the same as 6 steps on 2 ranks, 3 more on 1, the last 3 on 2 again (the

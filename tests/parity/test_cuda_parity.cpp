@@ -19,6 +19,7 @@
 #include "ops/lstm_recurrence.h"
 #include "ops/sru_recurrence.h"
 #include "optim/optimizer.h"
+#include "train/ema.h"
 
 using namespace sru;
 using namespace sru::testing;
@@ -251,6 +252,30 @@ TEST(CudaParity, OptimizerStepsAndGradientClipping) {
     for (size_t i = 0; i < cpu_state.size(); ++i)
       EXPECT_TRUE(tensors_near(gpu_state[i].second, cpu_state[i].second, 1e-6, 1e-6)) << cpu_state[i].first;
   }
+}
+
+// The moving average of the weights (train.ema_decay) kept on cuda:0 against the CPU's: updates before
+// and after the start step, the exchange into the parameters and back.
+TEST(CudaParity, WeightEmaOnDevice) {
+  SKIP_WITHOUT_CUDA();
+  const Tensor init = rand_leaf({70000}, 33).detach();
+  nn::NamedTensors cpu_params{{"w", init.clone()}}, gpu_params{{"w", init.to(kCuda)}};
+  train::WeightEma cpu_ema(cpu_params, 0.9, 2), gpu_ema(gpu_params, 0.9, 2);
+  for (int64_t step = 1; step <= 5; ++step) {
+    Generator gen(50 + step);
+    const Tensor w = Tensor::uniform(init.shape(), -1, 1, DType::F32, gen);
+    cpu_params[0].second.copy_(w);
+    gpu_params[0].second.copy_(w);
+    cpu_ema.update(step);
+    gpu_ema.update(step);
+  }
+  {
+    const train::WeightEma::InModel a(&cpu_ema), b(&gpu_ema);
+    EXPECT_TRUE(gpu_params[0].second.device().is_cuda());
+    EXPECT_TRUE(tensors_near(gpu_params[0].second, cpu_params[0].second, 1e-6, 1e-6));
+    EXPECT_TRUE(tensors_near(gpu_ema.raw_weights()[0].second, cpu_ema.raw_weights()[0].second, 0, 0));
+  }
+  EXPECT_TRUE(tensors_near(gpu_params[0].second, cpu_params[0].second, 0, 0));
 }
 
 // The cuDNN LSTM against the CPU LSTM: 2 layers, both directions, dropout between layers (same

@@ -1,0 +1,69 @@
+// An exponential moving average of a model's trainable weights (train.ema_decay), the one fairseq
+// (--ema-decay), OpenNMT-py (-average_decay) and Marian (--exponential-smoothing) keep: after every
+// optimiser update number t,
+//   t <= start_step:  a = w                      (train.ema_start_step: the average starts from there)
+//   t >  start_step:  a = decay a + (1 - decay) w
+// one tensor a per trainable parameter w, on w's device and of its dtype (Tensor::mul_ and add_, so the
+// CPU and CUDA update are the tensor methods' kernels). Data parallel: every rank updates from the same
+// weights, so every rank holds the same average.
+// Evaluation and checkpoints use the average (train/loop.cpp): InModel puts it into the model's
+// parameters for as long as it lives, exchanging the two tensors' contents, so the raw weights wait in
+// the average's tensors meanwhile and no model-sized copy is made; a checkpoint's model tensors are
+// then the average (what srueval, averaging and the PyTorch export read), and the raw weights go beside
+// them as "raw.{name}" (kRawPrefix) for a run to continue from (docs/checkpoint-format.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/safetensors.h"
+#include "nn/module.h"
+
+namespace sru::train {
+
+inline constexpr const char* kRawPrefix = "raw.";
+
+class WeightEma {
+ public:
+  // params: the trainable parameters (optim::Optimizer::parameters()); 0 < decay < 1. The average
+  // starts as a copy of the weights.
+  WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step);
+
+  // After optimiser update number `step` (1-based).
+  void update(int64_t step);
+
+  // While alive, the model's parameters hold the average and raw_weights() the raw weights (nested
+  // guards do nothing more).
+  class InModel {
+   public:
+    explicit InModel(WeightEma* ema);  // null: nothing
+    ~InModel();
+    InModel(const InModel&) = delete;
+    InModel& operator=(const InModel&) = delete;
+
+   private:
+    WeightEma* ema_;
+  };
+  bool in_model() const { return in_model_; }
+  // Inside InModel: the raw weights as "raw.{name}" tensors, for a checkpoint.
+  nn::NamedTensors raw_weights() const;
+
+  // From a checkpoint whose model tensors were just loaded into the parameters: with "raw.*" tensors
+  // (written with the average on), the parameters become the raw weights and the average what was
+  // loaded; without (a run that had it off), the average starts from the loaded weights. Returns a
+  // line saying which, for the log.
+  std::string load(const safetensors::File& file, const std::string& path);
+
+ private:
+  void exchange();
+  nn::NamedTensors params_, average_;
+  double decay_;
+  int64_t start_step_;
+  bool in_model_ = false;
+};
+
+// A checkpoint written with the average on, resumed with it off: the parameters get the raw weights
+// back (the average is dropped). Returns whether the file had them.
+bool restore_raw_weights(const nn::NamedTensors& params, const safetensors::File& file, const std::string& path);
+
+}  // namespace sru::train
