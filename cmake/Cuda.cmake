@@ -21,8 +21,30 @@ endif()
 
 if(SRU_HAVE_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+    # Machine code for V100 (70), T4 (75), A100 (80), A10 / RTX 30 (86), L4 / RTX 40 (89) and H100 (90),
+    # each that this nvcc can still build (`nvcc --list-gpu-arch`; CUDA 13 dropped 70), and PTX of the
+    # newest on top, which the driver compiles for later GPUs. cuda_arch.h says which device runs what.
+    execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch OUTPUT_VARIABLE SRU_NVCC_ARCHS
+                    RESULT_VARIABLE SRU_NVCC_ARCHS_RC ERROR_QUIET)
+    set(CMAKE_CUDA_ARCHITECTURES "")
+    set(SRU_CUDA_ARCHS_DROPPED "")
+    foreach(arch 70 75 80 86 89 90)
+      if(SRU_NVCC_ARCHS_RC EQUAL 0 AND NOT SRU_NVCC_ARCHS MATCHES "compute_${arch}")
+        list(APPEND SRU_CUDA_ARCHS_DROPPED ${arch})
+      else()
+        list(APPEND CMAKE_CUDA_ARCHITECTURES ${arch}-real)
+      endif()
+    endforeach()
+    list(POP_BACK CMAKE_CUDA_ARCHITECTURES SRU_CUDA_NEWEST)
+    string(REPLACE "-real" "" SRU_CUDA_NEWEST ${SRU_CUDA_NEWEST})
+    list(APPEND CMAKE_CUDA_ARCHITECTURES ${SRU_CUDA_NEWEST})  # machine code and PTX
+    if(SRU_CUDA_ARCHS_DROPPED)
+      message(STATUS "CUDA: this nvcc cannot build for ${SRU_CUDA_ARCHS_DROPPED} (not in nvcc --list-gpu-arch): "
+                     "left out; a CUDA 12 toolkit builds them")
+    endif()
   endif()
+  # Recorded in the binary for --device-info and the device check (core/cuda_arch.h).
+  string(REPLACE ";" " " SRU_CUDA_ARCHITECTURES_TEXT "${CMAKE_CUDA_ARCHITECTURES}")
   enable_language(CUDA)
   # CMake 3.25 has no C++20 dialect table for nvcc 13 (which supports it): teach it the flags.
   if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)

@@ -7,10 +7,36 @@
 #include <sstream>
 
 #include "core/cuda/device_info.h"
+#include "core/cuda_arch.h"
 
 namespace sru::cuda {
 
+namespace {
+
+const CudaArchs& built_architectures() {
+  static const CudaArchs archs = parse_cuda_architectures(SRU_CUDA_ARCHITECTURES);
+  return archs;
+}
+
+// Why device `index` (which exists) cannot run this build's kernels, or "".
+std::string architecture_mismatch(int index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    cudaGetLastError();
+    return "";  // the runtime will say what is wrong at the first call
+  }
+  if (cuda_image_for(built_architectures(), prop.major, prop.minor)) return "";
+  const std::string cc = std::to_string(prop.major) + std::to_string(prop.minor);
+  return "cuda:" + std::to_string(index) + " (" + prop.name + ", compute capability " + std::to_string(prop.major) +
+         "." + std::to_string(prop.minor) + ") cannot run this build's CUDA code, which is for " +
+         describe_cuda_architectures(built_architectures()) + ": rebuild with cmake -DCMAKE_CUDA_ARCHITECTURES=" + cc +
+         " using a CUDA toolkit whose `nvcc --list-gpu-arch` lists compute_" + cc;
+}
+
+}  // namespace
+
 bool built_with_cuda() { return true; }
+std::string built_cuda_architectures() { return describe_cuda_architectures(built_architectures()); }
 
 int device_count() {
   int n = 0;
@@ -29,7 +55,7 @@ std::string unavailable_reason(int index) {
     return cudaGetErrorString(err);
   }
   if (n == 0) return "no CUDA device found";
-  return index < n ? "" : "this machine has " + std::to_string(n) + " CUDA device(s)";
+  return index < n ? architecture_mismatch(index) : "this machine has " + std::to_string(n) + " CUDA device(s)";
 }
 
 std::string describe() {
@@ -41,6 +67,7 @@ std::string describe() {
   cublasGetProperty(MINOR_VERSION, &cublas_minor);
   os << "CUDA runtime " << runtime / 1000 << "." << (runtime % 1000) / 10 << ", cuBLAS " << cublas_major << "."
      << cublas_minor << ", cuDNN " << cudnnGetVersion() << "\n";
+  os << "CUDA code built for: " << built_cuda_architectures() << "\n";
   const int n = device_count();
   if (n == 0) {
     os << "no usable CUDA device: " << unavailable_reason() << "\n";
@@ -49,8 +76,10 @@ std::string describe() {
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp prop{};
     cudaGetDeviceProperties(&prop, i);
+    const auto image = cuda_image_for(built_architectures(), prop.major, prop.minor);
     os << "cuda:" << i << " " << prop.name << ", compute " << prop.major << "." << prop.minor << ", "
-       << prop.totalGlobalMem / (1024 * 1024) << " MiB, " << prop.multiProcessorCount << " SMs\n";
+       << prop.totalGlobalMem / (1024 * 1024) << " MiB, " << prop.multiProcessorCount << " SMs, "
+       << (image ? "runs " + *image : "CANNOT run this build: " + architecture_mismatch(i)) << "\n";
   }
   return os.str();
 }

@@ -8,12 +8,14 @@ namespace sru::cuda {
 
 // True when this build includes the CUDA backend.
 bool built_with_cuda();
+// The GPU architectures this build holds code for ("sm_75 ... sm_90, PTX compute_90"; core/cuda_arch.h).
+std::string built_cuda_architectures();
 // Number of usable devices: 0 when the build has no CUDA, when no driver is installed, or when
 // cudaGetDeviceCount fails for any reason (on machines without a GPU it reports a driver/runtime
 // mismatch rather than returning 0).
 int device_count();
-// Why CUDA device `index` cannot be used (the CUDA error string, no device, or fewer devices than
-// that), or an empty string when it can.
+// Why CUDA device `index` cannot be used (the CUDA error string, no device, fewer devices than that,
+// or a device this build holds no code for, cuda_arch.h), or an empty string when it can.
 std::string unavailable_reason(int index = 0);
 // One line per device (name, compute capability, memory) plus runtime, cuBLAS and cuDNN versions.
 std::string describe();
