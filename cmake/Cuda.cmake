@@ -20,7 +20,7 @@ if(NOT SRU_CUDA STREQUAL "OFF")
 endif()
 
 if(SRU_HAVE_CUDA)
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
     # Machine code for V100 (70), T4 (75), A100 (80), A10 / RTX 30 (86), L4 / RTX 40 (89) and H100 (90),
     # each that this nvcc can still build (`nvcc --list-gpu-arch`; CUDA 13 dropped 70), and PTX of the
     # newest on top, which the driver compiles for later GPUs. cuda_arch.h says which device runs what.
@@ -35,6 +35,10 @@ if(SRU_HAVE_CUDA)
         list(APPEND CMAKE_CUDA_ARCHITECTURES ${arch}-real)
       endif()
     endforeach()
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      message(FATAL_ERROR "CUDA: ${CMAKE_CUDA_COMPILER} builds none of the architectures 70 75 80 86 89 90 "
+                          "(nvcc --list-gpu-arch); set -DCMAKE_CUDA_ARCHITECTURES=... or configure with -DSRU_CUDA=OFF")
+    endif()
     list(POP_BACK CMAKE_CUDA_ARCHITECTURES SRU_CUDA_NEWEST)
     string(REPLACE "-real" "" SRU_CUDA_NEWEST ${SRU_CUDA_NEWEST})
     list(APPEND CMAKE_CUDA_ARCHITECTURES ${SRU_CUDA_NEWEST})  # machine code and PTX
@@ -43,9 +47,10 @@ if(SRU_HAVE_CUDA)
                      "left out; a CUDA 12 toolkit builds them")
     endif()
   endif()
-  # Recorded in the binary for --device-info and the device check (core/cuda_arch.h).
-  string(REPLACE ";" " " SRU_CUDA_ARCHITECTURES_TEXT "${CMAKE_CUDA_ARCHITECTURES}")
   enable_language(CUDA)
+  # Recorded in the binary for --device-info and the device check (core/cuda_arch.h), as enable_language
+  # settled it (the list above, -DCMAKE_CUDA_ARCHITECTURES, or the CUDAARCHS environment variable).
+  string(REPLACE ";" " " SRU_CUDA_ARCHITECTURES_TEXT "${CMAKE_CUDA_ARCHITECTURES}")
   # CMake 3.25 has no C++20 dialect table for nvcc 13 (which supports it): teach it the flags.
   if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")

@@ -10,6 +10,9 @@ directory with tensorboard's EventAccumulator (every event kept, size_guidance 0
            resumed to 12 again, as after a crash that lost the later checkpoint: metrics.jsonl holds
            steps 7-12 twice, and the second resume's SessionLog START must make the reader drop the
            first resume's events of those steps;
+  restart  12 steps; its checkpoints deleted (an attempt killed before it saved one), then the same run
+           started afresh in that directory: the second file's SessionLog START at step 0 must make
+           the reader drop the first attempt's events;
   classify the tiny classifier (tests/data/classify_tiny.yaml): other metrics (accuracy).
 Each must give: every number of every metrics.jsonl line as a scalar - "train/KEY" for training lines,
 "SPLIT/KEY" for evaluations (their "eval" object's keys and "epoch") - at the line's step, equal to the
@@ -122,8 +125,13 @@ def main():
             sys.exit("FAIL: %s\n%s" % (" ".join(cmd), proc.stdout[-3000:]))
 
     try:
-        plain, resumed, classify = (os.path.join(work, n) for n in ("plain", "resumed", "classify"))
+        plain, resumed, restart, classify = (os.path.join(work, n) for n in ("plain", "resumed", "restart", "classify"))
         run(tiny + ["--run-dir", plain])
+        run(tiny + ["--run-dir", restart])
+        for f in os.listdir(restart):
+            if f.endswith(".safetensors"):
+                os.remove(os.path.join(restart, f))
+        run(tiny + ["--run-dir", restart])
         run(tiny + ["--run-dir", resumed, "--set", "train.max_steps=6"])
         shutil.copy(os.path.join(resumed, "last.safetensors"), os.path.join(work, "step6.safetensors"))
         run([train, "--resume", resumed, "--set", "train.max_steps=12"])
@@ -138,11 +146,12 @@ def main():
         run([train, "--config", os.path.join(src, "tests/data/classify_tiny.yaml"), "--set", "data.path=" + sentences,
              "--set", "data.fold=0", "--run-dir", classify])
         ok = [compare("plain", plain, EventAccumulator), compare("resumed", resumed, EventAccumulator),
-              compare("classify", classify, EventAccumulator)]
-        n_files = len([f for f in os.listdir(resumed) if f.startswith("events.out.tfevents.")])
-        if n_files != 3:
-            print("FAIL: the resumed run directory holds %d events files, expected 3 (one per process)" % n_files)
-            ok.append(False)
+              compare("restart", restart, EventAccumulator), compare("classify", classify, EventAccumulator)]
+        for run_dir, expected in ((resumed, 3), (restart, 2)):
+            n_files = len([f for f in os.listdir(run_dir) if f.startswith("events.out.tfevents.")])
+            if n_files != expected:
+                print("FAIL: %s holds %d events files, expected %d (one per process)" % (run_dir, n_files, expected))
+                ok.append(False)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

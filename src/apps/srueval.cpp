@@ -2,6 +2,7 @@
 // task can do beyond that (predict, generate), asking the task for each capability; its subcommands are
 // the scorers the registered tasks declare (TaskSpec::scorers), so no task is named here.
 // The model is rebuilt from the config stored in the checkpoint: no config file is needed.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -132,6 +133,11 @@ int main(int argc, char** argv) {
       std::cout << sru::apps::device_summary();
       return 0;
     }
+    SRU_CHECK(!raw_weights || (average_inputs.empty() && convert_form.empty() &&
+                                std::none_of(scorer_commands.begin(), scorer_commands.end(),
+                                             [](const ScorerCommand& c) { return c.command->parsed(); })),
+              "--raw-weights picks the weights a checkpoint is evaluated with: it does not apply to --average, "
+              "--convert or a scoring subcommand");
     for (const ScorerCommand& c : scorer_commands) {
       if (!c.command->parsed()) continue;
       sru::tasks::ScorerArgs args;  // the options given

@@ -95,6 +95,9 @@ std::vector<Section> Config::schema() {
                    0, 1, false, true),
         int_field("ema_start_step", &train.ema_start_step, "With train.ema_decay: the average equals the weights "
                   "up to this step and averages from the next", 0),
+        bool_field("ema_warmup", &train.ema_warmup, "With train.ema_decay: n updates after the start the decay is "
+                   "min(ema_decay, (1 + n) / (10 + n)) (TensorFlow's num_updates, OpenNMT-py), so the first "
+                   "weights fade fast; false: ema_decay from the first update (fairseq)"),
         bool_field("ema_keep_raw", &train.ema_keep_raw, "With train.ema_decay: best.safetensors holds the raw "
                    "weights too (last.safetensors always does, to resume)")}},
       {"eval", "Evaluation during training.",

@@ -65,6 +65,7 @@ struct TrainConfig {
   double dist_timeout_s = 600.0;   // data parallel: how long a collective waits for the other ranks
   double ema_decay = 0.0;          // moving average of the weights (train/ema.h); 0 = off
   int64_t ema_start_step = 0;      // the average copies the weights up to this step
+  bool ema_warmup = true;          // decay min(ema_decay, (1 + n) / (10 + n)) n updates after the start
   bool ema_keep_raw = false;       // best.safetensors also holds the raw weights (last.safetensors always)
 };
 

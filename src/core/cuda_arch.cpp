@@ -14,11 +14,11 @@ std::optional<CudaArch> parse_capability(const std::string& text) {
   if (digits < 2 || digits > 3) return std::nullopt;
   const std::string rest = text.substr(digits);
   if (!rest.empty() && rest != "a" && rest != "f") return std::nullopt;
-  return CudaArch{std::stoi(text.substr(0, digits)), !rest.empty()};
+  return CudaArch{std::stoi(text.substr(0, digits)), rest.empty() ? '\0' : rest[0]};
 }
 
 std::string name(const char* prefix, const CudaArch& a) {
-  return prefix + std::to_string(a.capability) + (a.specific ? "a" : "");
+  return prefix + std::to_string(a.capability) + (a.suffix ? std::string(1, a.suffix) : "");
 }
 
 }  // namespace
@@ -62,12 +62,14 @@ std::optional<std::string> cuda_image_for(const CudaArchs& archs, int major, int
   // The newest machine code that fits, else the newest PTX, as the driver picks.
   const CudaArch* best = nullptr;
   for (const CudaArch& a : archs.sass) {
-    const bool fits = a.specific ? a.capability == cc : a.capability / 10 == major && a.capability % 10 <= minor;
+    const bool fits = a.suffix == 'a' ? a.capability == cc : a.capability / 10 == major && a.capability % 10 <= minor;
     if (fits && (!best || a.capability > best->capability)) best = &a;
   }
   if (best) return name("sm_", *best) + " machine code";
   for (const CudaArch& a : archs.ptx) {
-    const bool fits = a.specific ? a.capability == cc : a.capability <= cc;
+    const bool fits = a.suffix == 'a'   ? a.capability == cc
+                      : a.suffix == 'f' ? a.capability / 10 == major && a.capability <= cc
+                                        : a.capability <= cc;
     if (fits && (!best || a.capability > best->capability)) best = &a;
   }
   if (best) return "PTX " + name("compute_", *best) + ", compiled by the driver";

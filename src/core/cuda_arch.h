@@ -3,7 +3,8 @@
 // SRU_CUDA_ARCHITECTURES); a device of compute capability M.m runs
 //   SASS sm_Xy   when X = M and y <= m   (machine code is compatible within a major version, upwards);
 //   PTX compute_Xy when Xy <= Mm        (the driver compiles it for the device when loading);
-// arch-specific targets (sm_90a) only on exactly that capability. Plain C++, so the rule is tested
+// arch-specific targets (sm_90a) only on exactly that capability, family-specific ones (sm_100f) on
+// that major version from that minor up. Plain C++, so the rule is tested
 // without a GPU; core/cuda/device_info.cu applies it to the devices present.
 #pragma once
 
@@ -14,8 +15,8 @@
 namespace sru::cuda {
 
 struct CudaArch {
-  int capability = 0;     // 10 * major + minor, e.g. 86
-  bool specific = false;  // an arch-specific target ("90a"): that capability only
+  int capability = 0;  // 10 * major + minor, e.g. 86
+  char suffix = 0;     // 'a': arch-specific ("90a", that capability only); 'f': family-specific ("100f")
 };
 
 struct CudaArchs {

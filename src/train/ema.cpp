@@ -1,6 +1,8 @@
 // The moving average of the weights (see ema.h).
 #include "train/ema.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace sru::train {
@@ -19,21 +21,38 @@ const Tensor* raw_tensor(const safetensors::File& file, const std::string& path,
 
 }  // namespace
 
-WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step)
-    : params_(params), decay_(decay), start_step_(start_step) {
+WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup)
+    : params_(params), decay_(decay), start_step_(start_step), warmup_(warmup) {
   SRU_CHECK(decay > 0 && decay < 1, "train.ema_decay must be in (0, 1) when on, got ", decay);
-  for (const auto& [name, p] : params_) average_.emplace_back(name, p.detach().clone());
+  for (const auto& [name, p] : params_) {
+    average_.emplace_back(name, p.detach().clone());
+    // One buffer per dtype, as large as the largest parameter: the exchange then allocates nothing.
+    auto it = std::find_if(scratch_.begin(), scratch_.end(), [&](const Tensor& s) { return s.dtype() == p.dtype(); });
+    if (it == scratch_.end()) {
+      scratch_.push_back(Tensor::zeros({p.numel()}, p.dtype(), p.device()));
+    } else if (it->numel() < p.numel()) {
+      *it = Tensor::zeros({p.numel()}, p.dtype(), p.device());
+    }
+  }
+}
+
+double WeightEma::decay_at(int64_t step) const {
+  const double t = static_cast<double>(step - start_step_);
+  return warmup_ ? std::min(decay_, (1.0 + t) / (10.0 + t)) : decay_;
 }
 
 void WeightEma::update(int64_t step) {
+  SRU_CHECK(broken_.empty(), "the raw weights could not be put back after an evaluation (", broken_,
+            "): stopping; the last checkpoint holds them");
   SRU_CHECK(!in_model_, "internal: the weight average was updated while the model held it");
+  const double d = decay_at(step);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& a = average_[i].second;
     const Tensor& w = params_[i].second;
     if (step <= start_step_) {
       a.copy_(w);
     } else {
-      a.mul_(decay_).add_(w, 1.0 - decay_);
+      a.mul_(d).add_(w, 1.0 - d);
     }
   }
 }
@@ -42,7 +61,9 @@ void WeightEma::exchange() {
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
     Tensor& a = average_[i].second;
-    const Tensor held = p.detach().clone();
+    const auto it = std::find_if(scratch_.begin(), scratch_.end(), [&](const Tensor& s) { return s.dtype() == p.dtype(); });
+    Tensor held = it->narrow0(0, p.numel());
+    held.copy_(p);
     p.copy_(a);
     a.copy_(held);
   }
@@ -54,7 +75,12 @@ WeightEma::InModel::InModel(WeightEma* ema) : ema_(ema && !ema->in_model_ ? ema 
 }
 
 WeightEma::InModel::~InModel() {
-  if (ema_) ema_->exchange();
+  if (!ema_) return;
+  try {
+    ema_->exchange();  // copies only, into buffers made up front; a device fault can still fail it
+  } catch (const std::exception& e) {
+    ema_->broken_ = e.what();  // the next update stops the run with it (a destructor must not throw)
+  }
 }
 
 nn::NamedTensors WeightEma::raw_weights() const {
@@ -77,20 +103,25 @@ std::string WeightEma::load(const safetensors::File& file, const std::string& pa
     if (found) p.copy_(raw_tensor(file, path, name, p)->to(p.device()));
   }
   return found ? "the weight average (train.ema_decay) and the raw weights resume from the checkpoint"
-               : "the checkpoint has no weight average (written with train.ema_decay 0): it starts from the "
-                 "checkpoint's weights";
+               : "the checkpoint has no raw weights (raw.*: it was written with train.ema_decay 0, or is a "
+                 "best.safetensors written without train.ema_keep_raw): the weight average starts from its weights";
 }
 
 bool restore_raw_weights(const nn::NamedTensors& params, const safetensors::File& file, const std::string& path) {
-  bool any = false;
+  size_t found = 0, trainable = 0;
   for (const auto& [name, p] : params) {
-    const Tensor* raw = raw_tensor(file, path, name, p);
-    if (!raw) continue;
-    Tensor target = p;
-    target.copy_(raw->to(p.device()));
-    any = true;
+    if (!p.requires_grad()) continue;  // frozen parameters have no raw copy
+    ++trainable;
+    if (raw_tensor(file, path, name, p)) ++found;
   }
-  return any;
+  SRU_CHECK(found == 0 || found == trainable, "'", path, "' holds raw weights for ", found, " of the ", trainable,
+            " trainable parameters: it is damaged or from another model");
+  for (const auto& [name, p] : params)
+    if (const Tensor* raw = p.requires_grad() ? raw_tensor(file, path, name, p) : nullptr) {
+      Tensor target = p;
+      target.copy_(*raw);
+    }
+  return found > 0;
 }
 
 }  // namespace sru::train

@@ -2,7 +2,10 @@
 // (--ema-decay), OpenNMT-py (-average_decay) and Marian (--exponential-smoothing) keep: after every
 // optimiser update number t,
 //   t <= start_step:  a = w                      (train.ema_start_step: the average starts from there)
-//   t >  start_step:  a = decay a + (1 - decay) w
+//   t >  start_step:  a = d_t a + (1 - d_t) w,   d_t = min(decay, (1 + n) / (10 + n)), n = t - start_step
+// (train.ema_warmup, on by default: TensorFlow's ExponentialMovingAverage with num_updates, OpenNMT-py's
+// average_decay; without it d_t = decay, as fairseq's --ema-decay), so the first updates' weights,
+// the random initial ones above all, do not linger in the average for ~1 / (1 - decay) updates;
 // one tensor a per trainable parameter w, on w's device and of its dtype (Tensor::mul_ and add_, so the
 // CPU and CUDA update are the tensor methods' kernels). Data parallel: every rank updates from the same
 // weights, so every rank holds the same average.
@@ -15,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/safetensors.h"
 #include "nn/module.h"
@@ -27,13 +31,16 @@ class WeightEma {
  public:
   // params: the trainable parameters (optim::Optimizer::parameters()); 0 < decay < 1. The average
   // starts as a copy of the weights.
-  WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step);
+  WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup = true);
+  // The decay the update after step `step` uses (above start_step).
+  double decay_at(int64_t step) const;
 
   // After optimiser update number `step` (1-based).
   void update(int64_t step);
 
   // While alive, the model's parameters hold the average and raw_weights() the raw weights (nested
-  // guards do nothing more).
+  // guards do nothing more). The exchange copies through buffers made by the constructor; should the
+  // one back fail (a device fault), the next update() stops the run with that error.
   class InModel {
    public:
     explicit InModel(WeightEma* ema);  // null: nothing
@@ -57,13 +64,17 @@ class WeightEma {
  private:
   void exchange();
   nn::NamedTensors params_, average_;
+  std::vector<Tensor> scratch_;  // per dtype, the largest parameter's size
   double decay_;
   int64_t start_step_;
+  bool warmup_;
   bool in_model_ = false;
+  std::string broken_;  // why the raw weights could not be put back, if they could not
 };
 
-// A checkpoint written with the average on, resumed with it off: the parameters get the raw weights
-// back (the average is dropped). Returns whether the file had them.
+// A checkpoint written with the average on, resumed with it off (or srueval --raw-weights): the trainable
+// parameters among `params` get the raw weights back (the average is dropped). Returns whether the file
+// had them; raw weights for some trainable parameters only are refused.
 bool restore_raw_weights(const nn::NamedTensors& params, const safetensors::File& file, const std::string& path);
 
 }  // namespace sru::train

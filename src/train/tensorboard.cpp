@@ -146,16 +146,14 @@ void TensorBoardLog::open() {
                              std::to_string(::getpid()))).string();
   std::string first = event_head(now, 0);
   put_bytes_field(first, 3, "brain.Event:2");
-  std::string records = event_record(first);
-  if (resumed_at_step_ >= 0) {
-    // SessionLog { status: START }: the reader drops the earlier events of steps after the checkpoint.
-    std::string start = event_head(now, resumed_at_step_ + 1), session;
-    put_varint(session, (1 << 3) | 0);
-    put_varint(session, 1);
-    put_bytes_field(start, 7, session);
-    records += event_record(start);
-  }
-  append_to_file(path_, records);
+  // SessionLog { status: START } at the first step this process trains: the reader drops what earlier
+  // files logged from there on (a resumed run's steps after its checkpoint; everything, for a run started
+  // afresh in a directory an earlier attempt logged to before it wrote a checkpoint).
+  std::string start = event_head(now, resumed_at_step_ + 1), session;
+  put_varint(session, (1 << 3) | 0);
+  put_varint(session, 1);
+  put_bytes_field(start, 7, session);
+  append_to_file(path_, event_record(first) + event_record(start));
 }
 
 void TensorBoardLog::write(const nlohmann::ordered_json& record) {

@@ -10,9 +10,9 @@
 //   SessionLog { SessionStatus status = 1 (START = 1) }
 // The test is the real reader (scripts/check_tensorboard.py, tensorboard's EventAccumulator).
 // Each process that logs opens a new file, events.out.tfevents.{seconds}.{host}.{pid}, whose name sorts
-// after the directory's earlier ones (the reader loads them in name order). A resumed run first writes
-// SessionLog START at the step after its checkpoint's, so TensorBoard drops what the stopped run
-// logged after that checkpoint (those steps are trained again). Every record is appended whole and
+// after the directory's earlier ones (the reader loads them in name order), and first writes SessionLog
+// START at the first step it trains (a resumed run: the one after its checkpoint's; a new run: 0), so
+// TensorBoard drops what earlier processes logged from there on (steps trained again). Every record is appended whole and
 // flushed (append_to_file), as metrics.jsonl's lines.
 #pragma once
 
@@ -35,7 +35,7 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::
 
 class TensorBoardLog {
  public:
-  // `dir`: the run directory (exists). resumed_at_step >= 0: a resumed run, at that checkpoint step.
+  // `dir`: the run directory (exists). resumed_at_step: a resumed run's checkpoint step, -1 for a new run.
   TensorBoardLog(std::string dir, int64_t resumed_at_step);
   // The scalars of one metrics.jsonl record (the file is created at the first call).
   void write(const nlohmann::ordered_json& record);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "core/cuda/device_info.h"
 #include "tasks/registry.h"
 #include "train/cross_validation.h"
@@ -25,7 +27,13 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& trai
 }
 
 Device resolve_train_device(const std::string& requested) {
-  if (requested == "auto") return cuda::device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  if (requested == "auto") {
+    if (cuda::device_count() == 0) return Device::cpu();
+    const std::string why = cuda::unavailable_reason(0);  // e.g. a card this build holds no code for
+    if (why.empty()) return Device::cuda(0);
+    spdlog::warn("train.device auto: training on the CPU: {}", why);
+    return Device::cpu();
+  }
   const Device device = Device::parse(requested);  // the config parser has checked the spelling
   if (device.is_cuda()) {
     const std::string why = cuda::unavailable_reason(device.index);

@@ -503,7 +503,7 @@ PY
     matches "training continues from the checkpoint's raw weights" "$(cat "$work/off.log")" || fail "no message when turned off"
     tiny_run --run-dir "$work/on" --set train.max_steps=6 > /dev/null 2>&1 || fail "run to step 6 (on)"
     "$train" --resume "$work/on" --set train.max_steps=12 --set train.ema_decay=0.8 > "$work/on.log" 2>&1 || fail "resume with it on"
-    matches "has no weight average .* it starts from the checkpoint's weights" "$(cat "$work/on.log")" || fail "no message when turned on"
+    matches "has no raw weights .* the weight average starts from its weights" "$(cat "$work/on.log")" || fail "no message when turned on"
     tiny_run "$@" --run-dir "$work/keep" --set train.ema_keep_raw=true > /dev/null 2>&1 || fail "run with ema_keep_raw"
     PYTHONPATH="$src/tests/e2e" python3 - "$work" << 'PY' || fail "checkpoint contents"
 import sys
@@ -536,6 +536,9 @@ PY
     expect_error "--raw-weights: .*plain/last.safetensors holds no raw weights" \
       "$eval" --checkpoint "$work/plain/last.safetensors" --split valid --raw-weights
     expect_error "train.ema_decay: 1 is out of range" tiny_run --set train.ema_decay=1 --run-dir "$work/bad"
+    expect_error "--raw-weights .* does not apply to --average" "$eval" --raw-weights --average "$work/full/last.safetensors" \
+      "$work/part/last.safetensors" --out "$work/bad.safetensors"
+    [ ! -e "$work/bad.safetensors" ] || fail "a refused --raw-weights --average wrote its output"
     echo "ok: the moving average is evaluated and saved, resumes exactly, and leaves training alone"
     ;;
   get_data_enwik8_mirror)

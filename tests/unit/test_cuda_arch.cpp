@@ -37,6 +37,12 @@ TEST(CudaArch, MachineCodeWithinAMajorVersionAndPtxUpwards) {
   EXPECT_FALSE(cuda_image_for(real_only, 9, 1));
   EXPECT_EQ(cuda_image_for(real_only, 9, 0), "sm_90a machine code");
   EXPECT_EQ(cuda_image_for(parse_cuda_architectures("86-virtual"), 8, 0), std::nullopt);  // PTX is not downward
+  // Family-specific code: its major version, from its minor up (B200 and B300 run sm_100f; RTX 50 not).
+  const CudaArchs family = parse_cuda_architectures("100f");
+  EXPECT_EQ(describe_cuda_architectures(family), "sm_100f, PTX compute_100f");
+  EXPECT_EQ(cuda_image_for(family, 10, 3), "sm_100f machine code");
+  EXPECT_EQ(cuda_image_for(family, 10, 0), "sm_100f machine code");
+  EXPECT_FALSE(cuda_image_for(family, 12, 0));
 }
 
 TEST(CudaArch, DeviceInfoNamesTheBuildsArchitectures) {

@@ -3,6 +3,7 @@
 // (with and without raw weights, damaged), and the after-update place in the shared training step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "train/ema.h"
@@ -41,23 +42,33 @@ void two_updates(nn::NamedTensors& params, train::WeightEma& ema) {
 }  // namespace
 
 TEST(WeightEma, FollowsTheRecurrenceAfterTheStartStep) {
-  nn::NamedTensors params = two_params();
-  const std::vector<double> w0 = values(params[0].second);
   const double decay = 0.75;
   const int64_t start = 2;
-  train::WeightEma ema(params, decay, start);
-  // Expected: a_0 = w_0; a_t = w_t for t <= start; then a_t = decay a_{t-1} + (1 - decay) w_t.
-  std::vector<double> expected = w0;
-  for (int64_t step = 1; step <= 6; ++step) {
-    set_step_values(params, step);
-    ema.update(step);
-    const std::vector<double> w = values(params[0].second);
-    for (size_t i = 0; i < expected.size(); ++i)
-      expected[i] = step <= start ? w[i] : decay * expected[i] + (1 - decay) * w[i];
+  for (const bool warmup : {false, true}) {
+    SCOPED_TRACE(warmup ? "warm-up" : "fixed decay");
+    nn::NamedTensors params = two_params();
+    train::WeightEma ema(params, decay, start, warmup);
+    // Expected: a = w up to the start step; then a = d a + (1 - d) w, d = decay, or with the warm-up
+    // min(decay, (1 + n) / (10 + n)) n updates after the start.
+    std::vector<double> expected = values(params[0].second);
+    for (int64_t step = 1; step <= 30; ++step) {
+      set_step_values(params, step);
+      ema.update(step);
+      const double n = static_cast<double>(step - start);
+      const double d = warmup ? std::min(decay, (1 + n) / (10 + n)) : decay;
+      if (step > start) {
+        EXPECT_DOUBLE_EQ(ema.decay_at(step), d) << step;
+      }
+      const std::vector<double> w = values(params[0].second);
+      for (size_t i = 0; i < expected.size(); ++i)
+        expected[i] = step <= start ? w[i] : d * expected[i] + (1 - d) * w[i];
+    }
+    const train::WeightEma::InModel in(&ema);
+    const std::vector<double> got = values(params[0].second);
+    for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-15) << i;
   }
-  const train::WeightEma::InModel in(&ema);
-  const std::vector<double> got = values(params[0].second);
-  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-15) << i;
+  EXPECT_DOUBLE_EQ(train::WeightEma(two_params(), 0.999, 0).decay_at(1), 2.0 / 11.0);
+  EXPECT_DOUBLE_EQ(train::WeightEma(two_params(), 0.999, 0).decay_at(20000), 0.999);
 }
 
 TEST(WeightEma, InModelExchangesAndRestoresBitForBit) {
@@ -133,7 +144,7 @@ TEST(WeightEma, CheckpointsWithoutOrWithDamagedRawWeights) {
   nn::NamedTensors params = two_params();
   safetensors::File none{{{"w", params[0].second.clone()}, {"b", params[1].second.clone()}}, {}};
   train::WeightEma ema(params, 0.9, 0);
-  EXPECT_NE(ema.load(none, "old.safetensors").find("starts from the checkpoint's weights"), std::string::npos);
+  EXPECT_NE(ema.load(none, "old.safetensors").find("the weight average starts from its weights"), std::string::npos);
   EXPECT_FALSE(train::restore_raw_weights(params, none, "old.safetensors"));
 
   safetensors::File half = none;
