@@ -24,7 +24,8 @@ const Tensor* raw_tensor(const safetensors::File& file, const std::string& path,
 WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup)
     : params_(params), decay_(decay), start_step_(start_step), warmup_(warmup) {
   SRU_CHECK(decay > 0 && decay < 1, "train.ema_decay must be in (0, 1) when on, got ", decay);
-  for (const auto& [name, p] : params_) {
+  for (const auto& [name, param] : params_) {
+    const Tensor& p = param;  // a plain reference: clang 14 cannot capture structured bindings
     average_.emplace_back(name, p.detach().clone());
     // One buffer per dtype, as large as the largest parameter: the exchange then allocates nothing.
     auto it = std::find_if(scratch_.begin(), scratch_.end(), [&](const Tensor& s) { return s.dtype() == p.dtype(); });
