@@ -9,14 +9,29 @@ namespace sru::train {
 
 namespace {
 
-// The file's "raw.{name}" tensor for parameter (name, p), checked against p; null when absent.
-const Tensor* raw_tensor(const safetensors::File& file, const std::string& path, const std::string& name,
-                         const Tensor& p) {
-  const Tensor* raw = file.find(kRawPrefix + name);
-  if (raw)
-    SRU_CHECK(raw->shape() == p.shape() && raw->dtype() == p.dtype(), "'", path, "': tensor '", kRawPrefix, name,
-              "' does not match parameter '", name, "' (shape or dtype)");
+// The file's "raw.{name}" tensor of each trainable parameter (name, p), checked against p; null for frozen
+// parameters (no raw copy) and, when the file has none, for all. Raw weights of some only are refused.
+std::vector<const Tensor*> raw_tensors(const nn::NamedTensors& params, const safetensors::File& file,
+                                       const std::string& path) {
+  std::vector<const Tensor*> raw;
+  size_t found = 0, trainable = 0;
+  for (const auto& [name, p] : params) {
+    const Tensor* r = p.requires_grad() ? file.find(kRawPrefix + name) : nullptr;
+    if (r)
+      SRU_CHECK(r->shape() == p.shape() && r->dtype() == p.dtype(), "'", path, "': tensor '", kRawPrefix, name,
+                "' does not match parameter '", name, "' (shape or dtype)");
+    trainable += p.requires_grad();
+    found += r != nullptr;
+    raw.push_back(r);
+  }
+  SRU_CHECK(found == 0 || found == trainable, "'", path, "' holds raw weights for ", found, " of the ", trainable,
+            " trainable parameters: it is damaged or from another model");
   return raw;
+}
+
+// The exchange buffer for tensors of `dtype` (WeightEma's constructor makes one per dtype).
+Tensor& buffer_for(std::vector<Tensor>& buffers, DType dtype) {
+  return *std::find_if(buffers.begin(), buffers.end(), [&](const Tensor& b) { return b.dtype() == dtype; });
 }
 
 }  // namespace
@@ -28,12 +43,10 @@ WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start
     const Tensor& p = param;  // a plain reference: clang 14 cannot capture structured bindings
     average_.emplace_back(name, p.detach().clone());
     // One buffer per dtype, as large as the largest parameter: the exchange then allocates nothing.
-    auto it = std::find_if(scratch_.begin(), scratch_.end(), [&](const Tensor& s) { return s.dtype() == p.dtype(); });
-    if (it == scratch_.end()) {
-      scratch_.push_back(Tensor::zeros({p.numel()}, p.dtype(), p.device()));
-    } else if (it->numel() < p.numel()) {
-      *it = Tensor::zeros({p.numel()}, p.dtype(), p.device());
-    }
+    if (std::none_of(scratch_.begin(), scratch_.end(), [&](const Tensor& s) { return s.dtype() == p.dtype(); }))
+      scratch_.push_back(Tensor::zeros({0}, p.dtype(), p.device()));
+    Tensor& buffer = buffer_for(scratch_, p.dtype());
+    if (buffer.numel() < p.numel()) buffer = Tensor::zeros({p.numel()}, p.dtype(), p.device());
   }
 }
 
@@ -62,8 +75,7 @@ void WeightEma::exchange() {
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
     Tensor& a = average_[i].second;
-    const auto it = std::find_if(scratch_.begin(), scratch_.end(), [&](const Tensor& s) { return s.dtype() == p.dtype(); });
-    Tensor held = it->narrow0(0, p.numel());
+    Tensor held = buffer_for(scratch_, p.dtype()).narrow0(0, p.numel());
     held.copy_(p);
     p.copy_(a);
     a.copy_(held);
@@ -93,15 +105,11 @@ nn::NamedTensors WeightEma::raw_weights() const {
 
 std::string WeightEma::load(const safetensors::File& file, const std::string& path) {
   SRU_CHECK(!in_model_, "internal: WeightEma::load inside InModel");
-  size_t found = 0;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (raw_tensor(file, path, params_[i].first, params_[i].second)) ++found;
-  SRU_CHECK(found == 0 || found == params_.size(), "'", path, "' holds raw weights for ", found, " of the ",
-            params_.size(), " trainable parameters: it is damaged or from another model");
+  const std::vector<const Tensor*> raw = raw_tensors(params_, file, path);
+  const bool found = std::any_of(raw.begin(), raw.end(), [](const Tensor* r) { return r != nullptr; });
   for (size_t i = 0; i < params_.size(); ++i) {
-    auto& [name, p] = params_[i];
-    average_[i].second.copy_(p);  // the loaded model tensors: the average, or the weights of a run without it
-    if (found) p.copy_(raw_tensor(file, path, name, p)->to(p.device()));
+    average_[i].second.copy_(params_[i].second);  // the loaded model tensors: the average, or a run's without it
+    if (raw[i]) params_[i].second.copy_(*raw[i]);
   }
   return found ? "the weight average (train.ema_decay) and the raw weights resume from the checkpoint"
                : "the checkpoint has no raw weights (raw.*: it was written with train.ema_decay 0, or is a "
@@ -109,20 +117,15 @@ std::string WeightEma::load(const safetensors::File& file, const std::string& pa
 }
 
 bool restore_raw_weights(const nn::NamedTensors& params, const safetensors::File& file, const std::string& path) {
-  size_t found = 0, trainable = 0;
-  for (const auto& [name, p] : params) {
-    if (!p.requires_grad()) continue;  // frozen parameters have no raw copy
-    ++trainable;
-    if (raw_tensor(file, path, name, p)) ++found;
-  }
-  SRU_CHECK(found == 0 || found == trainable, "'", path, "' holds raw weights for ", found, " of the ", trainable,
-            " trainable parameters: it is damaged or from another model");
-  for (const auto& [name, p] : params)
-    if (const Tensor* raw = p.requires_grad() ? raw_tensor(file, path, name, p) : nullptr) {
-      Tensor target = p;
-      target.copy_(*raw);
+  const std::vector<const Tensor*> raw = raw_tensors(params, file, path);
+  bool any = false;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (raw[i]) {
+      Tensor target = params[i].second;
+      target.copy_(*raw[i]);
+      any = true;
     }
-  return found > 0;
+  return any;
 }
 
 }  // namespace sru::train

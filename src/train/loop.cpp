@@ -123,9 +123,9 @@ void Trainer::setup() {
   dir_->prepare();
   if (run_.checkpoint) {
     const LoadedCheckpoint& ckpt = *run_.checkpoint;
-    load_model(task_->model(), ckpt.file, (fs::path(run_.dir) / "last.safetensors").string());
+    const std::string last = dir_->file("last.safetensors");
+    load_model(task_->model(), ckpt.file, last);
     optimizer_->load_state(ckpt.file.tensors);
-    const std::string last = (fs::path(run_.dir) / "last.safetensors").string();
     if (WeightEma* ema = step_->ema()) {
       spdlog::info("{}", ema->load(ckpt.file, last));
     } else if (restore_raw_weights(optimizer_->parameters(), ckpt.file, last)) {
