@@ -15,9 +15,11 @@ directory with tensorboard's EventAccumulator (every event kept, size_guidance 0
            the reader drop the first attempt's events;
   classify the tiny classifier (tests/data/classify_tiny.yaml): other metrics (accuracy).
 Each must give: every number of every metrics.jsonl line as a scalar - "train/KEY" for training lines,
-"SPLIT/KEY" for evaluations (their "eval" object's keys and "epoch") - at the line's step, equal to the
-float32 of the logged value (TensorBoard's simple_value is a float); no other scalar; one event per
-(tag, step) after the reader's purge; for the last line of a step logged twice, its value.
+"SPLIT/KEY" for evaluations (their "eval" object's keys and "epoch") - at the line's step, and the final
+evaluations of the summary.json each srutrain process wrote - "final/SPLIT/KEY", "best/SPLIT/KEY" and
+"best/step" - at its last step, equal to the float32 of the logged value (TensorBoard's simple_value is a
+float); no other scalar; one event per (tag, step) after the reader's purge; for a (tag, step) logged
+twice, the later value.
 
 tensorboard==%s is used if importable, else installed with pip into BUILD_DIR/python-tensorboard
 (pip's --target, so neither the system's Python nor a PEP 668 "externally managed" one is touched).
@@ -57,8 +59,28 @@ def as_float32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def expected_scalars(run_dir):
-    """{(tag, step): value} from metrics.jsonl, the last line of a step winning, as srutrain maps them."""
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def summary_scalars(summary):
+    """[(tag, step, value)] of one summary.json's final evaluations, as srutrain maps them."""
+    out = []
+    groups = [("final", summary.get("final", {}))]
+    best = summary.get("best")
+    if isinstance(best, dict):
+        out.append(("best/step", summary["steps"], best["step"]))
+        groups.append(("best", best))
+    for prefix, per_split in groups:
+        for split, metrics in per_split.items():
+            if isinstance(metrics, dict):
+                out += [("%s/%s/%s" % (prefix, split, k), summary["steps"], v) for k, v in metrics.items() if is_number(v)]
+    return out
+
+
+def expected_scalars(run_dir, summaries):
+    """{(tag, step): value} from metrics.jsonl and the summary.json of each process (in the order they
+    ran), the later value of a (tag, step) winning, as srutrain maps them."""
     out = {}
     for line in open(os.path.join(run_dir, "metrics.jsonl")):
         r = json.loads(line)
@@ -67,12 +89,15 @@ def expected_scalars(run_dir):
         if isinstance(r.get("eval"), dict):
             numbers += list(r["eval"].items())
         for k, v in numbers:
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if is_number(v):
                 out[(prefix + "/" + k, r["step"])] = as_float32(float(v))
+    for summary in summaries:
+        for tag, step, v in summary_scalars(summary):
+            out[(tag, step)] = as_float32(float(v))
     return out
 
 
-def compare(name, run_dir, EventAccumulator):
+def compare(name, run_dir, summaries, EventAccumulator):
     events = [f for f in os.listdir(run_dir) if f.startswith("events.out.tfevents.")]
     acc = EventAccumulator(run_dir, size_guidance={"scalars": 0})
     acc.Reload()
@@ -82,23 +107,23 @@ def compare(name, run_dir, EventAccumulator):
             if (tag, e.step) in got:
                 dup.append((tag, e.step))
             got[(tag, e.step)] = e.value
-    want = expected_scalars(run_dir)
+    want = expected_scalars(run_dir, summaries)
     errors = []
     if dup:
         errors.append("%d (tag, step) pairs more than once, e.g. %s" % (len(dup), dup[:3]))
     missing = sorted(set(want) - set(got))
     extra = sorted(set(got) - set(want))
     if missing:
-        errors.append("%d scalars of metrics.jsonl missing, e.g. %s" % (len(missing), missing[:3]))
+        errors.append("%d scalars of metrics.jsonl / summary.json missing, e.g. %s" % (len(missing), missing[:3]))
     if extra:
-        errors.append("%d scalars not in metrics.jsonl, e.g. %s" % (len(extra), extra[:3]))
+        errors.append("%d scalars not in metrics.jsonl / summary.json, e.g. %s" % (len(extra), extra[:3]))
     differ = [(k, want[k], got[k]) for k in want if k in got and got[k] != want[k]]
     if differ:
         errors.append("%d values differ, e.g. %s" % (len(differ), differ[:3]))
     tags = sorted({t for t, _ in want})
     print("%-8s %d events file(s), %d scalars in %d tags (%s), %d steps: %s" % (
         name, len(events), len(want), len(tags), ", ".join(tags), len({s for _, s in want}),
-        "; ".join(errors) if errors else "equal to metrics.jsonl"))
+        "; ".join(errors) if errors else "equal to metrics.jsonl and summary.json"))
     return not errors and len(want) > 0
 
 
@@ -119,10 +144,15 @@ def main():
     tiny = [train, "--config", os.path.join(src, "tests/data/tiny.yaml"),
             "--set", "data.path=" + os.path.join(src, "data/enwik8-sample/enwik8.head1M"), "--set", "eval.every_steps=4"]
 
+    summaries = {}  # run directory -> the summary.json of each srutrain process, in order
+
     def run(cmd):
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
             sys.exit("FAIL: %s\n%s" % (" ".join(cmd), proc.stdout[-3000:]))
+        run_dir = cmd[cmd.index("--run-dir" if "--run-dir" in cmd else "--resume") + 1]
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summaries.setdefault(run_dir, []).append(json.load(f))
 
     try:
         plain, resumed, restart, classify = (os.path.join(work, n) for n in ("plain", "resumed", "restart", "classify"))
@@ -145,8 +175,8 @@ def main():
                 f.write("%d %s %s\n" % (label, words, "yes" if label else "no"))
         run([train, "--config", os.path.join(src, "tests/data/classify_tiny.yaml"), "--set", "data.path=" + sentences,
              "--set", "data.fold=0", "--run-dir", classify])
-        ok = [compare("plain", plain, EventAccumulator), compare("resumed", resumed, EventAccumulator),
-              compare("restart", restart, EventAccumulator), compare("classify", classify, EventAccumulator)]
+        ok = [compare(name, d, summaries[d], EventAccumulator)
+              for name, d in (("plain", plain), ("resumed", resumed), ("restart", restart), ("classify", classify))]
         for run_dir, expected in ((resumed, 3), (restart, 2)):
             n_files = len([f for f in os.listdir(run_dir) if f.startswith("events.out.tfevents.")])
             if n_files != expected:
@@ -158,7 +188,7 @@ def main():
     if not all(ok):
         print("FAIL")
         return 1
-    print("ok: TensorBoard reads every metrics.jsonl number back")
+    print("ok: TensorBoard reads every metrics.jsonl and summary.json number back")
     return 0
 
 

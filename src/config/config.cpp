@@ -108,7 +108,8 @@ std::vector<Section> Config::schema() {
        {int_field("every_steps", &log.every_steps, "Log training loss every N steps", 1),
         bool_field("progress", &log.progress, "Progress bar when stdout is a terminal"),
         bool_field("tensorboard", &log.tensorboard, "Also write every metrics.jsonl number to a TensorBoard events "
-                   "file in the run directory (events.out.tfevents.*): train/{key}, {split}/{metric}")}},
+                   "file in the run directory (events.out.tfevents.*): train/{key}, {split}/{metric}; at the end, "
+                   "summary.json's final/{split}/{metric}, best/{split}/{metric}")}},
   };
   for (auto* extra : {&task_options, &encoder_options})
     for (Section& s : owned_by(extra->sections(), (extra == &task_options ? "task " + task : "encoder " + model.type)))

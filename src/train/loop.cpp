@@ -312,7 +312,7 @@ void Trainer::finish(const std::string& reason) {
   summary["backend"] = comm_.backend();
   summary["ranks"] = ranks_;
   summary["commit"] = build_commit();
-  dir_->write_text("summary.json", summary.dump(2) + "\n");
+  dir_->write_summary(summary);
   spdlog::info("final: {}", final_line);
   spdlog::info("run directory {}: config.yaml, metrics.jsonl, last.safetensors{}, summary.json", run_.dir,
                has_best ? ", best.safetensors" : "");

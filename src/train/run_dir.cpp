@@ -146,6 +146,12 @@ void RunDirectory::log_tensorboard(int64_t resumed_at_step) {
   if (comm_.is_root()) tensorboard_ = std::make_unique<TensorBoardLog>(dir_, resumed_at_step);
 }
 
+void RunDirectory::write_summary(const nlohmann::ordered_json& summary) {
+  write_text("summary.json", summary.dump(2) + "\n");
+  if (comm_.is_root() && tensorboard_)
+    tensorboard_->write(summary["steps"].get<int64_t>(), tensorboard_summary_scalars(summary));
+}
+
 void RunDirectory::save_checkpoint(const std::string& name, tasks::Task& task, const optim::Optimizer* optimizer,
                                    const std::string& config_yaml, const Progress& progress,
                                    const nn::NamedTensors& extra) {

@@ -68,6 +68,9 @@ class RunDirectory {
   // append_metrics also writes the record's numbers to a TensorBoard events file (log.tensorboard);
   // resumed_at_step >= 0 for a resumed run (its checkpoint's step). Rank 0's alone, as append_metrics.
   void log_tensorboard(int64_t resumed_at_step);
+  // Writes summary.json (atomically) and its final evaluations to the TensorBoard file, at the run's
+  // last step ("steps"). Collective, as write_text.
+  void write_summary(const nlohmann::ordered_json& summary);
   // Writes DIR/name atomically; refuses (naming the parameter) when a model tensor or one of `extra`
   // (checkpoint_contents) is not finite, so the previous checkpoint stays. Data parallel: also checks
   // that every rank holds the same weights.

@@ -113,8 +113,8 @@ std::string event_record(std::string_view data) {
   return out;
 }
 
-std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::ordered_json& record) {
-  std::vector<std::pair<std::string, double>> out;
+Scalars tensorboard_scalars(const nlohmann::ordered_json& record) {
+  Scalars out;
   const std::string prefix = record.contains("split") && record["split"].is_string() ? record["split"].get<std::string>()
                                                                                     : "train";
   const auto add = [&](const nlohmann::ordered_json& object) {
@@ -123,6 +123,23 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::
   };
   add(record);
   if (record.contains("eval") && record["eval"].is_object()) add(record["eval"]);
+  return out;
+}
+
+Scalars tensorboard_summary_scalars(const nlohmann::ordered_json& summary) {
+  Scalars out;
+  const auto add_splits = [&](const nlohmann::ordered_json& per_split, const std::string& prefix) {
+    for (const auto& [split, metrics] : per_split.items())
+      if (metrics.is_object())
+        for (const auto& [key, value] : metrics.items())
+          if (value.is_number()) out.emplace_back(prefix + "/" + split + "/" + key, value.get<double>());
+  };
+  if (summary.contains("final") && summary["final"].is_object()) add_splits(summary["final"], "final");
+  if (summary.contains("best") && summary["best"].is_object()) {
+    const nlohmann::ordered_json& best = summary["best"];
+    if (best.contains("step") && best["step"].is_number()) out.emplace_back("best/step", best["step"].get<double>());
+    add_splits(best, "best");
+  }
   return out;
 }
 
@@ -157,10 +174,14 @@ void TensorBoardLog::open() {
 }
 
 void TensorBoardLog::write(const nlohmann::ordered_json& record) {
-  const auto scalars = tensorboard_scalars(record);
-  if (scalars.empty() || !record.contains("step") || !record["step"].is_number_integer()) return;
+  if (record.contains("step") && record["step"].is_number_integer())
+    write(record["step"].get<int64_t>(), tensorboard_scalars(record));
+}
+
+void TensorBoardLog::write(int64_t step, const Scalars& scalars) {
+  if (scalars.empty()) return;
   if (path_.empty()) open();
-  std::string event = event_head(now_seconds(), record["step"].get<int64_t>());
+  std::string event = event_head(now_seconds(), step);
   put_bytes_field(event, 5, scalar_summary(scalars));
   append_to_file(path_, event_record(event));
 }

@@ -1,6 +1,7 @@
 // TensorBoard event files beside metrics.jsonl (log.tensorboard): every number of every metrics.jsonl
 // record becomes a scalar, "train/{key}" for training lines and "{split}/{metric}" for evaluations,
-// at the record's step. No library: Debian packages none for the record format, which is small:
+// at the record's step, and at the end the final evaluations of summary.json (tensorboard_summary_scalars).
+// No library: Debian packages none for the record format, which is small:
 //   record = uint64 length, uint32 masked_crc32c(length bytes), data, uint32 masked_crc32c(data)
 //   (little-endian; masked_crc32c(x) = ((c >> 15) | (c << 17)) + 0xa282ead8, c = CRC-32C of x)
 // and each record's data is a protobuf `Event` (tensorflow/core/util/event.proto), of which we write
@@ -30,8 +31,12 @@ namespace sru::train {
 uint32_t crc32c(std::string_view bytes);
 // One framed record holding `data`.
 std::string event_record(std::string_view data);
+using Scalars = std::vector<std::pair<std::string, double>>;
 // The scalars a metrics.jsonl record gives (tag, value); none for records without numbers.
-std::vector<std::pair<std::string, double>> tensorboard_scalars(const nlohmann::ordered_json& record);
+Scalars tensorboard_scalars(const nlohmann::ordered_json& record);
+// The scalars of summary.json's final evaluations: "final/{split}/{metric}" (the model last.safetensors
+// holds), "best/{split}/{metric}" and "best/step" (best.safetensors'); logged at the run's last step.
+Scalars tensorboard_summary_scalars(const nlohmann::ordered_json& summary);
 
 class TensorBoardLog {
  public:
@@ -39,6 +44,8 @@ class TensorBoardLog {
   TensorBoardLog(std::string dir, int64_t resumed_at_step);
   // The scalars of one metrics.jsonl record (the file is created at the first call).
   void write(const nlohmann::ordered_json& record);
+  // Scalars at `step` (none: nothing is written).
+  void write(int64_t step, const Scalars& scalars);
   const std::string& path() const { return path_; }
 
  private:

@@ -46,3 +46,18 @@ TEST(TensorBoard, ScalarsOfMetricsRecords) {
   EXPECT_TRUE(train::tensorboard_scalars(nlohmann::ordered_json::parse(
                   R"({"step": 7, "event": "skipped", "what": "loss"})")).empty());
 }
+
+TEST(TensorBoard, ScalarsOfTheSummary) {
+  const auto scalars = train::tensorboard_summary_scalars(nlohmann::ordered_json::parse(R"({
+      "task": "lm", "stopped": "max_steps", "steps": 12, "epochs": 0.5,
+      "final": {"valid": {"bpc": 2.5, "chars": 4096}, "test": {"bpc": 2.75}},
+      "best": {"step": 8, "metric": "bpc", "higher_is_better": false, "valid": {"bpc": 2.25}, "test": {"bpc": 2.5}},
+      "parameters": 1000, "wall_time_s": 3.5})"));
+  const train::Scalars want = {{"final/valid/bpc", 2.5}, {"final/valid/chars", 4096.0}, {"final/test/bpc", 2.75},
+                               {"best/step", 8.0},        {"best/valid/bpc", 2.25},     {"best/test/bpc", 2.5}};
+  EXPECT_EQ(scalars, want);
+  // A run without best.safetensors (no evaluation ran) has final evaluations only.
+  const auto final_only = train::tensorboard_summary_scalars(
+      nlohmann::ordered_json::parse(R"({"steps": 3, "final": {"valid": {"accuracy": 0.5}}})"));
+  EXPECT_EQ(final_only, (train::Scalars{{"final/valid/accuracy", 0.5}}));
+}
