@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-# The PyTorch peers of `srubench sru-vs-lstm --device cuda` and `srubench train-epoch` on a GPU, run on
-# the same card in the same call (scripts/gpu_lease.sh):
-#   layer: one layer, input size = hidden size = d, batch B, float32, forward + backward of
-#          sum(h * ones) — torch.nn.LSTM (cuDNN, TF32 off like ours) and the reference `sru` package's
-#          SRU (its CUDA kernel, JIT-built by torch.utils.cpp_extension), timed with CUDA events:
-#          warm-up runs, then the median of the repeats; peak device memory of one call;
+# The PyTorch peers of srubench, run on the same machine (on a GPU, the same card in the same call:
+# scripts/gpu_lease.sh):
+#   layer: the peer rows of `srubench sru-vs-lstm`, on a GPU (--device cuda, the default) or the CPU
+#          (--device cpu: the torch.nn.LSTM rows of docs/results.md's CPU tables): one layer, input
+#          size = hidden size = d, batch B, float32, forward + backward of sum(h * ones) — torch.nn.LSTM
+#          (cuDNN on a GPU, TF32 off like ours) and, with --sru-src, the reference `sru` package's SRU
+#          (its CUDA kernel, JIT-built by torch.utils.cpp_extension): warm-up runs, then the median of
+#          the repeats; on a GPU timed with CUDA events, with the peak device memory of one call; on the
+#          CPU with the wall clock, or with --cpu-time the process's CPU time (as srubench sru-vs-lstm
+#          --cpu-time), at --threads threads (as srubench --threads);
 #   train: the reference's language_model/train_enwik8.py step (embedding, dropout, sru.SRU or
 #          nn.LSTM, dropout, linear, cross-entropy, Adam, gradient clipping, state carried across
 #          batches and detached) at the sizes of our YAML configs, on the same bytes, in chars/s.
 # The reference package is imported from --sru-src (a folder holding the `sru` package, v2.6).
 # Usage: python3 scripts/gpu_peer_bench.py --sru-src DIR layer --lengths 32 128 256 --hidden 256 512 1024
+#        python3 scripts/gpu_peer_bench.py --device cpu --threads 2 --warmup 2 --repeats 7 layer --lengths 32 128 --hidden 256 512
 #        python3 scripts/gpu_peer_bench.py --sru-src DIR train --config configs/enwik8-small.yaml --data FILE
 import argparse
 import json
@@ -18,12 +23,11 @@ import sys
 import time
 import warnings
 
-import numpy as np
 import torch
 import torch.nn as nn
-import yaml
 
 DEVICE = "cuda"  # --device
+CLOCK = time.perf_counter  # the CPU's clock: time.process_time with --cpu-time
 
 
 def import_reference_sru(src):
@@ -47,15 +51,16 @@ def import_reference_sru(src):
 
 
 def time_ms(fn, warmup, repeats):
-    """Median milliseconds of fn over `repeats` runs (CUDA events on a GPU), after `warmup` runs."""
+    """Median milliseconds of fn over `repeats` runs (CUDA events on a GPU, CLOCK on the CPU), after
+    `warmup` runs."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeats):
-        if DEVICE == "cpu":  # a test run of this script on a machine without a GPU
-            start = time.perf_counter()
+        if DEVICE == "cpu":
+            start = CLOCK()
             fn()
-            times.append((time.perf_counter() - start) * 1000)
+            times.append((CLOCK() - start) * 1000)
             continue
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -78,9 +83,12 @@ def peak_mb(fn):
 
 
 def layer_bench(a, sru):
+    """The table of the layer rows; on the CPU without the peak memory column, ms to 2 decimals."""
     rows = []
-    print("| impl | L | B | d | ms | peak MB |")
-    print("|---|---|---|---|---|---|")
+    cpu = DEVICE == "cpu"
+    torch.manual_seed(1)
+    print("| impl | L | B | d | ms |" if cpu else "| impl | L | B | d | ms | peak MB |")
+    print("|---|---|---|---|---|" if cpu else "|---|---|---|---|---|---|")
     for L in a.lengths:
         for d in a.hidden:
             x = torch.empty(L, a.batch, d, device=DEVICE).uniform_(-1, 1).requires_grad_()
@@ -94,6 +102,10 @@ def layer_bench(a, sru):
                     x.grad = None
                     layer(x)[0].backward(grad_h)
                 ms = time_ms(step, a.warmup, a.repeats)
+                if cpu:
+                    rows.append({"impl": name, "L": L, "B": a.batch, "d": d, "ms": ms})
+                    print(f"| {name} | {L} | {a.batch} | {d} | {ms:.2f} |", flush=True)
+                    continue
                 mb = peak_mb(step)
                 rows.append({"impl": name, "L": L, "B": a.batch, "d": d, "ms": ms, "peak_mb": mb})
                 print(f"| {name} | {L} | {a.batch} | {d} | {ms:.4f} | {mb:.1f} |", flush=True)
@@ -127,6 +139,9 @@ def detach(hidden):
 
 
 def train_bench(a, sru):
+    import numpy as np  # here, so that the layer rows need torch alone
+    import yaml
+
     data = np.frombuffer(open(a.data, "rb").read(), dtype=np.uint8)
     vocab_bytes, ids = np.unique(data, return_inverse=True)
     rows = []
@@ -177,10 +192,12 @@ def train_bench(a, sru):
 
 
 def main():
-    p = argparse.ArgumentParser(description="PyTorch peers of srubench on a GPU")
+    p = argparse.ArgumentParser(description="PyTorch peers of srubench, on a GPU or the CPU")
     p.add_argument("--sru-src", default="", help="folder holding the reference `sru` package")
     p.add_argument("--json", default="", help="also write the rows as JSON here")
-    p.add_argument("--device", default="cuda", help="cuda, or cpu to try this script on a machine without a GPU")
+    p.add_argument("--device", default="cuda", help="cuda, or cpu (the CPU peer rows of srubench sru-vs-lstm)")
+    p.add_argument("--threads", type=int, default=0, help="torch's CPU threads (0: torch's default)")
+    p.add_argument("--cpu-time", action="store_true", help="--device cpu: time with the process's CPU time")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -193,12 +210,20 @@ def main():
     tp.add_argument("--data", required=True)
     tp.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
     a = p.parse_args()
-    global DEVICE
+    global DEVICE, CLOCK
     DEVICE = a.device
+    if a.cpu_time and DEVICE != "cpu":
+        p.error("--cpu-time is for --device cpu (a GPU is timed with CUDA events)")
+    if a.cpu_time:
+        CLOCK = time.process_time
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    name = torch.cuda.get_device_name() if DEVICE != "cpu" else "cpu"
-    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {name}, TF32 off")
+    if DEVICE == "cpu":
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads" + (", clock: process CPU time" if a.cpu_time else ""))
+    else:
+        print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}, TF32 off")
     sru = import_reference_sru(a.sru_src)
     rows = layer_bench(a, sru) if a.cmd == "layer" else train_bench(a, sru)
     if a.json:
