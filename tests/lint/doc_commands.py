@@ -4,8 +4,10 @@
     doc_commands.py BUILD_DIR SOURCE_DIR [FILE.md ...]     (default: README.md and docs/*.md)
 
 Commands are the lines of the files' code blocks (indented or fenced) and the `code spans` that start
-with a program, after leading VAR=value assignments, `bash`/`python3`, and launchers (mpirun, srun,
-docker run IMAGE, timeout, taskset) are taken off; continued lines (\\) are joined; pipes and && split a line into commands. For each:
+with a program (a span may wrap across the lines of a paragraph or list item, as Markdown reads it),
+after leading VAR=value assignments, `bash`/`python3`, and launchers (mpirun, srun, docker run IMAGE,
+timeout, taskset) are taken off; continued lines (\\) are joined; pipes and && split a line into
+commands. For each:
   srutrain, srueval, srubench (also as build/..., ./build-quickstart/..., a Docker image srutrain:TAG):
     a subcommand must be listed by PROG --help and answer PROG SUB --help; every --option must be in
     that help; every --set KEY=VALUE key must be one `srutrain --list-keys` lists; a configs/ or tests/
@@ -26,30 +28,90 @@ PROGRAMS = ("srutrain", "srueval", "srubench")
 LAUNCHERS = ("mpirun", "mpiexec", "srun", "timeout", "nohup", "time", "exec", "taskset", "numactl")
 
 
+def is_command_span(span):
+    words = span.split()
+    return len(words) > 1 and (os.path.basename(words[0]) in PROGRAMS or words[0].startswith(("scripts/", "python3")))
+
+
+def code_spans(text):
+    """(offset, content) of the `code spans` of one paragraph's text, as Markdown reads them: a run of n
+    backticks opens a span that the next run of exactly n closes (none: the run is literal text); a
+    backslash escapes a backtick outside a span; a line break inside a span is a space, and one space
+    each side of the content is dropped when both are there."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+            continue
+        if text[i] != "`":
+            i += 1
+            continue
+        n = len(re.match(r"`+", text[i:]).group(0))
+        close = re.compile(r"(?<!`)" + "`" * n + r"(?!`)")
+        m = close.search(text, i + n)
+        if m is None:
+            i += n
+            continue
+        span = text[i + n:m.start()].replace("\n", " ")
+        if len(span) > 1 and span[0] == " " and span[-1] == " " and span.strip():
+            span = span[1:-1]
+        out.append((i, span))
+        i = m.end()
+    return out
+
+
 def blocks(path):
-    """(line number, text) of every command-like line of the file's code blocks and code spans."""
+    """(line number, text) of every command-like line of the file's code blocks and code spans.
+
+    Code blocks: a fenced block's lines and an indented block's (4 spaces after a blank line, another
+    code line or a fence; indented lines inside a paragraph continue it), a line ending in \\ joined with
+    the next. Code spans are read per paragraph (or list item, heading, table row), so a span may wrap
+    across lines; a paragraph ends at a blank line, a fence, a heading, a table row, a list item, an HTML
+    comment or a thematic break. A span is numbered by the line it starts on."""
     out = []
     fenced = False
     pending, start = "", 0
+    para, para_start = [], 0  # the lines (stripped) of the paragraph being read, and its first line
+
+    def flush():
+        text = "\n".join(para)
+        for offset, span in code_spans(text):
+            if is_command_span(span):
+                out.append((para_start + text.count("\n", 0, offset), span))
+        del para[:]
+
     for number, line in enumerate(open(path, encoding="utf-8"), 1):
         line = line.rstrip("\n")
-        if line.endswith("\\") and (fenced or line.startswith("    ")):  # a continued shell line
-            pending, start = pending + line[:-1].strip() + " ", start or number
-            continue
-        if pending:
-            out.append((start, pending + line.strip()))
-            pending, start = "", 0
-            continue
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        if fenced or (line.startswith("    ") and line.strip() and not line.lstrip().startswith(("-", "|"))):
+        indented = line.startswith("    ") and line.strip() and not line.lstrip().startswith(("-", "|"))
+        if pending or fenced or line.lstrip().startswith("```") or (indented and not para):
+            flush()
+            if line.endswith("\\") and (fenced or line.startswith("    ")):  # a continued shell line
+                pending, start = pending + line[:-1].strip() + " ", start or number
+                continue
+            if pending:
+                out.append((start, pending + line.strip()))
+                pending, start = "", 0
+                continue
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+                continue
             out.append((number, line.strip()))
             continue
-        for span in re.findall(r"`([^`]+)`", line):
-            first = span.split()[0] if span.split() else ""
-            if (os.path.basename(first) in PROGRAMS or first.startswith(("scripts/", "python3"))) and len(span.split()) > 1:
-                out.append((number, span))
+        stripped = line.strip()
+        if not stripped:
+            flush()
+        elif stripped.startswith(("|", "<!--")) or re.match(r"^(#{1,6}( |$)|([-*_])( *\3){2,}$)", stripped):
+            flush()  # a line of its own: a heading, a table row, an HTML comment, a thematic break
+            para[:], para_start = [stripped], number
+            flush()
+        elif re.match(r"^([-*+]|\d+[.)])( |$)", stripped):
+            flush()  # a list item starts a paragraph
+            para[:], para_start = [stripped], number
+        else:
+            if not para:
+                para_start = number
+            para.append(stripped)
+    flush()
     return out
 
 
