@@ -10,8 +10,8 @@
 #          the device line; the `cuda` tests plainly and with NaN-filled blocks while compute-sanitizer
 #          memcheck, initcheck and racecheck run beside them (scripts/gpu_check.sh's filters, with
 #          SRU_CUDA_NO_CACHING=1); then on a quiet card srubench sru-vs-lstm and train-epoch, the
-#          PyTorch peers (scripts/gpu_peer_bench.py: torch.nn.LSTM, the reference SRU) and Nsight
-#          Compute on the recurrence. LEASE_QUICK=1: the tests once, memcheck, racecheck and our
+#          PyTorch peers (scripts/gpu_peer_bench.py: torch.nn.LSTM, the reference SRU), the same again
+#          at matmul precision high (TF32, both sides), and Nsight Compute on the recurrence. LEASE_QUICK=1: the tests once, memcheck, racecheck and our
 #          benchmarks only.
 #   there: scripts/gpu_lease.sh profile  the recurrence's per-instruction stall samples (CSV) alone.
 # Logs and JSON rows come back in $OUT/lease-logs.tar.gz ($OUT: the device tool's folder; default
@@ -188,6 +188,18 @@ configs=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml configs/enwik8
   --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch.json"
 [ "$quick" != 1 ] && bench peer_train python3 scripts/gpu_peer_bench.py --sru-src $carry/sru_ref --repeats 3 --json "$out/peer_train.json" \
   train --config "${configs[@]}" --data $data --steps 20
+# The same at matmul precision high (TF32 tensor cores), ours and the peers alike: the paper-size
+# configs, whose steps are mostly GEMMs, and the layer at the issue's sizes.
+paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
+[ "$quick" != 1 ] && bench train_epoch_tf32 $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
+  --set train.device=cuda --set train.matmul_precision=high --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 \
+  --json "$out/train_epoch_tf32.json"
+[ "$quick" != 1 ] && bench peer_train_tf32 python3 scripts/gpu_peer_bench.py --matmul-precision high --sru-src $carry/sru_ref \
+  --repeats 3 --json "$out/peer_train_tf32.json" train --config "${paper[@]}" --data $data --steps 20
+[ "$quick" != 1 ] && bench sru_vs_lstm_tf32 $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --matmul-precision high \
+  "${sizes[@]}" --repeats 20 --impls gemm sru_fused lstm_cudnn --json "$out/sru_vs_lstm_tf32.json"
+[ "$quick" != 1 ] && bench peer_layer_tf32 python3 scripts/gpu_peer_bench.py --matmul-precision high --sru-src $carry/sru_ref \
+  --json "$out/peer_layer_tf32.json" layer "${sizes[@]}"
 # The recurrence under Nsight Compute at L 256, d 1024, B 32: every kernel's time in one forward +
 # backward, then the SRU kernels' sections (clocks left as they are).
 if command -v ncu > /dev/null; then

@@ -4,7 +4,8 @@
 #   layer: the peer rows of `srubench sru-vs-lstm`, on a GPU (--device cuda, the default) or the CPU
 #          (--device cpu: the torch.nn.LSTM rows of docs/results.md's CPU tables): one layer, input
 #          size = hidden size = d, batch B, float32, forward + backward of sum(h * ones) — torch.nn.LSTM
-#          (cuDNN on a GPU, TF32 off like ours) and, with --sru-src, the reference `sru` package's SRU
+#          (cuDNN on a GPU; TF32 off like ours unless --matmul-precision says otherwise) and, with
+#          --sru-src, the reference `sru` package's SRU
 #          (its CUDA kernel, JIT-built by torch.utils.cpp_extension): warm-up runs, then the median of
 #          the repeats; on a GPU timed with CUDA events, with the peak device memory of one call; on the
 #          CPU with the wall clock, or with --cpu-time the process's CPU time (as srubench sru-vs-lstm
@@ -198,6 +199,9 @@ def main():
     p.add_argument("--device", default="cuda", help="cuda, or cpu (the CPU peer rows of srubench sru-vs-lstm)")
     p.add_argument("--threads", type=int, default=0, help="torch's CPU threads (0: torch's default)")
     p.add_argument("--cpu-time", action="store_true", help="--device cpu: time with the process's CPU time")
+    p.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"],
+                   help="float32 products on a GPU, as our train.matmul_precision / srubench --matmul-precision: "
+                   "torch.set_float32_matmul_precision, and cuDNN's TF32 allowed unless highest")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -218,12 +222,13 @@ def main():
         CLOCK = time.process_time
     if a.threads > 0:
         torch.set_num_threads(a.threads)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision(a.matmul_precision)  # highest: TF32 off, as ours
+    torch.backends.cudnn.allow_tf32 = a.matmul_precision != "highest"
     if DEVICE == "cpu":
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads" + (", clock: process CPU time" if a.cpu_time else ""))
     else:
-        print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}, TF32 off")
+        print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}, "
+              f"matmul precision {a.matmul_precision}" + (" (TF32 off)" if a.matmul_precision == "highest" else ""))
     sru = import_reference_sru(a.sru_src)
     rows = layer_bench(a, sru) if a.cmd == "layer" else train_bench(a, sru)
     if a.json:

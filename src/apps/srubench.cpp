@@ -26,6 +26,7 @@
 #include "core/cuda/device_info.h"
 #include "core/parallel.h"
 #include "dist/communicator.h"
+#include "ops/matmul.h"
 
 namespace {
 
@@ -53,6 +54,14 @@ int main(int argc, char** argv) {
   sru::bench::CeilingOptions ceilings;
   std::string json_path;
   std::string device = "cpu";
+  std::string matmul_precision = "highest";
+  // The device options of the subcommands that measure a GPU, with the precision of its float32 products.
+  const auto add_device_options = [&](CLI::App* cmd) {
+    cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_option("--matmul-precision", matmul_precision, "Float32 GEMMs on a GPU: highest (FP32), high (TF32) or "
+                    "medium (BF16), as train.matmul_precision")
+        ->capture_default_str()->check(CLI::IsMember({"highest", "high", "medium"}));
+  };
   auto* ceil_cmd = cli.add_subcommand("ceilings", "sgemm GFLOP/s and elementwise/copy GB/s at SRU-sized shapes");
   ceil_cmd->add_option("--hidden", ceilings.hidden, "Hidden sizes d")->capture_default_str();
   ceil_cmd->add_option("--length", ceilings.length, "Sequence length L")->capture_default_str()->check(CLI::PositiveNumber);
@@ -73,7 +82,7 @@ int main(int argc, char** argv) {
   add_timing_options(layer_cmd, layer.timing);
   layer_cmd->add_flag("--cpu-time", layer.timing.cpu_time, "CPU only: report the process's CPU time per run, not "
                       "the wall clock (for a loaded shared machine; with --threads 1 it is the work of one thread)");
-  layer_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
+  add_device_options(layer_cmd);
   layer_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
   sru::bench::EpochBenchOptions epoch;
@@ -124,7 +133,7 @@ int main(int argc, char** argv) {
   reader_cmd->add_option("--questions", reader.questions, "Questions per epoch (train-v1.1: 87599)")->capture_default_str()
       ->check(CLI::PositiveNumber);
   add_timing_options(reader_cmd, reader.timing);
-  reader_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
+  add_device_options(reader_cmd);
   reader_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
   sru::bench::SruppLayerBenchOptions srupp_layer;
@@ -139,7 +148,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   srupp_cmd->add_option("--warmup", srupp_layer.timing.warmup, "Untimed warm-up runs")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  srupp_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
+  add_device_options(srupp_cmd);
   srupp_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
   sru::bench::GenerateBenchOptions generate;
@@ -158,7 +167,7 @@ int main(int argc, char** argv) {
   generate_cmd->add_option("--beam", generate.beam, "Beam size of --strategy beam")->capture_default_str()
       ->check(CLI::PositiveNumber);
   add_timing_options(generate_cmd, generate.timing, "Timed generate calls per case (the median is reported)");
-  generate_cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
+  add_device_options(generate_cmd);
   generate_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
   sru::bench::LoadBenchOptions under_load;
@@ -204,6 +213,7 @@ int main(int argc, char** argv) {
       const std::string why = sru::cuda::unavailable_reason(layer.device.index);
       SRU_CHECK(why.empty(), "srubench ", name, ": --device ", device, " is not available: ", why);
     }
+    sru::set_matmul_precision(sru::parse_matmul_precision(matmul_precision, "--matmul-precision"));
     sru::bench::Report report(name);
     sru::bench::warm_up_cpu(warm_up_seconds);
     if (epoch_cmd->parsed()) {
@@ -225,6 +235,9 @@ int main(int argc, char** argv) {
     }
     if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
     std::cout << "threads: " << sru::num_threads() << (layer.timing.cpu_time ? ", clock: process CPU time" : "")
+              << (sru::matmul_precision() != sru::MatmulPrecision::Highest
+                      ? ", matmul precision: " + sru::matmul_precision_name(sru::matmul_precision())
+                      : std::string())
               << "\n" << report.table();
     if (!json_path.empty()) report.write_json(json_path);
     return 0;

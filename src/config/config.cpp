@@ -80,6 +80,10 @@ std::vector<Section> Config::schema() {
         int_field("seed", &train.seed, "Random seed (same seed, same losses on the CPU)", 0),
         string_field("device", &train.device, "cpu, cuda, cuda:N or auto (data parallel: cuda and auto give each "
                      "process cuda:local_rank)"),
+        string_field("matmul_precision", &train.matmul_precision, "Float32 matrix products on a GPU (PyTorch's "
+                     "set_float32_matmul_precision): highest = FP32, high = TF32 tensor cores (10-bit mantissas), "
+                     "medium = BF16 tensor cores (7-bit); FP32 sums in all three. The CPU computes FP32 whatever "
+                     "it says", {"highest", "high", "medium"}),
         int_field("threads", &train.threads, "Most CPU threads (0 = all cores; data parallel: the cores shared by "
                   "the processes on a machine); fewer while other processes keep cores busy", 0),
         string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),

@@ -2,9 +2,36 @@
 #include "ops/matmul.h"
 #include "ops/dispatch.h"
 
+#include <atomic>
+
 #include "autograd/node.h"
 
 namespace sru {
+
+namespace {
+
+std::atomic<MatmulPrecision> g_matmul_precision{MatmulPrecision::Highest};
+
+}  // namespace
+
+void set_matmul_precision(MatmulPrecision precision) { g_matmul_precision.store(precision); }
+MatmulPrecision matmul_precision() { return g_matmul_precision.load(); }
+
+MatmulPrecision parse_matmul_precision(std::string_view name, std::string_view what) {
+  if (name == "highest") return MatmulPrecision::Highest;
+  if (name == "high") return MatmulPrecision::High;
+  if (name == "medium") return MatmulPrecision::Medium;
+  SRU_FAIL(what, ": unknown matmul precision '", name, "' (highest, high or medium)");
+}
+
+std::string matmul_precision_name(MatmulPrecision precision) {
+  switch (precision) {
+    case MatmulPrecision::High: return "high";
+    case MatmulPrecision::Medium: return "medium";
+    case MatmulPrecision::Highest: break;
+  }
+  return "highest";
+}
 
 namespace {
 

@@ -7,11 +7,30 @@
 // Backward (C = op(A) op(B), G = dL/dC):
 //   dA = G op(B)^T  (!ta)  or  op(B) G^T  (ta);   dB = op(A)^T G  (!tb)  or  G^T op(A)  (tb)
 // — each again one GEMM with flags, so no transposed copy is ever made.
+//
+// Precision of float32 products on CUDA devices (PyTorch's torch.set_float32_matmul_precision), a
+// process-wide setting that the GEMMs read at each call (train.matmul_precision sets it):
+//   highest  FP32 multiply-adds (the default; the CPU twin's precision);
+//   high     TF32 tensor cores: the inputs lose all but 10 mantissa bits, products summed in FP32
+//            (relative error per product up to ~2^-10 against ~2^-23);
+//   medium   BF16 tensor cores: 7 mantissa bits kept, FP32 sums.
+// Double-precision products and every CPU product stay exact IEEE FP64 / FP32 whatever the setting. The
+// cuDNN LSTM takes high and medium as permission for TF32 (CUDNN_DEFAULT_MATH instead of FMA only).
 #pragma once
+
+#include <string>
+#include <string_view>
 
 #include "core/tensor.h"
 
 namespace sru {
+
+enum class MatmulPrecision { Highest, High, Medium };
+void set_matmul_precision(MatmulPrecision precision);
+MatmulPrecision matmul_precision();
+// "highest", "high", "medium" (the names train.matmul_precision takes); throws naming `what` otherwise.
+MatmulPrecision parse_matmul_precision(std::string_view name, std::string_view what);
+std::string matmul_precision_name(MatmulPrecision precision);
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);

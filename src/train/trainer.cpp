@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/cuda/device_info.h"
+#include "ops/matmul.h"
 #include "tasks/registry.h"
 #include "train/cross_validation.h"
 
@@ -52,6 +53,13 @@ Device resolve_train_device(const std::string& requested, const dist::Communicat
             comm.local_size(), " processes share this machine and each needs its own: use cuda or auto (rank r "
             "takes cuda:local_rank)");
   return device;
+}
+
+void apply_matmul_precision(const config::TrainConfig& train, Device device) {
+  const MatmulPrecision precision = parse_matmul_precision(train.matmul_precision, "train.matmul_precision");
+  set_matmul_precision(precision);
+  if (precision != MatmulPrecision::Highest && device.is_cpu())
+    spdlog::info("train.matmul_precision {} applies to GPU products: on the CPU they stay FP32", train.matmul_precision);
 }
 
 int threads_for(int64_t requested, const dist::Communicator& comm) {

@@ -62,6 +62,9 @@ TEST(Config, TaskAndEncoderNamesComeFromTheRegistriesWithSuggestions) {
   const std::string e = error_of([] { parse(kMinimal + "model:\n  type: lstn\n"); });
   EXPECT_NE(e.find("exp.yaml:4: model.type: 'lstn' is not one of: " + encoder_names + " (did you mean 'lstm'?)"),
             std::string::npos) << e;
+  const std::string m = error_of([] { parse(kMinimal, {"train.matmul_precision=tf32"}); });
+  EXPECT_NE(m.find("--set train.matmul_precision=tf32: train.matmul_precision: 'tf32' is not one of: highest, high, "
+                   "medium"), std::string::npos) << m;
   const std::string o = error_of([] { parse(kMinimal, {"model.type=gru"}); });
   EXPECT_NE(o.find("--set model.type=gru: model.type: 'gru' is not one of: " + encoder_names), std::string::npos) << o;
   // The registries themselves refuse unknown names the same way.

@@ -125,6 +125,21 @@ TEST(Matmul, BatchedEqualsPerItem) {
   }
 }
 
+// train.matmul_precision reaches cuBLAS only: the CPU's products are FP32 at every setting, bit for bit.
+TEST(Matmul, PrecisionSettingLeavesCpuProductsExact) {
+  const Tensor a = Tensor::uniform({17, 64}, -1, 1, DType::F32), b = Tensor::uniform({64, 9}, -1, 1, DType::F32);
+  const std::vector<float> fp32 = matmul(a, b).to_vector<float>();
+  for (const char* name : {"high", "medium", "highest"}) {
+    set_matmul_precision(parse_matmul_precision(name, "test"));
+    EXPECT_EQ(matmul_precision_name(matmul_precision()), name);
+    EXPECT_EQ(matmul(a, b).to_vector<float>(), fp32) << name;
+  }
+  EXPECT_EQ(matmul_precision(), MatmulPrecision::Highest);
+  const std::string bad = error_of([] { parse_matmul_precision("fast", "train.matmul_precision"); });
+  EXPECT_NE(bad.find("train.matmul_precision: unknown matmul precision 'fast' (highest, high or medium)"),
+            std::string::npos) << bad;
+}
+
 // OpenBLAS's own threading changes the last bits between 1 and 2 threads at these shapes (64 x 256 x
 // 32 and up); the tiled GEMM (ops/cpu/blas.h) must not, for every transpose combination and for bmm, and
 // its tiles must still add up to the product (checked against a double-precision loop).

@@ -47,6 +47,15 @@ int device_count() {
   return n;
 }
 
+int compute_capability(int index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return 10 * prop.major + prop.minor;
+}
+
 std::string unavailable_reason(int index) {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);

@@ -17,6 +17,8 @@ int device_count();
 // Why CUDA device `index` cannot be used (the CUDA error string, no device, fewer devices than that,
 // or a device this build holds no code for, cuda_arch.h), or an empty string when it can.
 std::string unavailable_reason(int index = 0);
+// Device `index`'s compute capability as 10 * major + minor (e.g. 90), 0 when it cannot be read.
+int compute_capability(int index = 0);
 // One line per device (name, compute capability, memory) plus runtime, cuBLAS and cuDNN versions.
 std::string describe();
 

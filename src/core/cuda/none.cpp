@@ -16,6 +16,7 @@ namespace {
 bool built_with_cuda() { return false; }
 std::string built_cuda_architectures() { return "none (no CUDA backend)"; }
 int device_count() { return 0; }
+int compute_capability(int) { return 0; }
 std::string unavailable_reason(int) { return "this build has no CUDA backend (configured with SRU_CUDA=OFF or no nvcc)"; }
 std::string describe() { return "CUDA: not built\n"; }
 

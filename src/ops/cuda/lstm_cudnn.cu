@@ -9,6 +9,7 @@
 // are checked (checked_int) rather than truncated.
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/lstm_cudnn.h"
+#include "ops/matmul.h"
 
 namespace sru::cuda {
 
@@ -37,10 +38,13 @@ class RnnCall {
     // No dropout inside cuDNN (one layer per call; nn::LSTM applies its own between layers).
     CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_, handle_, 0.0f, nullptr, 0, 0));
     CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn_));
-    // Float: FMA kernels only, no TF32 tensor cores (full FP32 like the SRU's GEMMs); double: the default.
+    // Float at matmul precision highest: FMA kernels only, no TF32 tensor cores (full FP32 like the SRU's
+    // GEMMs); high or medium: cuDNN's default, which may use TF32 (as PyTorch with cudnn.allow_tf32).
+    // Double: the default.
+    const bool fma_only = type_ == CUDNN_DATA_FLOAT && matmul_precision() == MatmulPrecision::Highest;
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
                                          D_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type_,
-                                         type_, type_ == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, n_in_,
+                                         type_, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, n_in_,
                                          H_, H_, 1, dropout_,
                                          CUDNN_RNN_PADDED_IO_ENABLED));
     CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&x_desc_));

@@ -2,11 +2,28 @@
 // b (rb, cb), c (M, N), `batch` of them back to back (CPU twin: ops/cpu/matmul.cpp, OpenBLAS).
 // cuBLAS is column-major: a row-major (R, C) matrix is its column-major transpose, so the row-major
 // product C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, with B first.
-// Full FP32 (no TF32), so results match the CPU to float rounding.
+// Float32 at the process's matmul precision (ops/matmul.h): highest (the default) is full FP32, so
+// results match the CPU to float rounding; high / medium use TF32 / BF16 tensor cores. Double: FP64.
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/matmul.h"
 
 namespace sru::cuda {
+
+void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
+           const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b, float beta,
+           float* c, int ldc, long long stride_c, int batch) {
+  const MatmulPrecision precision = matmul_precision();
+  if (precision == MatmulPrecision::Highest) {
+    CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opa, opb, m, n, k, &alpha, a, lda, stride_a, b, ldb, stride_b, &beta,
+                                           c, ldc, stride_c, batch));
+    return;
+  }
+  const cublasComputeType_t compute =
+      precision == MatmulPrecision::High ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_FAST_16BF;
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, opa, opb, m, n, k, &alpha, a, CUDA_R_32F, lda, stride_a, b,
+                                          CUDA_R_32F, ldb, stride_b, &beta, c, CUDA_R_32F, ldc, stride_c, batch,
+                                          compute, CUBLAS_GEMM_DEFAULT));
+}
 
 void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
           const Tensor& c, int64_t batch, double alpha, double beta) {
@@ -25,8 +42,8 @@ void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int
   SRU_DISPATCH_FLOATING(c.dtype(), "gemm", [&]<typename T>() {
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
     if constexpr (std::is_same_v<T, float>)
-      CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opb, opa, N, M, K, &al, b.data<T>(), cb, rb * cb, a.data<T>(), ca,
-                                             ra * ca, &be, c.data<T>(), N, M * N, batch));
+      sgemm(handle, opb, opa, N, M, K, al, b.data<T>(), cb, rb * cb, a.data<T>(), ca, ra * ca, be, c.data<T>(), N,
+            M * N, batch);
     else
       CUBLAS_CHECK(cublasDgemmStridedBatched(handle, opb, opa, N, M, K, &al, b.data<T>(), cb, rb * cb, a.data<T>(), ca,
                                              ra * ca, &be, c.data<T>(), N, M * N, batch));
