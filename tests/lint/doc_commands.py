@@ -29,8 +29,9 @@ LAUNCHERS = ("mpirun", "mpiexec", "srun", "timeout", "nohup", "time", "exec", "t
 
 
 def is_command_span(span):
-    words = span.split()
-    return len(words) > 1 and (os.path.basename(words[0]) in PROGRAMS or words[0].startswith(("scripts/", "python3")))
+    """A span that shows a command: more than one word, and a program after the assignments, interpreters
+    and launchers program_of takes off (`SRU_X=1 scripts/y.sh`, `mpirun -np 2 srutrain ...`)."""
+    return len(span.split()) > 1 and any(program_of(tokens)[0] is not None for tokens in commands(span))
 
 
 def code_spans(text):
@@ -252,7 +253,9 @@ class Checker:
             if key not in self.config_keys():
                 problems.append("--set %s: no config key %s (srutrain --list-keys)" % (s, key))
         for a in args:
-            if re.match(r"^(configs|tests)/[\w./-]+\.(yaml|txt|json)$", a) and not os.path.exists(os.path.join(self.src, a)):
+            placeholder = re.search(r"(?<![A-Za-z])[A-Z]{2,}(?![A-Za-z])", a)  # configs/translate/multi30k-MODEL.yaml
+            if re.match(r"^(configs|tests)/[\w./-]+\.(yaml|txt|json)$", a) and not placeholder \
+                    and not os.path.exists(os.path.join(self.src, a)):
                 problems.append("%s does not exist" % a)
         if prog == "srutrain" and "--config" in args and not problems:
             config = args[args.index("--config") + 1] if args.index("--config") + 1 < len(args) else ""
