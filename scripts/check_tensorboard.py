@@ -5,7 +5,8 @@
 
 Trains the tiny char-LM of tests/data/tiny.yaml (eval every 4 steps) three ways and reads each run
 directory with tensorboard's EventAccumulator (every event kept, size_guidance 0):
-  plain    12 steps in one go;
+  plain    12 steps in one go, then resumed with nothing left to train (no second events file, and
+           its final evaluations, equal to the first's, not logged again at step 12);
   resumed  6 steps, resumed to 12; then last.safetensors is put back to its step-6 copy and the run
            resumed to 12 again, as after a crash that lost the later checkpoint: metrics.jsonl holds
            steps 7-12 twice, and the second resume's SessionLog START must make the reader drop the
@@ -66,7 +67,7 @@ def is_number(v):
 def summary_scalars(summary):
     """[(tag, step, value)] of one summary.json's final evaluations, as srutrain maps them."""
     out = []
-    groups = [("final", summary.get("final", {}))]
+    groups = [("final", summary.get("final") or {})]
     best = summary.get("best")
     if isinstance(best, dict):
         out.append(("best/step", summary["steps"], best["step"]))
@@ -157,6 +158,7 @@ def main():
     try:
         plain, resumed, restart, classify = (os.path.join(work, n) for n in ("plain", "resumed", "restart", "classify"))
         run(tiny + ["--run-dir", plain])
+        run([train, "--resume", plain])  # finished: nothing to train, and its evaluations must not log twice
         run(tiny + ["--run-dir", restart])
         for f in os.listdir(restart):
             if f.endswith(".safetensors"):
@@ -177,7 +179,7 @@ def main():
              "--set", "data.fold=0", "--run-dir", classify])
         ok = [compare(name, d, summaries[d], EventAccumulator)
               for name, d in (("plain", plain), ("resumed", resumed), ("restart", restart), ("classify", classify))]
-        for run_dir, expected in ((resumed, 3), (restart, 2)):
+        for run_dir, expected in ((plain, 1), (resumed, 3), (restart, 2)):
             n_files = len([f for f in os.listdir(run_dir) if f.startswith("events.out.tfevents.")])
             if n_files != expected:
                 print("FAIL: %s holds %d events files, expected %d (one per process)" % (run_dir, n_files, expected))

@@ -141,9 +141,10 @@ sanitize racecheck "$sanitizer_racecheck_filter" &
 [ "$quick" != 1 ] && sanitize initcheck "$sanitizer_memcheck_filter" &
 
 run_ctest() {  # NAME [VAR=VALUE...]
-  local name=$1 status=0
+  local name=$1 status=0 left=$(( tests_end - $(elapsed) ))
   shift
-  (cd $build && env "$@" timeout $(( tests_end - $(elapsed) )) ctest -L cuda -j 6 --timeout 150 --output-on-failure) \
+  if [ "$left" -le 0 ]; then verdicts+=("cuda tests ($name): skipped (past the deadline)"); return; fi
+  (cd $build && env "$@" timeout "$left" ctest -L cuda -j 6 --timeout 150 --output-on-failure) \
     > "$out/$name.log" 2>&1 || status=$?
   grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception|\*\*\*" "$out/$name.log" | head -20
   verdicts+=("cuda tests ($name): $([ $status = 0 ] && echo OK || echo "FAILED ($status)")")
@@ -166,9 +167,11 @@ wait 2> /dev/null
 pack_logs
 say "benchmarks (deadline ${bench_end}s)"
 bench() {  # NAME COMMAND...
-  local name=$1
+  local name=$1 left=$(( bench_end - $(elapsed) ))
   shift
-  timeout $(( bench_end - $(elapsed) )) "$@" > "$out/$name.txt" 2>&1
+  # timeout 0 would mean no limit at all
+  if [ "$left" -le 0 ]; then verdicts+=("bench $name: skipped (past the deadline)"); return; fi
+  timeout "$left" "$@" > "$out/$name.txt" 2>&1
   local status=$?
   grep -v "^\[" "$out/$name.txt" | tail -40
   verdicts+=("bench $name: rc $status")

@@ -201,7 +201,8 @@ def main():
     p.add_argument("--cpu-time", action="store_true", help="--device cpu: time with the process's CPU time")
     p.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"],
                    help="float32 products on a GPU, as our train.matmul_precision / srubench --matmul-precision: "
-                   "torch.set_float32_matmul_precision, and cuDNN's TF32 allowed unless highest")
+                   "torch.set_float32_matmul_precision, and cuDNN's TF32 allowed unless highest (medium is "
+                   "refused: torch's CUDA medium is TF32, ours BF16)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -220,6 +221,11 @@ def main():
         p.error("--cpu-time is for --device cpu (a GPU is timed with CUDA events)")
     if a.cpu_time:
         CLOCK = time.process_time
+    if a.matmul_precision != "highest" and DEVICE == "cpu":
+        p.error("--matmul-precision is for a GPU: our CPU products stay FP32 (torch's CPU ones would change)")
+    if a.matmul_precision == "medium":
+        p.error("--matmul-precision medium has no like-for-like peer: torch runs CUDA float32 matmuls at medium "
+                "as TF32 (ours as BF16); compare at highest or high")
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.set_float32_matmul_precision(a.matmul_precision)  # highest: TF32 off, as ours
@@ -232,7 +238,7 @@ def main():
     sru = import_reference_sru(a.sru_src)
     rows = layer_bench(a, sru) if a.cmd == "layer" else train_bench(a, sru)
     if a.json:
-        json.dump(rows, open(a.json, "w"), indent=1)
+        json.dump([dict(r, matmul_precision=a.matmul_precision) for r in rows], open(a.json, "w"), indent=1)
 
 
 if __name__ == "__main__":

@@ -33,9 +33,12 @@ LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor
 
 namespace cuda {
 
-// What the forward pass leaves for backward: the packed weights and cuDNN's reserve space.
+// What the forward pass leaves for backward: the packed weights, cuDNN's reserve space, and whether
+// the forward's descriptor allowed tensor-op math (the backward's must be the same descriptor, whatever
+// the matmul precision is by then).
 struct CudnnLstmSaved {
   Tensor weight_space, reserve_space, device_lengths;
+  bool tensor_op_math = false;
 };
 
 // y (L, B, D*H), hy and cy (D, B, H) must be allocated by the caller. training: keep a reserve space.

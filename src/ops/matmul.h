@@ -13,7 +13,9 @@
 //   highest  FP32 multiply-adds (the default; the CPU twin's precision);
 //   high     TF32 tensor cores: the inputs lose all but 10 mantissa bits, products summed in FP32
 //            (relative error per product up to ~2^-10 against ~2^-23);
-//   medium   BF16 tensor cores: 7 mantissa bits kept, FP32 sums.
+//   medium   BF16 tensor cores: 7 mantissa bits kept, FP32 sums. (PyTorch documents medium as bfloat16
+//            where a fast algorithm exists, but its CUDA matmuls run medium as TF32: compare with it at
+//            highest or high.)
 // Double-precision products and every CPU product stay exact IEEE FP64 / FP32 whatever the setting. The
 // cuDNN LSTM takes high and medium as permission for TF32 (CUDNN_DEFAULT_MATH instead of FMA only).
 #pragma once

@@ -179,7 +179,10 @@ void TensorBoardLog::write(const nlohmann::ordered_json& record) {
 }
 
 void TensorBoardLog::write(int64_t step, const Scalars& scalars) {
-  if (scalars.empty()) return;
+  // Steps up to a resumed run's checkpoint are the earlier process's: its events there stay (this
+  // file's SessionLog START purges only later steps), so the same scalars again would show twice, e.g.
+  // the final evaluations of a finished run resumed with nothing left to train.
+  if (scalars.empty() || step <= resumed_at_step_) return;
   if (path_.empty()) open();
   std::string event = event_head(now_seconds(), step);
   put_bytes_field(event, 5, scalar_summary(scalars));

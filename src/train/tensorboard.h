@@ -44,7 +44,7 @@ class TensorBoardLog {
   TensorBoardLog(std::string dir, int64_t resumed_at_step);
   // The scalars of one metrics.jsonl record (the file is created at the first call).
   void write(const nlohmann::ordered_json& record);
-  // Scalars at `step` (none: nothing is written).
+  // Scalars at `step` (none, or a step at or before a resumed run's checkpoint: nothing is written).
   void write(int64_t step, const Scalars& scalars);
   const std::string& path() const { return path_; }
 

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "cuda_parity.h"
 #include "nn/lstm.h"
@@ -83,8 +85,10 @@ TEST(CudaParity, MatmulPrecisionTf32AndBf16WithinTheirBounds) {
   EXPECT_LT(highest.worst_relative, 1e-6) << "highest must be FP32";
   EXPECT_EQ(matmul_precision(), MatmulPrecision::Highest) << "the scope put the default back";
   if (cuda::compute_capability(0) < 80) GTEST_SKIP() << "no float32 tensor cores before compute capability 8.0";
+  const char* tf32_override = std::getenv("NVIDIA_TF32_OVERRIDE");
+  if (tf32_override && std::string(tf32_override) == "0") GTEST_SKIP() << "NVIDIA_TF32_OVERRIDE=0 disables TF32";
   // With K = 512 random products, TF32's rounding leaves ~2e-5 of sum |a||b| (worst of 65536 ~1e-4) and
-  // FP32's ~3e-8; BF16's ~8x TF32's.
+  // FP32's ~3e-8; BF16's 3-8x TF32's (8 with both rounded alike, ~3 if TF32 truncates and BF16 rounds).
   EXPECT_GT(high.worst_relative, 1e-6) << "high ran without TF32 tensor cores";
   EXPECT_GT(medium.mean_relative, 2 * high.mean_relative) << "medium ran without BF16 inputs";
 }

@@ -31,8 +31,12 @@ std::pair<std::string, std::string> corpus(int n, uint32_t seed) {
     const int len = 2 + static_cast<int>(rng() % 6);
     for (int w = 0; w < len; ++w) {
       const std::string& word = words[rng() % words.size()];
-      en += (w ? " " : "") + word;
-      de += (w ? " " : "") + std::string("x") + word + "n";
+      if (w) {
+        en += ' ';
+        de += ' ';
+      }
+      en += word;
+      de += "x" + word + "n";
     }
     en += "\n";
     de += "\n";

@@ -28,8 +28,9 @@ Tensor scratch_bytes(size_t bytes, Device device) {
 // The descriptors of one call. Destroyed with the object.
 class RnnCall {
  public:
+  // tensor_op_math: float may use TF32 tensor cores (matmul precision high or medium), else FMA only.
   RnnCall(const Tensor& x, int64_t hidden, int64_t directions, const std::vector<int32_t>& lengths,
-          cudnnForwardMode_t mode)
+          cudnnForwardMode_t mode, bool tensor_op_math)
       : handle_(context(x.device().index).cudnn), L_(checked_int(x.size(0), "L", "cuDNN LSTM")),
         B_(checked_int(x.size(1), "B", "cuDNN LSTM")), n_in_(checked_int(x.size(2), "n_in", "cuDNN LSTM")),
         H_(checked_int(hidden, "H", "cuDNN LSTM")), D_(static_cast<int>(directions)),
@@ -41,7 +42,7 @@ class RnnCall {
     // Float at matmul precision highest: FMA kernels only, no TF32 tensor cores (full FP32 like the SRU's
     // GEMMs); high or medium: cuDNN's default, which may use TF32 (as PyTorch with cudnn.allow_tf32).
     // Double: the default.
-    const bool fma_only = type_ == CUDNN_DATA_FLOAT && matmul_precision() == MatmulPrecision::Highest;
+    const bool fma_only = type_ == CUDNN_DATA_FLOAT && !tensor_op_math;
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
                                          D_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type_,
                                          type_, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, n_in_,
@@ -134,9 +135,10 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
                                   bool training, const Tensor& y, const Tensor& hy, const Tensor& cy) {
   const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
   const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
-  const RnnCall call(x, H, D, lengths, mode);
-  const cudaStream_t stream = stream_of(x);
   CudnnLstmSaved saved;
+  saved.tensor_op_math = matmul_precision() != MatmulPrecision::Highest;
+  const RnnCall call(x, H, D, lengths, mode, saved.tensor_op_math);
+  const cudaStream_t stream = stream_of(x);
   saved.weight_space = scratch_bytes(call.weight_bytes_, x.device());
   call.transfer(saved.weight_space.data_ptr(), dirs, true, stream);
   saved.reserve_space = scratch_bytes(call.reserve_bytes_, x.device());
@@ -161,7 +163,7 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
                                                       const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
                                                       const Tensor& dc0) {
   const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
-  const RnnCall call(x, H, D, lengths, CUDNN_FWD_MODE_TRAINING);
+  const RnnCall call(x, H, D, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math);
   const cudaStream_t stream = stream_of(x);
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
   // dx at steps past a sequence's length: nothing in cuDNN promises to write it, and dx comes from a

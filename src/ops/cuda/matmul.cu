@@ -13,6 +13,10 @@ void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, 
            const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b, float beta,
            float* c, int ldc, long long stride_c, int batch) {
   const MatmulPrecision precision = matmul_precision();
+  if (precision == MatmulPrecision::Highest && batch == 1 && stride_a == 0 && stride_b == 0 && stride_c == 0) {
+    CUBLAS_CHECK(cublasSgemm(handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc));  // the LSTM's steps
+    return;
+  }
   if (precision == MatmulPrecision::Highest) {
     CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opa, opb, m, n, k, &alpha, a, lda, stride_a, b, ldb, stride_b, &beta,
                                            c, ldc, stride_c, batch));
