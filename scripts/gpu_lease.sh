@@ -11,8 +11,9 @@
 #          memcheck, initcheck and racecheck run beside them (scripts/gpu_check.sh's filters, with
 #          SRU_CUDA_NO_CACHING=1); then on a quiet card srubench sru-vs-lstm and train-epoch, the
 #          PyTorch peers (scripts/gpu_peer_bench.py: torch.nn.LSTM, the reference SRU), the same again
-#          at matmul precision high (TF32, both sides), and Nsight Compute on the recurrence. LEASE_QUICK=1: the tests once, memcheck, racecheck and our
-#          benchmarks only.
+#          at matmul precision high (TF32, both sides), every kernel of a paper-size training step
+#          under Nsight Compute at both precisions (scripts/ncu_kernel_table.py), and Nsight Compute on
+#          the recurrence. LEASE_QUICK=1: the tests once, memcheck, racecheck and our benchmarks only.
 #   there: scripts/gpu_lease.sh profile  the recurrence's per-instruction stall samples (CSV) alone.
 # Logs and JSON rows come back in $OUT/lease-logs.tar.gz ($OUT: the device tool's folder; default
 # /tmp/gpu-lease), the verdicts in $OUT/verdicts.txt and last in the output. scripts/gpu_check.sh stays
@@ -203,6 +204,22 @@ paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
   "${sizes[@]}" --repeats 20 --impls gemm sru_fused lstm_cudnn --json "$out/sru_vs_lstm_tf32.json"
 [ "$quick" != 1 ] && bench peer_layer_tf32 python3 scripts/gpu_peer_bench.py --matmul-precision high --sru-src $carry/sru_ref \
   --json "$out/peer_layer_tf32.json" layer "${sizes[@]}"
+# Where a paper-size step's time goes, at both precisions: every kernel of 3 steps (1 warm-up + 2) under
+# Nsight Compute, grouped by name (scripts/ncu_kernel_table.py), against the step time measured above.
+profile_step() {  # PRECISION TIMED_JSON
+  local csv="$out/ncu_train_$1.csv" step_ms
+  bench "ncu_train_$1" ncu --clock-control none --csv --print-units base --print-kernel-base function --log-file "$csv" \
+    --metrics gpu__time_duration.sum,dram__bytes.sum $build/srubench --warm-up-seconds 0 train-epoch \
+    --config=configs/enwik8.yaml --set train.device=cuda --set train.matmul_precision="$1" --set data.path=$data \
+    --steps 2 --warmup-steps 1 --repeats 1
+  step_ms=$(python3 -c 'import json, sys; r = [r for r in json.load(open(sys.argv[1]))["rows"] if r["impl"] == "enwik8"][0]
+print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$2" 2> /dev/null || echo 0)
+  [ -s "$csv" ] && bench "ncu_train_$1_table" python3 scripts/ncu_kernel_table.py "$csv" --steps 3 --step-ms "$step_ms"
+}
+if command -v ncu > /dev/null && [ "$quick" != 1 ]; then
+  profile_step high "$out/train_epoch_tf32.json"
+  profile_step highest "$out/train_epoch.json"
+fi
 # The recurrence under Nsight Compute at L 256, d 1024, B 32: every kernel's time in one forward +
 # backward, then the SRU kernels' sections (clocks left as they are).
 if command -v ncu > /dev/null; then
