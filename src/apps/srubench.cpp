@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
     cmd->add_option("--matmul-precision", matmul_precision, "Float32 GEMMs on a GPU: highest (FP32), high (TF32) or "
                     "medium (BF16), as train.matmul_precision")
-        ->capture_default_str()->check(CLI::IsMember({"highest", "high", "medium"}));
+        ->capture_default_str()->check(CLI::IsMember(sru::matmul_precision_names()));
   };
   auto* ceil_cmd = cli.add_subcommand("ceilings", "sgemm GFLOP/s and elementwise/copy GB/s at SRU-sized shapes");
   ceil_cmd->add_option("--hidden", ceilings.hidden, "Hidden sizes d")->capture_default_str();

@@ -17,20 +17,20 @@ std::atomic<MatmulPrecision> g_matmul_precision{MatmulPrecision::Highest};
 void set_matmul_precision(MatmulPrecision precision) { g_matmul_precision.store(precision); }
 MatmulPrecision matmul_precision() { return g_matmul_precision.load(); }
 
+const std::vector<std::string>& matmul_precision_names() {
+  static const std::vector<std::string> names = {"highest", "high", "medium"};
+  return names;
+}
+
 MatmulPrecision parse_matmul_precision(std::string_view name, std::string_view what) {
-  if (name == "highest") return MatmulPrecision::Highest;
-  if (name == "high") return MatmulPrecision::High;
-  if (name == "medium") return MatmulPrecision::Medium;
+  const auto& names = matmul_precision_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (name == names[i]) return static_cast<MatmulPrecision>(i);
   SRU_FAIL(what, ": unknown matmul precision '", name, "' (highest, high or medium)");
 }
 
-std::string matmul_precision_name(MatmulPrecision precision) {
-  switch (precision) {
-    case MatmulPrecision::High: return "high";
-    case MatmulPrecision::Medium: return "medium";
-    case MatmulPrecision::Highest: break;
-  }
-  return "highest";
+const std::string& matmul_precision_name(MatmulPrecision precision) {
+  return matmul_precision_names().at(static_cast<size_t>(precision));
 }
 
 namespace {

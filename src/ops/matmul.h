@@ -22,6 +22,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -30,9 +31,12 @@ namespace sru {
 enum class MatmulPrecision { Highest, High, Medium };
 void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
-// "highest", "high", "medium" (the names train.matmul_precision takes); throws naming `what` otherwise.
+// The names train.matmul_precision and srubench --matmul-precision take, in the enum's order:
+// "highest", "high", "medium".
+const std::vector<std::string>& matmul_precision_names();
+// One of those names as its value; throws naming `what` otherwise.
 MatmulPrecision parse_matmul_precision(std::string_view name, std::string_view what);
-std::string matmul_precision_name(MatmulPrecision precision);
+const std::string& matmul_precision_name(MatmulPrecision precision);
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);

@@ -14,8 +14,9 @@ inline cudaStream_t stream_of(const Tensor& t) { return context(t.device().index
 
 // Column-major float32 GEMMs in cuBLAS's argument order, C_i = alpha op(A_i) op(B_i) + beta C_i for
 // `batch` matrices `stride*` elements apart, at the process's matmul precision (ops/matmul.h): highest
-// is cublasSgemmStridedBatched (cublasSgemm for one matrix given with strides 0), high and medium cublasGemmStridedBatchedEx with TF32 / BF16 tensor-core
-// compute (CUBLAS_COMPUTE_32F_FAST_TF32 / _FAST_16BF; FP32 in, out and sums). Defined in matmul.cu.
+// is cublasSgemmStridedBatched (cublasSgemm for one matrix given with strides 0), high and medium
+// cublasGemmStridedBatchedEx with TF32 / BF16 tensor-core compute (CUBLAS_COMPUTE_32F_FAST_TF32 /
+// _FAST_16BF; FP32 in, out and sums). Defined in matmul.cu.
 void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
            const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b, float beta,
            float* c, int ldc, long long stride_c, int batch);
