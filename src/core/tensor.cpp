@@ -158,6 +158,16 @@ Tensor& Tensor::to_(Device target) {
   return *this;
 }
 
+void Tensor::swap_data_(Tensor& other) {
+  TensorImpl& a = checked();
+  TensorImpl& b = other.checked();
+  SRU_CHECK(a.shape == b.shape && a.dtype == b.dtype && device() == other.device(), "swap_data_: ", str(), " on ",
+            device().str(), " and ", other.str(), " on ", other.device().str(), " differ");
+  SRU_CHECK(a.offset == 0 && nbytes() == a.storage->nbytes() && b.offset == 0 && other.nbytes() == b.storage->nbytes(),
+            "swap_data_: ", str(), " or ", other.str(), " is a view of a larger tensor; swap whole tensors");
+  std::swap(a.storage, b.storage);
+}
+
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
   if (target.is_cpu()) detail::count_value_read("to(cpu)");

@@ -87,6 +87,9 @@ class Tensor {
   // Moves this tensor's data to `device` in place: every handle of it (a module's parameter member,
   // its entry in the module's list) follows. Its gradient is dropped. For whole tensors, not views.
   Tensor& to_(Device device);
+  // Exchanges the data of two whole tensors of one shape, dtype and device, in place and without a
+  // copy: every handle of either follows, as with to_. Gradients stay where they were.
+  void swap_data_(Tensor& other);
   Tensor detach() const;                     // same data, no history, requires_grad false
   Tensor view(const Shape& shape) const;     // same data, new shape (one dim may be -1)
   Tensor narrow0(int64_t start, int64_t length) const;  // rows [start, start+length) of dim 0

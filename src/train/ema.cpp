@@ -29,25 +29,12 @@ std::vector<const Tensor*> raw_tensors(const nn::NamedTensors& params, const saf
   return raw;
 }
 
-// The exchange buffer for tensors of `dtype` (WeightEma's constructor makes one per dtype).
-Tensor& buffer_for(std::vector<Tensor>& buffers, DType dtype) {
-  return *std::find_if(buffers.begin(), buffers.end(), [&](const Tensor& b) { return b.dtype() == dtype; });
-}
-
 }  // namespace
 
 WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup)
     : params_(params), decay_(decay), start_step_(start_step), warmup_(warmup) {
   SRU_CHECK(decay > 0 && decay < 1, "train.ema_decay must be in (0, 1) when on, got ", decay);
-  for (const auto& [name, param] : params_) {
-    const Tensor& p = param;  // a plain reference: clang 14 cannot capture structured bindings
-    average_.emplace_back(name, p.detach().clone());
-    // One buffer per dtype, as large as the largest parameter: the exchange then allocates nothing.
-    if (std::none_of(scratch_.begin(), scratch_.end(), [&](const Tensor& s) { return s.dtype() == p.dtype(); }))
-      scratch_.push_back(Tensor::zeros({0}, p.dtype(), p.device()));
-    Tensor& buffer = buffer_for(scratch_, p.dtype());
-    if (buffer.numel() < p.numel()) buffer = Tensor::zeros({p.numel()}, p.dtype(), p.device());
-  }
+  for (const auto& [name, p] : params_) average_.emplace_back(name, p.detach().clone());
 }
 
 double WeightEma::decay_at(int64_t step) const {
@@ -56,8 +43,6 @@ double WeightEma::decay_at(int64_t step) const {
 }
 
 void WeightEma::update(int64_t step) {
-  SRU_CHECK(broken_.empty(), "the raw weights could not be put back after an evaluation (", broken_,
-            "): stopping; the last checkpoint holds them");
   SRU_CHECK(!in_model_, "internal: the weight average was updated while the model held it");
   const double d = decay_at(step);
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -72,14 +57,7 @@ void WeightEma::update(int64_t step) {
 }
 
 void WeightEma::exchange() {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i].second;
-    Tensor& a = average_[i].second;
-    Tensor held = buffer_for(scratch_, p.dtype()).narrow0(0, p.numel());
-    held.copy_(p);
-    p.copy_(a);
-    a.copy_(held);
-  }
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].second.swap_data_(average_[i].second);
   in_model_ = !in_model_;
 }
 
@@ -88,12 +66,7 @@ WeightEma::InModel::InModel(WeightEma* ema) : ema_(ema && !ema->in_model_ ? ema 
 }
 
 WeightEma::InModel::~InModel() {
-  if (!ema_) return;
-  try {
-    ema_->exchange();  // copies only, into buffers made up front; a device fault can still fail it
-  } catch (const std::exception& e) {
-    ema_->broken_ = e.what();  // the next update stops the run with it (a destructor must not throw)
-  }
+  if (ema_) ema_->exchange();
 }
 
 nn::NamedTensors WeightEma::raw_weights() const {

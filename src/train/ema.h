@@ -39,8 +39,8 @@ class WeightEma {
   void update(int64_t step);
 
   // While alive, the model's parameters hold the average and raw_weights() the raw weights (nested
-  // guards do nothing more). The exchange copies through buffers made by the constructor; should the
-  // one back fail (a device fault), the next update() stops the run with that error.
+  // guards do nothing more). The exchange swaps the tensors' data (Tensor::swap_data_): no copy, and
+  // nothing that can fail.
   class InModel {
    public:
     explicit InModel(WeightEma* ema);  // null: nothing
@@ -64,12 +64,10 @@ class WeightEma {
  private:
   void exchange();
   nn::NamedTensors params_, average_;
-  std::vector<Tensor> scratch_;  // per dtype, the largest parameter's size
   double decay_;
   int64_t start_step_;
   bool warmup_;
   bool in_model_ = false;
-  std::string broken_;  // why the raw weights could not be put back, if they could not
 };
 
 // A checkpoint written with the average on, resumed with it off (or srueval --raw-weights): the trainable

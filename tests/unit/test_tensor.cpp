@@ -66,6 +66,27 @@ TEST(Tensor, CloneAndConvertCopy) {
   EXPECT_TRUE(t.to(DType::F32).shares_storage(t));
 }
 
+// swap_data_ trades storage: every handle of either tensor sees the other's values, gradients stay.
+TEST(Tensor, SwapDataTradesStorageForEveryHandle) {
+  Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  Tensor b = Tensor::from_vector(std::vector<float>{5, 6, 7, 8}, {2, 2});
+  a.set_requires_grad(true);
+  a.set_grad(Tensor::ones({2, 2}));
+  Tensor alias = a;  // another handle of a, as a module's parameter list holds
+  a.swap_data_(b);
+  EXPECT_EQ(alias.to_vector<float>(), (std::vector<float>{5, 6, 7, 8}));
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(alias.grad().to_vector<float>(), std::vector<float>(4, 1.0f));
+  b.swap_data_(alias);  // back
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  Tensor other_shape = Tensor::zeros({4}, DType::F32), other_dtype = Tensor::zeros({2, 2}, DType::F64);
+  EXPECT_NE(error_of([&] { a.swap_data_(other_shape); }).find("differ"), std::string::npos);
+  EXPECT_NE(error_of([&] { a.swap_data_(other_dtype); }).find("differ"), std::string::npos);
+  Tensor rows = Tensor::zeros({4, 2}, DType::F32).narrow0(1, 2);
+  EXPECT_NE(error_of([&] { a.swap_data_(rows); }).find("is a view of a larger tensor"), std::string::npos);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, 2, 3, 4})) << "a refused swap changes nothing";
+}
+
 TEST(Tensor, InPlaceUpdates) {
   Tensor t = Tensor::full({4}, 1.0);
   t.add_(Tensor::full({4}, 2.0), 0.5).mul_(3.0);
