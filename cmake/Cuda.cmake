@@ -26,9 +26,10 @@ if(SRU_HAVE_CUDA)
     # newest on top, which the driver compiles for later GPUs. cuda_arch.h says which device runs what.
     execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch OUTPUT_VARIABLE SRU_NVCC_ARCHS
                     RESULT_VARIABLE SRU_NVCC_ARCHS_RC ERROR_QUIET)
+    set(SRU_CUDA_DEFAULT_ARCHS 70 75 80 86 89 90)
     set(CMAKE_CUDA_ARCHITECTURES "")
     set(SRU_CUDA_ARCHS_DROPPED "")
-    foreach(arch 70 75 80 86 89 90)
+    foreach(arch ${SRU_CUDA_DEFAULT_ARCHS})
       if(SRU_NVCC_ARCHS_RC EQUAL 0 AND NOT SRU_NVCC_ARCHS MATCHES "compute_${arch}")
         list(APPEND SRU_CUDA_ARCHS_DROPPED ${arch})
       else()
@@ -36,7 +37,8 @@ if(SRU_HAVE_CUDA)
       endif()
     endforeach()
     if(NOT CMAKE_CUDA_ARCHITECTURES)
-      message(FATAL_ERROR "CUDA: ${CMAKE_CUDA_COMPILER} builds none of the architectures 70 75 80 86 89 90 "
+      list(JOIN SRU_CUDA_DEFAULT_ARCHS " " SRU_CUDA_DEFAULT_ARCHS_TEXT)
+      message(FATAL_ERROR "CUDA: ${CMAKE_CUDA_COMPILER} builds none of the architectures ${SRU_CUDA_DEFAULT_ARCHS_TEXT} "
                           "(nvcc --list-gpu-arch); set -DCMAKE_CUDA_ARCHITECTURES=... or configure with -DSRU_CUDA=OFF")
     endif()
     list(POP_BACK CMAKE_CUDA_ARCHITECTURES SRU_CUDA_NEWEST)

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <optional>
 #include <sstream>
 
 #include "core/cuda/device_info.h"
@@ -18,13 +19,18 @@ const CudaArchs& built_architectures() {
   return archs;
 }
 
-// Why device `index` (which exists) cannot run this build's kernels, or "".
-std::string architecture_mismatch(int index) {
+// Device `index`'s properties, or none when they cannot be read (the error is cleared).
+std::optional<cudaDeviceProp> properties(int index) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
     cudaGetLastError();
-    return "";  // the runtime will say what is wrong at the first call
+    return std::nullopt;
   }
+  return prop;
+}
+
+// Why device `index` with these properties cannot run this build's kernels, or "".
+std::string architecture_mismatch(int index, const cudaDeviceProp& prop) {
   if (cuda_image_for(built_architectures(), prop.major, prop.minor)) return "";
   const std::string cc = std::to_string(prop.major) + std::to_string(prop.minor);
   return "cuda:" + std::to_string(index) + " (" + prop.name + ", compute capability " + std::to_string(prop.major) +
@@ -48,12 +54,8 @@ int device_count() {
 }
 
 int compute_capability(int index) {
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
-  }
-  return 10 * prop.major + prop.minor;
+  const auto prop = properties(index);
+  return prop ? 10 * prop->major + prop->minor : 0;
 }
 
 std::string unavailable_reason(int index) {
@@ -64,7 +66,9 @@ std::string unavailable_reason(int index) {
     return cudaGetErrorString(err);
   }
   if (n == 0) return "no CUDA device found";
-  return index < n ? architecture_mismatch(index) : "this machine has " + std::to_string(n) + " CUDA device(s)";
+  if (index >= n) return "this machine has " + std::to_string(n) + " CUDA device(s)";
+  const auto prop = properties(index);
+  return prop ? architecture_mismatch(index, *prop) : "";  // unreadable: the runtime says why at the first call
 }
 
 std::string describe() {
@@ -88,7 +92,7 @@ std::string describe() {
     const auto image = cuda_image_for(built_architectures(), prop.major, prop.minor);
     os << "cuda:" << i << " " << prop.name << ", compute " << prop.major << "." << prop.minor << ", "
        << prop.totalGlobalMem / (1024 * 1024) << " MiB, " << prop.multiProcessorCount << " SMs, "
-       << (image ? "runs " + *image : "CANNOT run this build: " + architecture_mismatch(i)) << "\n";
+       << (image ? "runs " + *image : "CANNOT run this build: " + architecture_mismatch(i, prop)) << "\n";
   }
   return os.str();
 }
