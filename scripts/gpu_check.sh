@@ -89,7 +89,7 @@ else
   }
   sanitizer_status=OK
   sanitize memcheck "$sanitizer_memcheck_filter" || sanitizer_status=FAILED
-  sanitize initcheck "$sanitizer_memcheck_filter" || sanitizer_status=FAILED
+  sanitize initcheck "$sanitizer_initcheck_filter" || sanitizer_status=FAILED
   sanitize racecheck "$sanitizer_racecheck_filter" || sanitizer_status=FAILED
 fi
 echo "gpu_check: compute-sanitizer: $sanitizer_status"

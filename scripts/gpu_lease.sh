@@ -9,11 +9,14 @@
 #   there: scripts/gpu_lease.sh run      against deadlines (LEASE_TESTS_END, LEASE_BENCH_END seconds):
 #          the device line; the `cuda` tests plainly and with NaN-filled blocks while compute-sanitizer
 #          memcheck, initcheck and racecheck run beside them (scripts/gpu_check.sh's filters, with
-#          SRU_CUDA_NO_CACHING=1); then on a quiet card srubench sru-vs-lstm and train-epoch, the
-#          PyTorch peers (scripts/gpu_peer_bench.py: torch.nn.LSTM, the reference SRU), the same again
-#          at matmul precision high (TF32, both sides), every kernel of a paper-size training step
-#          under Nsight Compute at both precisions (scripts/ncu_kernel_table.py), and Nsight Compute on
-#          the recurrence. LEASE_QUICK=1: the tests once, memcheck, racecheck and our benchmarks only.
+#          SRU_CUDA_NO_CACHING=1), and tests/tools/cuda_library_probe's questions to cuBLAS and cuDNN
+#          (the cuDNN LSTM under initcheck with each error placed in a buffer); then on a quiet card the
+#          paper-size configs at every matmul precision, ours (srubench train-epoch) beside the PyTorch
+#          peers at theirs (scripts/gpu_peer_bench.py: fp32, tf32, AMP fp16, AMP bf16), every kernel of
+#          a paper-size training step under Nsight Compute at high and medium
+#          (scripts/ncu_kernel_table.py), srubench sru-vs-lstm and the small configs with their peers,
+#          and Nsight Compute on the recurrence. LEASE_QUICK=1: the tests once, memcheck, racecheck and
+#          our benchmarks only.
 #   there: scripts/gpu_lease.sh profile  the recurrence's per-instruction stall samples (CSV) alone.
 # Logs and JSON rows come back in $OUT/lease-logs.tar.gz ($OUT: the device tool's folder; default
 # /tmp/gpu-lease), the verdicts in $OUT/verdicts.txt and last in the output. scripts/gpu_check.sh stays
@@ -29,14 +32,14 @@ if [ "$mode" = pack ]; then
   if [ ! -x $build/tests/test_cuda ]; then
     cmake -S . -B $build -G Ninja -DSRU_CUDA=ON -DSRU_MPI=OFF -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
   fi
-  cmake --build $build -j "$(nproc)"
+  cmake --build $build -j "$(nproc)" --target test_cuda cuda_library_probe srutrain srueval srubench
   rm -rf $carry && mkdir -p $carry
   # The CTest files (they hold this machine's absolute paths, which `run` makes valid there with a link)
   # and the programs the `cuda` tests and the benchmarks run, stripped.
   mkdir -p $carry/$build
   (cd $build && find . -type f \( -name 'CTestTestfile.cmake' -o -name '*_tests.cmake' -o -name '*_include.cmake' \) \
      ! -path '*/CMakeFiles/*' -print0 | tar --null -T - -cf -) | tar -xf - -C $carry/$build
-  for program in tests/test_cuda srutrain srueval srubench; do
+  for program in tests/test_cuda tests/cuda_library_probe srutrain srueval srubench; do
     strip -o $carry/$build/$program $build/$program
   done
   # BEFORE_SRUBENCH: an earlier srubench, timed beside this one in the same call (a change's before/after).
@@ -134,12 +137,34 @@ fi
 source scripts/gpu_sanitizer_filters.sh
 sanitize() {  # TOOL FILTER
   SRU_CUDA_NO_CACHING=1 timeout $(( tests_end - $(elapsed) )) compute-sanitizer --tool "$1" --error-exitcode 1 \
-    $build/tests/test_cuda --gtest_filter="$2" > "$out/sanitizer-$1.log" 2>&1
+    --print-limit 3000 $build/tests/test_cuda --gtest_filter="$2" > "$out/sanitizer-$1.log" 2>&1
   echo $? > "$out/sanitizer-$1.rc"
 }
 sanitize memcheck "$sanitizer_memcheck_filter" &
 sanitize racecheck "$sanitizer_racecheck_filter" &
-[ "$quick" != 1 ] && sanitize initcheck "$sanitizer_memcheck_filter" &
+[ "$quick" != 1 ] && sanitize initcheck "$sanitizer_initcheck_filter" &
+
+# What cuBLAS and cuDNN do here (docs/gpu-notes.md "Two defects found on the card"): the float32
+# compute types' errors, and one cuDNN LSTM layer under initcheck at each precision with its initial
+# states absent (null) and explicit zeros, every error placed in the buffer it read; then absent and
+# zero states compared bit for bit over NaN-filled blocks.
+probe=$build/tests/cuda_library_probe
+probes() {
+  timeout 60 $probe gemm > "$out/probe_gemm.txt" 2>&1
+  for variant in "high absent" "high zeros" "highest absent" "medium absent"; do
+    local name=probe_lstm_${variant// /_}
+    # shellcheck disable=SC2086  # the variant is two words
+    SRU_CUDA_NO_CACHING=1 timeout 120 compute-sanitizer --tool initcheck --print-limit 100000 \
+      $probe lstm $variant > "$out/$name.txt" 2>&1
+    echo "rc $?" >> "$out/$name.txt"
+    python3 scripts/initcheck_places.py "$out/$name.txt" "$out/$name.txt" --allow elemWiseRNNcell > "$out/$name.places" 2>&1
+    echo $? > "$out/$name.places.rc"
+  done
+  for precision in high highest; do
+    SRU_DEBUG_NAN_FILL=1 timeout 60 $probe lstm-compare $precision >> "$out/probe_lstm_compare.txt" 2>&1
+  done
+}
+[ "$quick" != 1 ] && probes &
 
 run_ctest() {  # NAME [VAR=VALUE...]
   local name=$1 status=0 left=$(( tests_end - $(elapsed) ))
@@ -154,12 +179,31 @@ say "cuda tests"
 run_ctest ctest
 [ "$quick" != 1 ] && run_ctest ctest-nanfill SRU_DEBUG_NAN_FILL=1
 [ -n "$ref_pid" ] && wait $ref_pid
-say "waiting for compute-sanitizer (deadline ${tests_end}s)"
-while jobs -r | grep -q sanitize && [ "$(elapsed)" -lt "$tests_end" ]; do sleep 2; done
+say "waiting for compute-sanitizer and the probes (deadline ${tests_end}s)"
+while jobs -r | grep -qE "sanitize|probes" && [ "$(elapsed)" -lt "$tests_end" ]; do sleep 2; done
+if [ "$quick" != 1 ]; then
+  { cat "$out/probe_gemm.txt"
+    for f in "$out"/probe_lstm_*.places; do
+      echo "== $(basename "$f" .places): $(grep -E "ERROR SUMMARY|non-finite|^rc" "${f%.places}.txt" | tr '\n' ' ')"
+      head -12 "$f"
+    done
+    cat "$out/probe_lstm_compare.txt"
+  } 2>&1 | tee "$out/probes_summary.txt"
+  for f in "$out"/probe_lstm_*.places; do
+    verdicts+=("initcheck $(basename "$f" .places): $([ "$(cat "$f.rc" 2> /dev/null)" = 0 ] && echo \
+      "OK (any errors are cuDNN's reads of its own workspace)" || echo "FAILED (errors in our buffers or other kernels)")")
+  done
+  verdicts+=("NaN-filled cuDNN LSTM, absent vs zero states: $(grep -c ' 0 outputs differ.* 0 non-finite' \
+    "$out/probe_lstm_compare.txt" 2> /dev/null || echo 0) of 2 precisions equal")
+fi
 for tool in memcheck racecheck $([ "$quick" != 1 ] && echo initcheck); do
   rc=$(cat "$out/sanitizer-$tool.rc" 2> /dev/null || echo running)
   summary=$(grep -E "ERROR SUMMARY|tests? (passed|ran)" "$out/sanitizer-$tool.log" | tail -2 | tr '\n' ' ')
   verdicts+=("compute-sanitizer $tool: rc $rc ($([ "$rc" = 124 ] && echo 'stopped at its deadline, ')$summary)")
+  # The errors printed, per test (the first 3000 of them).
+  awk '/\[ RUN/ { test = $NF } /^========= (Uninitialized|Host API|Invalid|Race|Error)/ { n[test]++ }
+       END { for (t in n) printf "  %s: %d printed errors in %s\n", tool, n[t], t }' tool="$tool" \
+    "$out/sanitizer-$tool.log" | sort | head -20
 done
 jobs -p | xargs -r kill 2> /dev/null
 wait 2> /dev/null
@@ -178,34 +222,24 @@ bench() {  # NAME COMMAND...
   verdicts+=("bench $name: rc $status")
   pack_logs
 }
-sizes=(--lengths 32 128 256 --hidden 256 512 1024 --batch 32)
-bench sru_vs_lstm $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda "${sizes[@]}" --repeats 20 \
-  --impls gemm recurrence copy sru_fused lstm_cudnn --json "$out/sru_vs_lstm.json"
-if [ -x $build/srubench-before ]; then
-  bench sru_vs_lstm_before $build/srubench-before --warm-up-seconds 0 sru-vs-lstm --device cuda "${sizes[@]}" --repeats 20 \
-    --impls recurrence copy sru_fused --json "$out/sru_vs_lstm_before.json"
-fi
-[ "$quick" != 1 ] && bench peer_layer python3 scripts/gpu_peer_bench.py --sru-src $carry/sru_ref --json "$out/peer_layer.json" layer "${sizes[@]}"
 data=data/enwik8-sample/enwik8.head1M
-configs=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml configs/enwik8.yaml configs/enwik8-lstm.yaml)
-[ "$quick" != 1 ] && bench train_epoch $build/srubench --warm-up-seconds 0 train-epoch "${configs[@]/#/--config=}" --set train.device=cuda \
-  --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch.json"
-[ "$quick" != 1 ] && bench peer_train python3 scripts/gpu_peer_bench.py --sru-src $carry/sru_ref --repeats 3 --json "$out/peer_train.json" \
-  train --config "${configs[@]}" --data $data --steps 20
-# The same at matmul precision high (TF32 tensor cores), ours and the peers alike: the paper-size
-# configs, whose steps are mostly GEMMs, and the layer at the issue's sizes.
+# 1. The paper-size configs at every matmul precision, ours and the peers' at theirs, side by side.
 paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
-[ "$quick" != 1 ] && bench train_epoch_tf32 $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
-  --set train.device=cuda --set train.matmul_precision=high --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 \
-  --json "$out/train_epoch_tf32.json"
-[ "$quick" != 1 ] && bench peer_train_tf32 python3 scripts/gpu_peer_bench.py --matmul-precision high --sru-src $carry/sru_ref \
-  --repeats 3 --json "$out/peer_train_tf32.json" train --config "${paper[@]}" --data $data --steps 20
-[ "$quick" != 1 ] && bench sru_vs_lstm_tf32 $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --matmul-precision high \
-  "${sizes[@]}" --repeats 20 --impls gemm sru_fused lstm_cudnn --json "$out/sru_vs_lstm_tf32.json"
-[ "$quick" != 1 ] && bench peer_layer_tf32 python3 scripts/gpu_peer_bench.py --matmul-precision high --sru-src $carry/sru_ref \
-  --json "$out/peer_layer_tf32.json" layer "${sizes[@]}"
-# Where a paper-size step's time goes, at both precisions: every kernel of 3 steps (1 warm-up + 2) under
-# Nsight Compute, grouped by name (scripts/ncu_kernel_table.py), against the step time measured above.
+for precision in medium high highest; do
+  bench "train_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
+    --set train.device=cuda --set train.matmul_precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 \
+    --repeats 3 --json "$out/train_epoch_$precision.json"
+done
+if [ "$quick" != 1 ]; then
+  for peer in "--amp fp16" "--amp bf16" "--matmul-precision high" "--matmul-precision highest"; do
+    name=peer_train_$(echo "$peer" | awk '{print $2}')
+    # shellcheck disable=SC2086  # $peer is an option and its value
+    bench "$name" python3 scripts/gpu_peer_bench.py $peer --sru-src $carry/sru_ref --repeats 3 --json "$out/$name.json" \
+      train --config "${paper[@]}" --data $data --steps 20
+  done
+fi
+# 2. Where a paper-size step's time goes: every kernel of 3 steps (1 warm-up + 2) under Nsight Compute,
+# grouped by name (scripts/ncu_kernel_table.py), against the step time measured above.
 profile_step() {  # PRECISION TIMED_JSON
   local csv="$out/ncu_train_$1.csv" step_ms
   bench "ncu_train_$1" ncu --clock-control none --csv --print-units base --print-kernel-base function --log-file "$csv" \
@@ -217,10 +251,27 @@ print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$2" 2> /dev/null || echo
   [ -s "$csv" ] && bench "ncu_train_$1_table" python3 scripts/ncu_kernel_table.py "$csv" --steps 3 --step-ms "$step_ms"
 }
 if command -v ncu > /dev/null && [ "$quick" != 1 ]; then
-  profile_step high "$out/train_epoch_tf32.json"
-  profile_step highest "$out/train_epoch.json"
+  profile_step medium "$out/train_epoch_medium.json"
+  profile_step high "$out/train_epoch_high.json"
 fi
-# The recurrence under Nsight Compute at L 256, d 1024, B 32: every kernel's time in one forward +
+# 3. The layer grid and the small configs, ours and the peers'.
+sizes=(--lengths 32 128 256 --hidden 256 512 1024 --batch 32)
+for precision in medium high; do
+  bench "sru_vs_lstm_$precision" $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --matmul-precision $precision \
+    "${sizes[@]}" --repeats 20 --impls gemm recurrence copy sru_fused lstm_cudnn --json "$out/sru_vs_lstm_$precision.json"
+done
+if [ -x $build/srubench-before ]; then
+  bench sru_vs_lstm_before $build/srubench-before --warm-up-seconds 0 sru-vs-lstm --device cuda "${sizes[@]}" --repeats 20 \
+    --impls recurrence copy sru_fused --json "$out/sru_vs_lstm_before.json"
+fi
+[ "$quick" != 1 ] && bench peer_layer_tf32 python3 scripts/gpu_peer_bench.py --matmul-precision high --sru-src $carry/sru_ref \
+  --json "$out/peer_layer_tf32.json" layer "${sizes[@]}"
+small=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml)
+bench train_epoch_small $build/srubench --warm-up-seconds 0 train-epoch "${small[@]/#/--config=}" --set train.device=cuda \
+  --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_small.json"
+[ "$quick" != 1 ] && bench peer_train_small python3 scripts/gpu_peer_bench.py --sru-src $carry/sru_ref --repeats 3 \
+  --json "$out/peer_train_small.json" train --config "${small[@]}" --data $data --steps 20
+# 4. The recurrence under Nsight Compute at L 256, d 1024, B 32: every kernel's time in one forward +
 # backward, then the SRU kernels' sections (clocks left as they are).
 if command -v ncu > /dev/null; then
   bench ncu_kernels ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum "${one_run[@]}"

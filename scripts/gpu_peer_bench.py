@@ -12,11 +12,15 @@
 #          --cpu-time), at --threads threads (as srubench --threads);
 #   train: the reference's language_model/train_enwik8.py step (embedding, dropout, sru.SRU or
 #          nn.LSTM, dropout, linear, cross-entropy, Adam, gradient clipping, state carried across
-#          batches and detached) at the sizes of our YAML configs, on the same bytes, in chars/s.
+#          batches and detached) at the sizes of our YAML configs, on the same bytes, in chars/s, at
+#          PyTorch's fastest settings: on a GPU fused Adam (one launch for all parameters) and foreach
+#          clipping; --amp fp16 (autocast with GradScaler, and the reference SRU's
+#          amp_recurrence_fp16) or --amp bf16 (autocast, no scaler) for mixed precision.
 # The reference package is imported from --sru-src (a folder holding the `sru` package, v2.6).
 # Usage: python3 scripts/gpu_peer_bench.py --sru-src DIR layer --lengths 32 128 256 --hidden 256 512 1024
 #        python3 scripts/gpu_peer_bench.py --device cpu --threads 2 --warmup 2 --repeats 7 layer --lengths 32 128 --hidden 256 512
 #        python3 scripts/gpu_peer_bench.py --sru-src DIR train --config configs/enwik8-small.yaml --data FILE
+#        python3 scripts/gpu_peer_bench.py --sru-src DIR --amp fp16 train --config configs/enwik8.yaml --data FILE
 import argparse
 import json
 import statistics
@@ -116,7 +120,7 @@ def layer_bench(a, sru):
 class CharLM(nn.Module):
     """train_enwik8.py's model: embedding -> dropout -> SRU/LSTM stack -> dropout -> linear."""
 
-    def __init__(self, vocab, m, sru):
+    def __init__(self, vocab, m, sru, amp):
         super().__init__()
         self.drop = nn.Dropout(m.get("dropout", 0.0))
         self.embedding = nn.Embedding(vocab, m["embedding_size"])
@@ -125,7 +129,8 @@ class CharLM(nn.Module):
         else:
             self.rnn = sru.SRU(m["embedding_size"], m["hidden_size"], m["num_layers"], dropout=m.get("dropout", 0.0),
                                projection_size=m.get("projection_size", 0), highway_bias=m.get("highway_bias", 0.0),
-                               layer_norm=m.get("layer_norm", False), rescale=m.get("rescale", False))
+                               layer_norm=m.get("layer_norm", False), rescale=m.get("rescale", False),
+                               amp_recurrence_fp16=amp == "fp16")
         self.out = nn.Linear(m["hidden_size"], vocab)
 
     def forward(self, x, hidden):
@@ -155,10 +160,14 @@ def train_bench(a, sru):
             print(f"| {path} | - | reference sru unavailable | | |")
             continue
         torch.manual_seed(1)
-        model = CharLM(len(vocab_bytes), m, sru).to(DEVICE)
+        model = CharLM(len(vocab_bytes), m, sru, a.amp).to(DEVICE)
         params = sum(p.numel() for p in model.parameters())
-        # A fixed learning rate: the schedule does not change the time of a step.
-        opt = torch.optim.Adam(model.parameters(), lr=1e-4, weight_decay=cfg["train"].get("weight_decay", 0.0))
+        gpu = DEVICE != "cpu"
+        # A fixed learning rate: the schedule does not change the time of a step. Fused Adam on a GPU.
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4, weight_decay=cfg["train"].get("weight_decay", 0.0),
+                               fused=gpu)
+        scaler = torch.amp.GradScaler("cuda", enabled=a.amp == "fp16")
+        autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
         clip = cfg["train"].get("clip_grad_norm", 0.0)
         n = (len(ids) - 1) // B * B
         xs = torch.from_numpy(ids[:n].reshape(B, -1).T.copy()).to(DEVICE)
@@ -172,13 +181,16 @@ def train_bench(a, sru):
             state["i"] += 1
             x, y = xs[i * bptt:(i + 1) * bptt], ys[i * bptt:(i + 1) * bptt]
             model.zero_grad(set_to_none=False)
-            out, hidden = model(x, detach(state["hidden"]))
+            with torch.autocast("cuda", dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                out, hidden = model(x, detach(state["hidden"]))
+                loss = loss_fn(out.float(), y.reshape(-1))
             state["hidden"] = hidden
-            loss = loss_fn(out, y.reshape(-1))
-            loss.backward()
+            scaler.scale(loss).backward()
             if clip > 0:
-                nn.utils.clip_grad_norm_(model.parameters(), clip)
-            opt.step()
+                scaler.unscale_(opt)
+                nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=gpu)
+            scaler.step(opt)
+            scaler.update()
             return loss
 
         model.train()
@@ -187,7 +199,8 @@ def train_bench(a, sru):
         ms = time_ms(lambda: [step() for _ in range(a.steps)], 1, a.repeats) / a.steps
         mb = torch.cuda.max_memory_allocated() / 2**20 if DEVICE != "cpu" else float("nan")
         chars = B * bptt / (ms / 1000)
-        rows.append({"config": path, "params": params, "chars_per_s": chars, "ms_per_step": ms, "peak_mb": mb})
+        rows.append({"config": path, "params": params, "chars_per_s": chars, "ms_per_step": ms, "peak_mb": mb,
+                     "amp": a.amp})
         print(f"| {path} | {params} | {chars:.0f} | {ms:.2f} | {mb:.0f} |", flush=True)
     return rows
 
@@ -203,6 +216,9 @@ def main():
                    help="float32 products on a GPU, as our train.matmul_precision / srubench --matmul-precision: "
                    "torch.set_float32_matmul_precision, and cuDNN's TF32 allowed unless highest (medium is "
                    "refused: torch's CUDA medium is TF32, ours BF16)")
+    p.add_argument("--amp", default="none", choices=["none", "fp16", "bf16"],
+                   help="train on a GPU: torch.autocast at this dtype (fp16 with GradScaler and the reference "
+                   "SRU's amp_recurrence_fp16)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -223,6 +239,8 @@ def main():
         CLOCK = time.process_time
     if a.matmul_precision != "highest" and DEVICE == "cpu":
         p.error("--matmul-precision is for a GPU: our CPU products stay FP32 (torch's CPU ones would change)")
+    if a.amp != "none" and (DEVICE == "cpu" or a.cmd != "train"):
+        p.error("--amp is for train on a GPU")
     if a.matmul_precision == "medium":
         p.error("--matmul-precision medium has no like-for-like peer: torch runs CUDA float32 matmuls at medium "
                 "as TF32 (ours as BF16); compare at highest or high")
@@ -234,7 +252,8 @@ def main():
         print(f"torch {torch.__version__}, {torch.get_num_threads()} threads" + (", clock: process CPU time" if a.cpu_time else ""))
     else:
         print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}, "
-              f"matmul precision {a.matmul_precision}" + (" (TF32 off)" if a.matmul_precision == "highest" else ""))
+              f"matmul precision {a.matmul_precision}" + (" (TF32 off)" if a.matmul_precision == "highest" else "")
+              + (f", AMP {a.amp}" if a.amp != "none" else ""))
     sru = import_reference_sru(a.sru_src)
     rows = layer_bench(a, sru) if a.cmd == "layer" else train_bench(a, sru)
     if a.json:

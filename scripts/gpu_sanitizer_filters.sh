@@ -4,8 +4,13 @@
 # tests/test_cuda without the tests that move gigabytes (hours under the sanitizer); racecheck
 # (shared-memory hazards) runs over the SRU kernels and the kernels that use shared memory: the
 # fixed-tree block reductions of softmax, cross-entropy, layer norm, row sums and gradient norms.
+# initcheck leaves out, beside those, the tests whose products run on Hopper's tensor cores: initcheck
+# does not see what cuBLAS's bf16 GEMMs and cuDNN's tensor-op LSTM write (their results, checked
+# correct in the same tests and over NaN-filled memory, read as "uninitialised": docs/gpu-notes.md,
+# "Two defects found on the card"); gpu_lease.sh's probe places each such error instead.
 # shellcheck disable=SC2034  # used by the scripts that source this file
 sanitizer_big_tests='CudaHardening.LoopsBeyondOneGrid:CudaHardening.ConcatAndSliceWithRowsOver2GiB:CudaHardening.CopiesToTheDeviceDoNotWait'
 sanitizer_memcheck_filter="-$sanitizer_big_tests"
+sanitizer_initcheck_filter="-$sanitizer_big_tests:CudaParity.MatmulPrecision*:CudaParity.LstmsAtMatmulPrecisionHigh"
 sanitizer_racecheck_filter='*Sru*:CudaParity.SoftmaxAndCrossEntropy:CudaParity.LayerNorm:CudaParity.Reductions'
 sanitizer_racecheck_filter+=':CudaParity.OptimizerStepsAndGradientClipping:CudaHardening.TinyWidthsAndEmptyInnerDimension'

@@ -83,8 +83,9 @@ std::vector<Section> Config::schema() {
                      "process cuda:local_rank)"),
         string_field("matmul_precision", &train.matmul_precision, "Float32 matrix products on a GPU (PyTorch's "
                      "set_float32_matmul_precision): highest = FP32, high = TF32 tensor cores (10-bit mantissas), "
-                     "medium = BF16 tensor cores (7-bit; PyTorch's CUDA matmuls run medium as TF32); FP32 sums in all "
-                     "three. The CPU computes FP32 whatever it says", matmul_precision_names()),
+                     "medium = both operands rounded to BF16 (7-bit mantissas, round to nearest even) on BF16 tensor "
+                     "cores (PyTorch's CUDA matmuls run medium as TF32); FP32 sums in all three. The CPU computes "
+                     "FP32 whatever it says", matmul_precision_names()),
         int_field("threads", &train.threads, "Most CPU threads (0 = all cores; data parallel: the cores shared by "
                   "the processes on a machine); fewer while other processes keep cores busy", 0),
         string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),

@@ -33,6 +33,13 @@ const std::string& matmul_precision_name(MatmulPrecision precision) {
   return matmul_precision_names().at(static_cast<size_t>(precision));
 }
 
+CudaFloat32Gemm cuda_float32_gemm(MatmulPrecision precision) {
+  CudaFloat32Gemm plan;
+  plan.bf16_operands = precision == MatmulPrecision::Medium;
+  plan.tf32_tensor_cores = precision == MatmulPrecision::High;
+  return plan;
+}
+
 namespace {
 
 // Views a tensor as the (rows, cols) matrix GEMM sees: leading dims folded into rows.

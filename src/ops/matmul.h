@@ -13,9 +13,10 @@
 //   highest  FP32 multiply-adds (the default; the CPU twin's precision);
 //   high     TF32 tensor cores: the inputs lose all but 10 mantissa bits, products summed in FP32
 //            (relative error per product up to ~2^-10 against ~2^-23);
-//   medium   BF16 tensor cores: 7 mantissa bits kept, FP32 sums. (PyTorch documents medium as bfloat16
-//            where a fast algorithm exists, but its CUDA matmuls run medium as TF32: compare with it at
-//            highest or high.)
+//   medium   BF16 tensor cores: both operands rounded to bfloat16 (8 significant bits, round to
+//            nearest even) by our own kernel, products summed in FP32. (PyTorch documents medium as
+//            bfloat16 where a fast algorithm exists, but its CUDA matmuls run medium as TF32: compare
+//            with it at highest or high.)
 // Double-precision products and every CPU product stay exact IEEE FP64 / FP32 whatever the setting. The
 // cuDNN LSTM takes high and medium as permission for TF32 (CUDNN_DEFAULT_MATH instead of FMA only).
 #pragma once
@@ -37,6 +38,19 @@ const std::vector<std::string>& matmul_precision_names();
 // One of those names as its value; throws naming `what` otherwise.
 MatmulPrecision parse_matmul_precision(std::string_view name, std::string_view what);
 const std::string& matmul_precision_name(MatmulPrecision precision);
+
+// What a float32 GEMM on a CUDA device hands cuBLAS at a precision (ops/cuda/matmul.cu does exactly
+// this; a CPU test pins it down). Medium rounds the operands itself: cuBLAS's
+// CUBLAS_COMPUTE_32F_FAST_16BF over float32 operands only *allows* BF16, and on an H200 (cuBLAS 13)
+// it returned CUBLAS_COMPUTE_32F_FAST_TF32's result bit for bit (tests/tools/cuda_library_probe gemm):
+// medium was high under another name.
+struct CudaFloat32Gemm {
+  bool bf16_operands = false;      // A and B rounded to bfloat16 (ops/bf16_round.h), read as CUDA_R_16BF
+  bool tf32_tensor_cores = false;  // float32 operands with CUBLAS_COMPUTE_32F_FAST_TF32
+  // Otherwise the sums are CUBLAS_COMPUTE_32F: FMA kernels over float32 operands, or tensor cores over
+  // bfloat16 ones (every product of two bfloat16 values is exact in float32).
+};
+CudaFloat32Gemm cuda_float32_gemm(MatmulPrecision precision);
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);

@@ -12,9 +12,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <string>
 
+#include "core/bf16.h"
 #include "cuda_parity.h"
+#include "ops/bf16_round.h"
 #include "nn/lstm.h"
 #include "ops/lstm_recurrence.h"
 #include "ops/matmul.h"
@@ -42,15 +46,22 @@ struct ErrorStats {
   double mean_relative = 0;
 };
 
-// C = A (M, K) B (K, N) on the GPU at `precision` against the float64 product of the same inputs.
-ErrorStats gemm_errors(MatmulPrecision precision, int mantissa_bits, const Tensor& a, const Tensor& b) {
+// C = A (M, K) B (K, N) on the GPU at `precision` against the float64 product of the same inputs, or,
+// with bf16_reference, of the inputs rounded to bfloat16 on the CPU (core/bf16.h).
+ErrorStats gemm_errors(MatmulPrecision precision, int mantissa_bits, const Tensor& a, const Tensor& b,
+                       bool bf16_reference = false) {
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
   Tensor c;
   {
     const PrecisionScope scope(precision);
     c = matmul(a.to(kCuda), b.to(kCuda)).to(Device::cpu());
   }
-  const std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>(), cv = c.to_vector<float>();
+  std::vector<float> av = a.to_vector<float>(), bv = b.to_vector<float>();
+  const std::vector<float> cv = c.to_vector<float>();
+  if (bf16_reference) {
+    for (float& v : av) v = round_to_bf16(v);
+    for (float& v : bv) v = round_to_bf16(v);
+  }
   const double u = std::ldexp(1.0, -mantissa_bits);
   const double factor = 2 * u + u * u + static_cast<double>(K) * std::ldexp(1.0, -24);
   ErrorStats s;
@@ -91,6 +102,74 @@ TEST(CudaParity, MatmulPrecisionTf32AndBf16WithinTheirBounds) {
   // FP32's ~3e-8; BF16's 3-8x TF32's (8 with both rounded alike, ~3 if TF32 truncates and BF16 rounds).
   EXPECT_GT(high.worst_relative, 1e-6) << "high ran without TF32 tensor cores";
   EXPECT_GT(medium.mean_relative, 2 * high.mean_relative) << "medium ran without BF16 inputs";
+  // And medium is exactly the bfloat16 operands' product summed in FP32: against the product of the
+  // inputs rounded on the CPU only the sums' rounding is left (bound with p = 23, FP32's own, doubled:
+  // tensor cores may truncate their partial sums where FMA rounds them).
+  const ErrorStats medium_of_rounded = gemm_errors(MatmulPrecision::Medium, 23, a, b, true);
+  EXPECT_LE(medium_of_rounded.worst_of_bound, 2.0) << "medium is not the product of round-to-nearest bf16 operands";
+  EXPECT_LT(medium_of_rounded.mean_relative, medium.mean_relative / 10);
+}
+
+// Medium through every operand layout the GEMM wrapper converts: transposed operands, batches and a
+// batch that shares one matrix (stride 0), each against the FP32 product of bf16-rounded inputs.
+TEST(CudaParity, MatmulPrecisionMediumIsTheProductOfBf16Operands) {
+  SKIP_WITHOUT_CUDA();
+  auto rounded = [](const Tensor& t) {
+    std::vector<float> v = t.to_vector<float>();
+    for (float& x : v) x = round_to_bf16(x);
+    return Tensor::from_vector(v, t.shape());
+  };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const Tensor a = rand_leaf(ta ? Shape{3, 96, 7} : Shape{3, 7, 96}, 97).detach();
+      const Tensor b = rand_leaf(tb ? Shape{3, 5, 96} : Shape{3, 96, 5}, 98).detach();
+      Tensor got;
+      {
+        const PrecisionScope scope(MatmulPrecision::Medium);
+        got = bmm(a.to(kCuda), b.to(kCuda), ta, tb).to(Device::cpu());
+      }
+      // FP32 sums of 96 exact products: |err| <= 96 2^-24 sum |a||b| <= 6e-6 * 96.
+      EXPECT_TRUE(tensors_near(got, bmm(rounded(a), rounded(b), ta, tb), 1e-3, 1e-5)) << "ta " << ta << " tb " << tb;
+      EXPECT_FALSE(tensors_near(got, bmm(a, b, ta, tb), 1e-6, 1e-6)) << "medium left the operands unrounded";
+    }
+  // x (L, B, n) @ W (n, m): the leading dims fold into rows, W is shared.
+  const Tensor x = rand_leaf({4, 6, 40}, 99).detach(), w = rand_leaf({40, 24}, 100).detach();
+  Tensor got;
+  {
+    const PrecisionScope scope(MatmulPrecision::Medium);
+    got = matmul(x.to(kCuda), w.to(kCuda)).to(Device::cpu());
+  }
+  EXPECT_TRUE(tensors_near(got, matmul(rounded(x), rounded(w)), 1e-3, 1e-5));
+}
+
+// The GPU's rounding kernel (ops/cuda/bf16_round.cu) against its CPU twin, bit for bit: random values
+// over the float range's middle, the special values, an odd count (the scalar tail) and an input one
+// float past 16-byte alignment (the scalar path throughout).
+TEST(CudaParity, Bf16RoundingKernelMatchesItsCpuTwinBitForBit) {
+  SKIP_WITHOUT_CUDA();
+  Generator gen(101);
+  std::vector<float> xs = Tensor::uniform({10001}, -3e5, 3e5, DType::F32, gen).to_vector<float>();
+  const uint32_t specials[] = {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7F7FFFFFu, 0xFF7FFFFFu,
+                               0x7FC00000u, 0xFF800001u, 0x00018000u, 0x3F808000u, 0x3F818000u, 0x00000001u};
+  for (size_t i = 0; i < std::size(specials); ++i) xs[i * 7] = float_from_bits(specials[i]);
+  for (size_t i = 20; i < 1000; ++i) xs[i] = xs[i] * std::ldexp(1.0f, static_cast<int>(i % 200) - 120);  // wide exponents
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<uint16_t> want(xs.size());
+  cpu::round_to_bf16(xs.data(), want.data(), n);
+  const Tensor in = Tensor::from_vector(xs, {n}).to(kCuda);
+  for (int64_t offset : {0, 1}) {
+    const Tensor out = Tensor::empty({n}, DType::I32, kCuda);  // room for n bf16 values and more
+    cuda::round_to_bf16(in.data<float>() + offset, static_cast<uint16_t*>(out.data_ptr()), n - offset, 0);
+    const std::vector<int32_t> words = out.to_vector<int32_t>();
+    std::vector<uint16_t> got(words.size() * 2);
+    std::memcpy(got.data(), words.data(), words.size() * sizeof(int32_t));
+    int mismatches = 0;
+    for (int64_t i = 0; i + offset < n; ++i)
+      if (got[i] != want[i + offset] && ++mismatches <= 5)
+        ADD_FAILURE() << "offset " << offset << " element " << i << ": " << xs[i + offset] << " -> 0x" << std::hex
+                      << got[i] << ", CPU 0x" << want[i + offset];
+    EXPECT_EQ(mismatches, 0) << "offset " << offset;
+  }
 }
 
 // Batched products (attention) and transposed operands take the same path.

@@ -5,8 +5,10 @@
 #include <cmath>
 
 #include "autograd/engine.h"
+#include "core/bf16.h"
 #include "core/parallel.h"
 #include "core/philox.h"
+#include "ops/bf16_round.h"
 #include "ops/ops.h"
 #include "testing.h"
 
@@ -138,6 +140,50 @@ TEST(Matmul, PrecisionSettingLeavesCpuProductsExact) {
   const std::string bad = error_of([] { parse_matmul_precision("fast", "train.matmul_precision"); });
   EXPECT_NE(bad.find("train.matmul_precision: unknown matmul precision 'fast' (highest, high or medium)"),
             std::string::npos) << bad;
+}
+
+// What each precision hands cuBLAS (ops/cuda/matmul.cu follows cuda_float32_gemm): medium must round
+// the operands to bfloat16 itself. Asking cuBLAS for CUBLAS_COMPUTE_32F_FAST_16BF over float32 operands
+// (the first version) only allowed BF16, and on an H200 it returned TF32's result bit for bit.
+TEST(Matmul, CudaPlanOfEachPrecision) {
+  const CudaFloat32Gemm highest = cuda_float32_gemm(MatmulPrecision::Highest);
+  const CudaFloat32Gemm high = cuda_float32_gemm(MatmulPrecision::High);
+  const CudaFloat32Gemm medium = cuda_float32_gemm(MatmulPrecision::Medium);
+  EXPECT_FALSE(highest.bf16_operands || highest.tf32_tensor_cores);
+  EXPECT_TRUE(high.tf32_tensor_cores && !high.bf16_operands);
+  EXPECT_TRUE(medium.bf16_operands && !medium.tf32_tensor_cores) << "medium must hand cuBLAS bfloat16 operands";
+}
+
+// float32 -> bfloat16 rounding (core/bf16.h), the CPU twin of the GPU's cvt.rn.bf16: nearest, ties to
+// even, overflow to infinity, NaN kept NaN; and the array loop (ops/bf16_round.h) is the scalar rule.
+TEST(Bf16, RoundsToNearestEvenWithOverflowAndNan) {
+  auto bits = [](uint32_t u) { return bf16_bits_from_float(float_from_bits(u)); };
+  EXPECT_EQ(bits(0x3F800000u), 0x3F80);  // 1.0 exact
+  EXPECT_EQ(bits(0x3F807FFFu), 0x3F80);  // just under half an ulp: down
+  EXPECT_EQ(bits(0x3F808000u), 0x3F80);  // tie, kept part even: stays
+  EXPECT_EQ(bits(0x3F818000u), 0x3F82);  // tie, kept part odd: up to even
+  EXPECT_EQ(bits(0x3F808001u), 0x3F81);  // just over half: up
+  EXPECT_EQ(bits(0xBF818000u), 0xBF82);  // negative ties alike
+  EXPECT_EQ(bits(0x7F7FFFFFu), 0x7F80);  // largest float rounds past the largest bfloat16: +inf
+  EXPECT_EQ(bits(0xFF7FFFFFu), 0xFF80);
+  EXPECT_EQ(bits(0x7F800000u), 0x7F80);  // infinities stay
+  EXPECT_EQ(bits(0x00018000u), 0x0002);  // subnormal tie, odd: up
+  EXPECT_EQ(bits(0x80000000u), 0x8000);  // -0 keeps its sign
+  EXPECT_TRUE(std::isnan(float_from_bf16_bits(bits(0x7FC00000u))));
+  EXPECT_TRUE(std::isnan(float_from_bf16_bits(bits(0xFF800001u))));  // a NaN whose rounding would carry into inf
+  EXPECT_EQ(round_to_bf16(3.14159265f), 3.140625f);
+  // Every bfloat16 value is its own rounding; each float lies within half an ulp of its (at most 2^-8 of
+  // it: the unit roundoff of 8 significant bits).
+  Generator gen(5);
+  const std::vector<float> xs = Tensor::uniform({4096}, -1e4, 1e4, DType::F32, gen).to_vector<float>();
+  std::vector<uint16_t> out(xs.size());
+  cpu::round_to_bf16(xs.data(), out.data(), static_cast<int64_t>(xs.size()));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_EQ(out[i], bf16_bits_from_float(xs[i]));
+    const float r = float_from_bf16_bits(out[i]);
+    EXPECT_EQ(round_to_bf16(r), r);
+    EXPECT_LE(std::fabs(r - xs[i]), std::ldexp(std::fabs(xs[i]), -8)) << xs[i];
+  }
 }
 
 // OpenBLAS's own threading changes the last bits between 1 and 2 threads at these shapes (64 x 256 x

@@ -13,10 +13,11 @@ namespace sru::cuda {
 inline cudaStream_t stream_of(const Tensor& t) { return context(t.device().index).stream; }
 
 // Column-major float32 GEMMs in cuBLAS's argument order, C_i = alpha op(A_i) op(B_i) + beta C_i for
-// `batch` matrices `stride*` elements apart, at the process's matmul precision (ops/matmul.h): highest
-// is cublasSgemmStridedBatched (cublasSgemm for one matrix given with strides 0), high and medium
-// cublasGemmStridedBatchedEx with TF32 / BF16 tensor-core compute (CUBLAS_COMPUTE_32F_FAST_TF32 /
-// _FAST_16BF; FP32 in, out and sums). Defined in matmul.cu.
+// `batch` matrices `stride*` elements apart, at the process's matmul precision (ops/matmul.h,
+// cuda_float32_gemm): highest is cublasSgemmStridedBatched (cublasSgemm for one matrix given with
+// strides 0), high cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F_FAST_TF32, medium the same over
+// copies of A and B rounded to bfloat16 (CUDA_R_16BF, CUBLAS_COMPUTE_32F); C and the sums stay FP32.
+// Defined in matmul.cu.
 void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
            const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b, float beta,
            float* c, int ldc, long long stride_c, int batch);

@@ -2,31 +2,61 @@
 // b (rb, cb), c (M, N), `batch` of them back to back (CPU twin: ops/cpu/matmul.cpp, OpenBLAS).
 // cuBLAS is column-major: a row-major (R, C) matrix is its column-major transpose, so the row-major
 // product C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, with B first.
-// Float32 at the process's matmul precision (ops/matmul.h): highest (the default) is full FP32, so
-// results match the CPU to float rounding; high / medium use TF32 / BF16 tensor cores. Double: FP64.
+// Float32 at the process's matmul precision (ops/matmul.h, cuda_float32_gemm): highest (the default)
+// is full FP32, so results match the CPU to float rounding; high uses TF32 tensor cores; medium rounds
+// both operands to bfloat16 here (6 bytes per operand element: read 4, write 2) and multiplies them on
+// BF16 tensor cores with FP32 sums. Double: FP64.
+#include "ops/bf16_round.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/matmul.h"
 
 namespace sru::cuda {
 
+namespace {
+
+// Elements a column-major operand spans in memory: `batch` matrices `stride` apart (stride 0: one
+// matrix shared by all), each `cols` columns of `rows` used rows, `ld` apart.
+long long operand_span(int rows, int cols, int ld, long long stride, int batch) {
+  return (stride > 0 ? stride * (batch - 1) : 0) + static_cast<long long>(ld) * (cols - 1) + rows;
+}
+
+// The operand's span rounded to bfloat16 in fresh device memory, with the same ld and stride.
+Tensor bf16_operand(const float* x, long long span, int device) {
+  Tensor rounded = Tensor::empty({(span + 1) / 2}, DType::I32, Device::cuda(device));  // 2 bf16 per word
+  round_to_bf16(x, static_cast<uint16_t*>(rounded.data_ptr()), span, device);
+  return rounded;
+}
+
+}  // namespace
+
 void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
            const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b, float beta,
            float* c, int ldc, long long stride_c, int batch) {
-  const MatmulPrecision precision = matmul_precision();
-  if (precision == MatmulPrecision::Highest && batch == 1 && stride_a == 0 && stride_b == 0 && stride_c == 0) {
+  const CudaFloat32Gemm plan = cuda_float32_gemm(matmul_precision());
+  if (plan.bf16_operands) {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));  // context() made the handle's device current
+    // op(A) is m x k: A holds m rows and k columns when not transposed, else k rows and m columns.
+    const bool ta = opa != CUBLAS_OP_N, tb = opb != CUBLAS_OP_N;
+    const Tensor a16 = bf16_operand(a, operand_span(ta ? k : m, ta ? m : k, lda, stride_a, batch), device);
+    const Tensor b16 = bf16_operand(b, operand_span(tb ? n : k, tb ? k : n, ldb, stride_b, batch), device);
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, opa, opb, m, n, k, &alpha, a16.data_ptr(), CUDA_R_16BF, lda,
+                                            stride_a, b16.data_ptr(), CUDA_R_16BF, ldb, stride_b, &beta, c, CUDA_R_32F,
+                                            ldc, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;  // a16 and b16 go back to the stream-ordered allocator: the GEMM queued before any reuse
+  }
+  if (plan.tf32_tensor_cores) {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, opa, opb, m, n, k, &alpha, a, CUDA_R_32F, lda, stride_a, b,
+                                            CUDA_R_32F, ldb, stride_b, &beta, c, CUDA_R_32F, ldc, stride_c, batch,
+                                            CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  if (batch == 1 && stride_a == 0 && stride_b == 0 && stride_c == 0) {
     CUBLAS_CHECK(cublasSgemm(handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc));  // the LSTM's steps
     return;
   }
-  if (precision == MatmulPrecision::Highest) {
-    CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opa, opb, m, n, k, &alpha, a, lda, stride_a, b, ldb, stride_b, &beta,
-                                           c, ldc, stride_c, batch));
-    return;
-  }
-  const cublasComputeType_t compute =
-      precision == MatmulPrecision::High ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F_FAST_16BF;
-  CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, opa, opb, m, n, k, &alpha, a, CUDA_R_32F, lda, stride_a, b,
-                                          CUDA_R_32F, ldb, stride_b, &beta, c, CUDA_R_32F, ldc, stride_c, batch,
-                                          compute, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opa, opb, m, n, k, &alpha, a, lda, stride_a, b, ldb, stride_b, &beta,
+                                         c, ldc, stride_c, batch));
 }
 
 void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
