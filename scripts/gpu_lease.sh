@@ -17,6 +17,8 @@
 #          (scripts/ncu_kernel_table.py), srubench sru-vs-lstm and the small configs with their peers,
 #          and Nsight Compute on the recurrence. LEASE_QUICK=1: the tests once, memcheck, racecheck and
 #          our benchmarks only.
+#   there: scripts/gpu_lease.sh focus    the tests, sanitizers and probes as `run` does, then only what
+#          the latest change needs timed (edit the focus block below): a short second call of a lease.
 #   there: scripts/gpu_lease.sh profile  the recurrence's per-instruction stall samples (CSV) alone.
 # Logs and JSON rows come back in $OUT/lease-logs.tar.gz ($OUT: the device tool's folder; default
 # /tmp/gpu-lease), the verdicts in $OUT/verdicts.txt and last in the output. scripts/gpu_check.sh stays
@@ -61,7 +63,7 @@ if [ "$mode" = pack ]; then
   du -sh $carry .devdeps 2> /dev/null
   exit 0
 fi
-[ "$mode" = run ] || [ "$mode" = profile ] || { echo "usage: scripts/gpu_lease.sh pack|run|profile"; exit 2; }
+[ "$mode" = run ] || [ "$mode" = focus ] || [ "$mode" = profile ] || { echo "usage: scripts/gpu_lease.sh pack|run|focus|profile"; exit 2; }
 
 # The device tool brings back at most 8 files from $OUT: logs are written to a work folder and packed
 # into $OUT/lease-logs.tar.gz after every stage (and on exit), with verdicts.txt beside it.
@@ -126,7 +128,7 @@ export TORCH_EXTENSIONS_DIR=/tmp/torch_ext TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=8
 # benchmarks and the profile's kernel times; no peers, no initcheck.
 quick=${LEASE_QUICK:-0}
 ref_pid=
-if [ "$quick" != 1 ]; then
+if [ "$quick" != 1 ] && [ "$mode" = run ]; then
   ( cd $carry/sru_ref && timeout 300 python3 -c 'import sru' ) > "$out/sru_ref_build.log" 2>&1 &
   ref_pid=$!
 fi
@@ -140,6 +142,14 @@ sanitize() {  # TOOL FILTER
     --print-limit 3000 $build/tests/test_cuda --gtest_filter="$2" > "$out/sanitizer-$1.log" 2>&1
   echo $? > "$out/sanitizer-$1.rc"
 }
+# LEASE_GTEST_FILTER (with focus): only those tests of test_cuda, plainly, NaN-filled and under each
+# sanitizer (initcheck without the tensor-core tests), and no probes: a short call for one change.
+only=${LEASE_GTEST_FILTER:-}
+if [ -n "$only" ]; then
+  sanitizer_memcheck_filter=$only
+  sanitizer_racecheck_filter=$only
+  sanitizer_initcheck_filter="$only-${sanitizer_initcheck_filter#-}"
+fi
 sanitize memcheck "$sanitizer_memcheck_filter" &
 sanitize racecheck "$sanitizer_racecheck_filter" &
 [ "$quick" != 1 ] && sanitize initcheck "$sanitizer_initcheck_filter" &
@@ -164,15 +174,19 @@ probes() {
     SRU_DEBUG_NAN_FILL=1 timeout 60 $probe lstm-compare $precision >> "$out/probe_lstm_compare.txt" 2>&1
   done
 }
-[ "$quick" != 1 ] && probes &
+[ "$quick" != 1 ] && [ -z "$only" ] && probes &
 
 run_ctest() {  # NAME [VAR=VALUE...]
   local name=$1 status=0 left=$(( tests_end - $(elapsed) ))
   shift
   if [ "$left" -le 0 ]; then verdicts+=("cuda tests ($name): skipped (past the deadline)"); return; fi
-  (cd $build && env "$@" timeout "$left" ctest -L cuda -j 6 --timeout 150 --output-on-failure) \
-    > "$out/$name.log" 2>&1 || status=$?
-  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception|\*\*\*" "$out/$name.log" | head -20
+  if [ -n "$only" ]; then
+    env "$@" timeout "$left" $build/tests/test_cuda --gtest_filter="$only" > "$out/$name.log" 2>&1 || status=$?
+  else
+    (cd $build && env "$@" timeout "$left" ctest -L cuda -j 6 --timeout 150 --output-on-failure) \
+      > "$out/$name.log" 2>&1 || status=$?
+  fi
+  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\(SEGFAULT\)|Exception|\*\*\*|PASSED|FAILED" "$out/$name.log" | head -20
   verdicts+=("cuda tests ($name): $([ $status = 0 ] && echo OK || echo "FAILED ($status)")")
 }
 say "cuda tests"
@@ -181,7 +195,7 @@ run_ctest ctest
 [ -n "$ref_pid" ] && wait $ref_pid
 say "waiting for compute-sanitizer and the probes (deadline ${tests_end}s)"
 while jobs -r | grep -qE "sanitize|probes" && [ "$(elapsed)" -lt "$tests_end" ]; do sleep 2; done
-if [ "$quick" != 1 ]; then
+if [ "$quick" != 1 ] && [ -z "$only" ]; then
   { cat "$out/probe_gemm.txt"
     for f in "$out"/probe_lstm_*.places; do
       echo "== $(basename "$f" .places): $(grep -E "ERROR SUMMARY|non-finite|^rc" "${f%.places}.txt" | tr '\n' ' ')"
@@ -223,6 +237,32 @@ bench() {  # NAME COMMAND...
   pack_logs
 }
 data=data/enwik8-sample/enwik8.head1M
+# PyTorch's own 16-bit conversions and safetensors writer, for tests/unit/test_float16.cpp to read ours
+# against (the committed tests/data/fixtures/torch_float16.safetensors comes from here).
+bench torch_float16 python3 tests/data/fixtures/make_torch_float16.py "$final_out/torch_float16.safetensors"
+if [ "$mode" = focus ]; then
+  # The recurrence with bf16 I/O beside float32 and the copy (srubench rows), its kernels under Nsight
+  # Compute, and the paper-size step at medium as a check that nothing else moved.
+  bench recurrence_bf16 $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths 32 128 256 \
+    --hidden 256 512 1024 --batch 32 --repeats 20 --impls recurrence recurrence_bf16 copy --json "$out/recurrence_bf16.json"
+  # The paper's char-LM layer (L 100, B 128, d 1312): 168k threads, 2.5 waves, where bytes may bind.
+  bench recurrence_bf16_paper $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths 100 \
+    --hidden 1312 --batch 128 --repeats 20 --impls recurrence recurrence_bf16 copy --json "$out/recurrence_bf16_paper.json"
+  if command -v ncu > /dev/null; then
+    for shape in "256 1024 32" "100 1312 128"; do
+      read -r L d B <<< "$shape"
+      bench "ncu_recurrence_bf16_$L" ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum \
+        $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths "$L" --hidden "$d" --batch "$B" \
+        --impls recurrence recurrence_bf16 --warmup 1 --repeats 1
+    done
+  fi
+  bench train_epoch_medium $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8.yaml \
+    --set train.device=cuda --set train.matmul_precision=medium --set data.path=$data --steps 20 --warmup-steps 3 \
+    --repeats 3 --json "$out/train_epoch_medium.json"
+  say "done"
+  printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
+  exit 0
+fi
 # 1. The paper-size configs at every matmul precision, ours and the peers' at theirs, side by side.
 paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
 for precision in medium high highest; do

@@ -17,9 +17,9 @@
 namespace sru::bench {
 
 const std::vector<std::string>& layer_bench_impl_names() {
-  static const std::vector<std::string> names = {"gemm",         "recurrence", "copy", "sru_fused",
-                                                 "sru_composed", "lstm_gemm",  "lstm", "lstm_composed",
-                                                 "lstm_cudnn"};
+  static const std::vector<std::string> names = {"gemm",         "recurrence", "recurrence_bf16", "copy",
+                                                 "sru_fused",    "sru_composed", "lstm_gemm",     "lstm",
+                                                 "lstm_composed", "lstm_cudnn"};
   return names;
 }
 
@@ -68,12 +68,26 @@ void bench_sru_vs_lstm(Report& report, const LayerBenchOptions& o) {
       // Minimum traffic per (t, b, unit), in floats: forward reads U (3) and x, writes h and c;
       // backward reads U (3), x, c and grad h, writes grad U (3) and grad x. 16 floats in all.
       const double recurrence_bytes = 16.0 * sizeof(float) * L * B * d;
+      Tensor x_leaf = x.clone().set_requires_grad(true);  // so that grad x is written, as counted
       record("recurrence", [&] {
         // Gradients stored, not added to the last run's: the row times the recurrence, not an add.
-        for (Tensor* t : {&U, &vc, &bias}) t->set_grad(Tensor());
-        auto [h, c] = sru::sru_recurrence(U, x, vc, bias, Tensor(), Tensor(), Tensor(), ro);
+        for (Tensor* t : {&U, &x_leaf, &vc, &bias}) t->set_grad(Tensor());
+        auto [h, c] = sru::sru_recurrence(U, x_leaf, vc, bias, Tensor(), Tensor(), Tensor(), ro);
         sru::autograd::backward(h, grad_h);
       }, recurrence_bytes);
+      // The same with bf16 I/O (ops/sru_recurrence.h): U, x, h and their gradients in bf16, c in float32.
+      // Minimum traffic in bytes: forward U 3 x 2, x 2, h 2, c 4; backward U 3 x 2, x 2, c 4, grad h 2,
+      // grad U 3 x 2, grad x 2: 36 in all (64 at float32).
+      if (wants("recurrence_bf16")) {
+        Tensor U16 = U.detach().to(sru::DType::BF16).set_requires_grad(true);
+        Tensor x16 = x.to(sru::DType::BF16).set_requires_grad(true);
+        const Tensor grad_h16 = grad_h.to(sru::DType::BF16);
+        record("recurrence_bf16", [&] {
+          for (Tensor* t : {&U16, &x16, &vc, &bias}) t->set_grad(Tensor());
+          auto [h, c] = sru::sru_recurrence(U16, x16, vc, bias, Tensor(), Tensor(), Tensor(), ro);
+          sru::autograd::backward(h, grad_h16);
+        }, 36.0 * L * B * d);
+      }
       // A plain copy moving as many bytes (half read, half written): the bandwidth ceiling.
       Tensor copy_src = Tensor::zeros({static_cast<int64_t>(recurrence_bytes / 8)}, sru::DType::F32, dev);
       Tensor copy_dst = Tensor::empty(copy_src.shape(), sru::DType::F32, dev);

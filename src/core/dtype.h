@@ -1,5 +1,6 @@
-// Element types of tensors (f32, f64 for gradient checks, i32/i64 for indices) and the dispatch macro
-// that instantiates a kernel for the floating types.
+// Element types of tensors (f32; f64 for gradient checks; bf16 and f16, 16-bit floating storage:
+// core/float16.h; i32/i64 for indices) and the dispatch macros that instantiate a kernel for the
+// computing floating types (f32, f64) or for every type (copies, conversions, fills, masks).
 #pragma once
 
 #include <cstddef>
@@ -7,10 +8,11 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/float16.h"
 
 namespace sru {
 
-enum class DType : uint8_t { F32, F64, I32, I64 };
+enum class DType : uint8_t { F32, F64, I32, I64, BF16, F16 };
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
@@ -18,6 +20,8 @@ constexpr size_t dtype_size(DType t) {
     case DType::F64: return 8;
     case DType::I32: return 4;
     case DType::I64: return 8;
+    case DType::BF16: return 2;
+    case DType::F16: return 2;
   }
   return 0;
 }
@@ -28,17 +32,21 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::F64: return "f64";
     case DType::I32: return "i32";
     case DType::I64: return "i64";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
   }
   return "?";
 }
 
-constexpr bool is_floating(DType t) { return t == DType::F32 || t == DType::F64; }
+constexpr bool is_floating(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16; }
 
 template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
 template <> struct dtype_of<int32_t> { static constexpr DType value = DType::I32; };
 template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64; };
+template <> struct dtype_of<bf16> { static constexpr DType value = DType::BF16; };
+template <> struct dtype_of<f16> { static constexpr DType value = DType::F16; };
 
 }  // namespace sru
 
@@ -62,6 +70,8 @@ template <> struct dtype_of<int64_t> { static constexpr DType value = DType::I64
       case ::sru::DType::F64: return (__VA_ARGS__).template operator()<double>();        \
       case ::sru::DType::I32: return (__VA_ARGS__).template operator()<int32_t>();       \
       case ::sru::DType::I64: return (__VA_ARGS__).template operator()<int64_t>();       \
+      case ::sru::DType::BF16: return (__VA_ARGS__).template operator()<::sru::bf16>();  \
+      case ::sru::DType::F16: return (__VA_ARGS__).template operator()<::sru::f16>();    \
     }                                                                                    \
     SRU_FAIL(OPNAME, ": unknown dtype");                                                 \
   }()

@@ -24,7 +24,9 @@ DType parse_dtype(const std::string& tag, const std::string& where) {
   if (tag == "F64") return DType::F64;
   if (tag == "I32") return DType::I32;
   if (tag == "I64") return DType::I64;
-  SRU_FAIL(where, ": unsupported dtype '", tag, "' (srutrain reads F32, F64, I32, I64)");
+  if (tag == "BF16") return DType::BF16;
+  if (tag == "F16") return DType::F16;
+  SRU_FAIL(where, ": unsupported dtype '", tag, "' (srutrain reads F32, F64, BF16, F16, I32, I64)");
 }
 
 }  // namespace
@@ -35,6 +37,8 @@ std::string dtype_tag(DType dtype) {
     case DType::F64: return "F64";
     case DType::I32: return "I32";
     case DType::I64: return "I64";
+    case DType::BF16: return "BF16";
+    case DType::F16: return "F16";
   }
   return "?";
 }

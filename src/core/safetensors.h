@@ -33,6 +33,6 @@ File load(const std::string& path);
 // The same checks on a file's bytes held in memory (e.g. sent by another process); `name` in errors.
 File parse(const std::string& bytes, const std::string& name);
 
-std::string dtype_tag(DType dtype);  // "F32", "F64", "I32", "I64"
+std::string dtype_tag(DType dtype);  // "F32", "F64", "BF16", "F16", "I32", "I64" (PyTorch's tags)
 
 }  // namespace sru::safetensors

@@ -1,4 +1,4 @@
-// Rounding arrays of float32 values to bfloat16 (round to nearest, ties to even: core/bf16.h), the
+// Rounding arrays of float32 values to bfloat16 (round to nearest, ties to even: core/float16.h), the
 // conversion the GEMMs at matmul precision medium apply to their operands before cuBLAS reads them as
 // CUDA_R_16BF (ops/cuda/matmul.cu). out[i] = bf16_bits_from_float(in[i]) for i < n.
 // The CUDA twin (ops/cuda/bf16_round.cu) rounds with the hardware's cvt.rn.bf16x2.f32 and is checked

@@ -14,6 +14,10 @@ void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const 
   SRU_CHECK(o.k == 3 || o.k == 4, "sru_recurrence: k must be 3 or 4, got ", o.k);
   SRU_CHECK(o.hidden_size > 0, "sru_recurrence: hidden_size must be positive, got ", o.hidden_size);
   check_floating(U, "sru_recurrence");
+  SRU_CHECK(U.dtype() == DType::F32 || U.dtype() == DType::F64 || U.dtype() == DType::BF16,
+            "sru_recurrence: U must be f32, f64 or bf16, got ", dtype_name(U.dtype()));
+  // With bf16 I/O, U and x are bf16 and the parameters and states float32 (sru_recurrence.h).
+  const DType io = U.dtype(), compute = io == DType::BF16 ? DType::F32 : io;
   const int64_t out = (o.bidirectional ? 2 : 1) * o.hidden_size;
   SRU_CHECK(U.dim() == 3 && U.size(2) == out * o.k, "sru_recurrence: U must be (L, B, ", out * o.k, "), got ",
             shape_str(U.shape()));
@@ -21,7 +25,10 @@ void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const 
   auto expect = [&](const Tensor& t, const Shape& shape, const char* name) {
     if (!t.defined()) return;
     SRU_CHECK(t.shape() == shape, "sru_recurrence: ", name, " must be ", shape_str(shape), ", got ", shape_str(t.shape()));
-    if (std::string(name) != "mask_pad") check_same_dtype(U, t, "sru_recurrence");
+    const std::string n = name;
+    if (n != "mask_pad")
+      SRU_CHECK(t.dtype() == (n == "x" ? io : compute), "sru_recurrence: ", name, " must be ",
+                dtype_name(n == "x" ? io : compute), " with U of ", dtype_name(io), ", got ", dtype_name(t.dtype()));
     check_same_device(U, t, "sru_recurrence");
   };
   expect(weight_c, {2 * out}, "weight_c");
@@ -47,8 +54,8 @@ std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const
   const Tensor x_used = o.has_skip_term && o.k == 3 ? x : Tensor();
   const int64_t L = U.size(0), B = U.size(1), out = (o.bidirectional ? 2 : 1) * o.hidden_size;
   Tensor h = Tensor::empty({L, B, out}, U.dtype(), U.device());
-  Tensor c_all = Tensor::empty({L, B, out}, U.dtype(), U.device());
-  Tensor c_last = Tensor::empty({B, out}, U.dtype(), U.device());
+  Tensor c_all = Tensor::empty({L, B, out}, weight_c.dtype(), U.device());  // the state: float32 under bf16 I/O
+  Tensor c_last = Tensor::empty({B, out}, weight_c.dtype(), U.device());
   const SruTensors in{U, x_used, weight_c, bias, c0, mask_c, mask_pad, o.scale_x_tensor};
   SRU_KERNEL(h.device(), sru_recurrence_forward, in, o, h, c_all, c_last);
 

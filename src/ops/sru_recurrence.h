@@ -11,6 +11,12 @@
 //   mask_pad (L, B)         any dtype, nonzero = padded step: c carries over, h = 0, no gradient
 // Returns h (L, B, out) and the last state c (B, out) (direction 1 runs from t = L-1 down to 0, so
 // its last state is the one after t = 0).
+// bfloat16 I/O (mixed precision): U and x may be bf16, with weight_c, bias, c0 and mask_c float32. Then
+// h is bf16 (it feeds the next layer's GEMM), and so are the gradients of U and x (they feed GEMMs)
+// and the incoming gradient of h; the state c (saved and last), every step's arithmetic and the
+// gradients of weight_c, bias and c0 stay float32. Each bf16 output is its float32 value rounded to
+// nearest even once. The CPU twin converts to float32, runs the float kernels and rounds the same
+// outputs; the CUDA kernels read and write bf16 directly (36 bytes per (t, b, unit) instead of 64).
 // Saved for backward: c at every step (L, B, out), plus the inputs. Backward walks time in reverse,
 // recomputes the gates from the stored c, and accumulates grad weight_c / bias per (batch, column)
 // before a fixed-order reduction over the batch (deterministic). Gradients are written into zeroed

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
+#include <iterator>
+#include <vector>
 
 #include "autograd/engine.h"
 #include "core/cuda/device_info.h"
@@ -77,6 +80,22 @@ inline void expect_parity(const Fn& f, const Inputs& inputs, double tol) {
       EXPECT_TRUE(tensors_near(gg, gc, tol, tol)) << "gradient of input " << i;
     }
   }
+}
+
+// n float32 values for the 16-bit conversion tests: uniform in (-3e5, 3e5), with the values that
+// test a rounding (ties at bf16's and f16's steps, f16's overflow tie, the subnormal ties, the
+// largest float, infinities, NaNs, -0, the smallest subnormal) every 7th place from the start, and
+// values 20 to 999 scaled by 2^-120 .. 2^79 (bf16's subnormals to far past f16's range).
+inline std::vector<float> rounding_test_values(int64_t n, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<float> xs = Tensor::uniform({n}, -3e5, 3e5, DType::F32, gen).to_vector<float>();
+  const uint32_t specials[] = {0x3F808000u, 0x3F818000u, 0x3F801000u, 0x477FF000u, 0x477FEFFFu, 0x33000000u,
+                               0x33C00000u, 0x00018000u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u, 0xFF800000u,
+                               0x7FC00000u, 0xFF800001u, 0x80000000u, 0x00000001u};
+  for (size_t i = 0; i < std::size(specials) && i * 7 < xs.size(); ++i) xs[i * 7] = float_from_bits(specials[i]);
+  for (size_t i = 20; i < 1000 && i < xs.size(); ++i)
+    if (i % 7 != 0) xs[i] *= std::ldexp(1.0f, static_cast<int>(i % 200) - 120);
+  return xs;
 }
 
 // A float (L, B) padding mask where sequence b has length L - b (padded at the end).

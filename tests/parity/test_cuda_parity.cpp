@@ -8,6 +8,11 @@
 // everything composed with a GEMM (errors compound over L steps).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <iterator>
+
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
 #include "cuda_parity.h"
@@ -41,6 +46,30 @@ TEST(CudaTensor, CopiesFillsAndConverts) {
   EXPECT_EQ(copy.narrow0(1, 1).to_vector<double>(), (std::vector<double>{4.25, 0, 7}));
   EXPECT_NE(error_of([&] { Tensor(z).add_(Tensor::ones({5})); }).find("move them to one device"), std::string::npos);
   EXPECT_NE(error_of([&] { add(dev, host); }).find("cuda:0 and cpu"), std::string::npos);
+}
+
+// 16-bit storage on the device: conversions from and to every dtype, fills and gathers give the CPU's
+// bits (one SRU_HD conversion serves both), including ties, subnormals, overflow and NaN.
+TEST(CudaTensor, SixteenBitStorageConvertsAsOnTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<float> xs = rounding_test_values(4099, 102);
+  const Tensor x = Tensor::from_vector(xs, {xs.size()});
+  for (DType t : {DType::BF16, DType::F16}) {
+    const Tensor cpu = x.to(t), gpu = x.to(kCuda).to(t);
+    ASSERT_EQ(gpu.dtype(), t);
+    const Tensor back = gpu.to(Device::cpu());
+    EXPECT_EQ(std::memcmp(back.data_ptr(), cpu.data_ptr(), cpu.nbytes()), 0) << dtype_name(t) << " from f32";
+    EXPECT_EQ(std::memcmp(x.to(DType::F64).to(kCuda).to(t).to(Device::cpu()).data_ptr(), x.to(DType::F64).to(t).data_ptr(),
+                          cpu.nbytes()), 0) << dtype_name(t) << " from f64";
+    // Back to float32 on the device: exact.
+    const std::vector<float> widened = gpu.to(DType::F32).to_vector<float>(), want = cpu.to(DType::F32).to_vector<float>();
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!std::isnan(want[i])) ASSERT_EQ(widened[i], want[i]) << dtype_name(t) << " element " << i;
+    EXPECT_EQ(Tensor::full({5}, 2.75, t, kCuda).to_vector<float>(), std::vector<float>(5, 2.75f)) << dtype_name(t);
+    const Tensor idx = Tensor::from_vector(std::vector<int64_t>{3, 1, 3}, {3});  // finite values
+    EXPECT_EQ(index_select(gpu, 0, idx.to(kCuda)).to(DType::F32).to_vector<float>(),
+              index_select(cpu, 0, idx).to(DType::F32).to_vector<float>()) << dtype_name(t);
+  }
 }
 
 TEST(CudaTensor, CachingAllocatorReusesFreedBlocks) {
@@ -221,6 +250,53 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
 }
 
 // Three optimiser steps with gradient clipping, for every optimiser, on the CPU and on cuda:0.
+// The recurrence with bf16 I/O (bf16 U, x, h and their gradients; float32 state and parameters)
+// against its CPU twin, which runs the float kernels between the same roundings: outputs within one
+// bf16 step where a float32 difference crosses a rounding boundary, float32 outputs as at float32.
+// L 300 and d 1024 (B 4) put the GPU kernel's chunked loads and several blocks to work.
+TEST(CudaParity, SruRecurrenceBf16Io) {
+  SKIP_WITHOUT_CUDA();
+  for (const auto& [L, B, d] : std::vector<std::array<int64_t, 3>>{{9, 5, 7}, {300, 4, 1024}})
+    for (int k : {3, 4})
+      for (bool bidir : {false, true})
+        for (bool extras : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "L " << L << " d " << d << " k " << k << (bidir ? " bidir" : "")
+                                            << (extras ? " with c0, mask, padding" : ""));
+          SruRecurrenceOptions o;
+          o.hidden_size = d;
+          o.bidirectional = bidir;
+          o.k = k;
+          o.scale_x = 0.8;
+          const int64_t out = (bidir ? 2 : 1) * d;
+          uint64_t seed = 300 + k + (bidir ? 10 : 0) + (extras ? 20 : 0);
+          auto bf16_of = [&](Shape s) { return rand_leaf(s, ++seed).detach().to(DType::BF16); };
+          const Tensor U = bf16_of({L, B, out * k}), x = bf16_of({L, B, out}), gh = bf16_of({L, B, out});
+          const Tensor w = rand_leaf({2 * out}, ++seed).detach(), b = rand_leaf({2 * out}, ++seed).detach();
+          const RecurrenceExtras e = recurrence_extras(extras, L, B, out, DType::F32, seed);
+          struct Run {
+            Tensor h, c, gU, gx, gw, gb, gc0;
+          };
+          auto run = [&](Device dev) {
+            auto leaf = [&](const Tensor& t) { return t.defined() ? t.to(dev).clone().set_requires_grad(true) : Tensor(); };
+            auto plain = [&](const Tensor& t) { return t.defined() ? t.to(dev) : Tensor(); };
+            Tensor Ul = leaf(U), xl = leaf(x), wl = leaf(w), bl = leaf(b), c0l = leaf(e.c0.defined() ? e.c0.detach() : Tensor());
+            auto [h, c] = sru_recurrence(Ul, xl, wl, bl, c0l, plain(e.mask_c), plain(e.mask_pad), o);
+            autograd::backward(h, gh.to(dev));
+            auto host = [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()).to(DType::F64) : Tensor(); };
+            return Run{host(h), host(c), host(Ul.grad()), k == 3 ? host(xl.grad()) : Tensor(), host(wl.grad()),
+                       host(bl.grad()), c0l.defined() ? host(c0l.grad()) : Tensor()};
+          };
+          const Run cpu = run(Device::cpu()), gpu = run(kCuda);
+          EXPECT_TRUE(tensors_near(gpu.h, cpu.h, 1e-5, 1.0 / 128)) << "h";
+          EXPECT_TRUE(tensors_near(gpu.gU, cpu.gU, 1e-5, 1.0 / 128)) << "grad U";
+          if (k == 3) EXPECT_TRUE(tensors_near(gpu.gx, cpu.gx, 1e-5, 1.0 / 128)) << "grad x";
+          EXPECT_TRUE(tensors_near(gpu.c, cpu.c, 1e-4, 1e-4)) << "c";
+          EXPECT_TRUE(tensors_near(gpu.gw, cpu.gw, 1e-3, 1e-3)) << "grad weight_c";
+          EXPECT_TRUE(tensors_near(gpu.gb, cpu.gb, 1e-3, 1e-3)) << "grad bias";
+          if (extras) EXPECT_TRUE(tensors_near(gpu.gc0, cpu.gc0, 1e-4, 1e-4)) << "grad c0";
+        }
+}
+
 TEST(CudaParity, OptimizerStepsAndGradientClipping) {
   SKIP_WITHOUT_CUDA();
   for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam"}) {

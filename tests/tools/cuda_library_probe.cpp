@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/bf16.h"
+#include "core/float16.h"
 #include "core/cuda/device_info.h"
 #include "core/tensor.h"
 #include "ops/lstm_cudnn.h"

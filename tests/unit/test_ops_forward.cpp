@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "autograd/engine.h"
-#include "core/bf16.h"
+#include "core/float16.h"
 #include "core/parallel.h"
 #include "core/philox.h"
 #include "ops/bf16_round.h"
@@ -154,7 +154,7 @@ TEST(Matmul, CudaPlanOfEachPrecision) {
   EXPECT_TRUE(medium.bf16_operands && !medium.tf32_tensor_cores) << "medium must hand cuBLAS bfloat16 operands";
 }
 
-// float32 -> bfloat16 rounding (core/bf16.h), the CPU twin of the GPU's cvt.rn.bf16: nearest, ties to
+// float32 -> bfloat16 rounding (core/float16.h), the CPU twin of the GPU's cvt.rn.bf16: nearest, ties to
 // even, overflow to infinity, NaN kept NaN; and the array loop (ops/bf16_round.h) is the scalar rule.
 TEST(Bf16, RoundsToNearestEvenWithOverflowAndNan) {
   auto bits = [](uint32_t u) { return bf16_bits_from_float(float_from_bits(u)); };

@@ -98,3 +98,69 @@ TEST(SruFloat, BaselineAndAvx2BuildsAgreeExactly) {
     EXPECT_EQ(fast.gw, base.gw);
   }
 }
+
+// bf16 I/O (ops/sru_recurrence.h): h, grad U and grad x are the float64 results on the same rounded
+// inputs rounded once to bf16 (within half a bf16 step, 2^-8 relative, plus float32's own error); c,
+// grad weight_c, grad bias and grad c0 stay float32 and track float64 as at float32. With padding, a
+// dropout mask, c0, both directions and k = 3 and 4.
+TEST(SruFloat, Bf16InputsAndOutputsRoundOnceAroundFloat32Math) {
+  for (int k : {3, 4})
+    for (bool bidir : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << (bidir ? " bidirectional" : ""));
+      SruRecurrenceOptions o = options(bidir);
+      o.k = k;
+      const int64_t L = 11, B = 3, out = (bidir ? 2 : 1) * o.hidden_size;
+      Generator gen(31);
+      auto bf16_of = [&](Shape s) { return Tensor::uniform(s, -1, 1, DType::F32, gen).to(DType::BF16); };
+      auto f32_of = [&](Shape s) { return Tensor::uniform(s, -1, 1, DType::F32, gen); };
+      const Tensor U16 = bf16_of({L, B, out * k}), x16 = bf16_of({L, B, out}), gh16 = bf16_of({L, B, out});
+      const Tensor w = f32_of({2 * out}), b = f32_of({2 * out}), c0 = f32_of({B, out});
+      const Tensor mask_c = Tensor::full({B, out}, 1.25, DType::F32);
+      Tensor mask_pad = Tensor::zeros({L, B}, DType::I32);
+      mask_pad.data<int32_t>()[(L - 1) * B + 1] = 1;
+      // The run under test: bf16 I/O, float32 parameters.
+      Tensor U = U16.clone().set_requires_grad(true), x = x16.clone().set_requires_grad(true);
+      Tensor w1 = w.clone().set_requires_grad(true), b1 = b.clone().set_requires_grad(true);
+      Tensor c01 = c0.clone().set_requires_grad(true);
+      auto [h, c] = sru_recurrence(U, x, w1, b1, c01, mask_c, mask_pad, o);
+      ASSERT_EQ(h.dtype(), DType::BF16);
+      ASSERT_EQ(c.dtype(), DType::F32);
+      autograd::backward(h, gh16);
+      ASSERT_EQ(U.grad().dtype(), DType::BF16);
+      if (k == 3) ASSERT_EQ(x.grad().dtype(), DType::BF16);
+      ASSERT_EQ(w1.grad().dtype(), DType::F32);
+      // The reference: float64 on the same values.
+      auto f64_leaf = [](const Tensor& t) { return t.to(DType::F64).set_requires_grad(true); };
+      Tensor Ur = f64_leaf(U16), xr = f64_leaf(x16), wr = f64_leaf(w), br = f64_leaf(b),
+             c0r = f64_leaf(c0);
+      auto [hr, cr] = sru_recurrence(Ur, xr, wr, br, c0r, mask_c.to(DType::F64), mask_pad, o);
+      autograd::backward(hr, gh16.to(DType::F64));
+      auto expect_rounded_once = [](const Tensor& got, const Tensor& ref, const char* what) {
+        const std::vector<double> g = got.to_vector<double>(), r = ref.to_vector<double>();
+        for (size_t i = 0; i < r.size(); ++i)
+          ASSERT_LE(std::abs(g[i] - r[i]), std::ldexp(std::abs(r[i]), -8) * 1.001 + 1e-6)
+              << what << " element " << i << ": " << g[i] << " vs " << r[i];
+      };
+      expect_rounded_once(h, hr, "h");
+      expect_rounded_once(U.grad(), Ur.grad(), "grad U");
+      if (k == 3) expect_rounded_once(x.grad(), xr.grad(), "grad x");
+      EXPECT_LT(max_relative(c.to_vector<double>(), cr.to_vector<double>()), 1e-5);
+      EXPECT_LT(max_relative(c01.grad().to_vector<double>(), c0r.grad().to_vector<double>()), 1e-5);
+      EXPECT_LT(max_relative(w1.grad().to_vector<double>(), wr.grad().to_vector<double>()), 1e-4);
+      EXPECT_LT(max_relative(b1.grad().to_vector<double>(), br.grad().to_vector<double>()), 1e-4);
+    }
+}
+
+// bf16 U with parameters of another dtype, or x of another dtype than U, is refused by name.
+TEST(SruFloat, Bf16IoRefusesMixedOperandsByName) {
+  SruRecurrenceOptions o = options(false);
+  const int64_t L = 2, B = 1, out = o.hidden_size;
+  const Tensor U = Tensor::zeros({L, B, 3 * out}, DType::BF16), x = Tensor::zeros({L, B, out}, DType::BF16);
+  const Tensor w32 = Tensor::zeros({2 * out}), w16 = Tensor::zeros({2 * out}, DType::BF16);
+  const std::string m = sru::testing::error_of([&] { sru_recurrence(U, x, w16, w32, Tensor(), Tensor(), Tensor(), o); });
+  EXPECT_NE(m.find("weight_c must be f32 with U of bf16, got bf16"), std::string::npos) << m;
+  const std::string n = sru::testing::error_of([&] { sru_recurrence(U, x.to(DType::F32), w32, w32, Tensor(), Tensor(), Tensor(), o); });
+  EXPECT_NE(n.find("x must be bf16 with U of bf16, got f32"), std::string::npos) << n;
+  const std::string f = sru::testing::error_of([&] { sru_recurrence(U.to(DType::F16), x, w32, w32, Tensor(), Tensor(), Tensor(), o); });
+  EXPECT_NE(f.find("U must be f32, f64 or bf16, got f16"), std::string::npos) << f;
+}

@@ -1,7 +1,7 @@
 // CPU twin of the float32 -> bfloat16 rounding kernel (ops/bf16_round.h).
 #include "ops/bf16_round.h"
 
-#include "core/bf16.h"
+#include "core/float16.h"
 
 namespace sru::cpu {
 

@@ -10,6 +10,12 @@
 // and writes them per batch row; a second kernel sums the B rows per column in order (deterministic,
 // same order as the CPU). Padded steps (mask_pad != 0) keep c and output h = 0; the padding mask is
 // first turned into one int per (t, b).
+//
+// bf16 I/O: the kernels take the compute type T (float) and the storage type S of U, x, h and their
+// gradients (bf16); every load widens S to T and every store of those rounds T to S once (core/float16.h,
+// the CPU twin's rounding); c, the parameters and the weight_c / bias partial sums stay T. Bytes per
+// (t, b, unit), forward + backward: 64 at float32, 36 with bf16 I/O (U 3 + x + h + grad h + grad U 3 +
+// grad x at 2 bytes, c written and read at 4).
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/sru_math.h"
 #include "ops/sru_recurrence.h"
@@ -20,55 +26,69 @@ namespace sru::cuda {
 
 namespace {
 
-template <typename T>
+template <typename T, typename S>
 struct Args {
   long long L, B, d, out;
-  const T *U, *x, *weight_c, *bias, *c0, *mask_c;
+  const S *U, *x;
+  const T *weight_c, *bias, *c0, *mask_c;
   const int32_t* pad;  // (L, B) or null
   const T* scale_x;    // (1) on the device, or null: then `scale`
   T scale;
   bool has_skip, use_tanh;
 };
 
+// One step's inputs as stored (S: float, double or bf16), before widening.
+template <typename S>
+struct RawStep {
+  S u0, u1, u2, x_skip;
+};
+
 // One thread's column: batch row b, output column col = dir*d + j, its per-unit parameters, and the
 // mapping from processing step (direction 1 runs from t = L-1 down) to time and element position.
-template <typename T>
+template <typename T, typename S>
 struct Column {
-  const Args<T>& a;
+  const Args<T, S>& a;
   long long idx, b, col, dir;
   T vf, vr, bf, br, mask, c0, scale;
 
-  __device__ Column(const Args<T>& args, long long i)
+  __device__ Column(const Args<T, S>& args, long long i)
       : a(args), idx(i), b(i / args.out), col(i % args.out), dir(col / args.d), vf(args.weight_c[col]),
         vr(args.weight_c[args.out + col]), bf(args.bias[col]), br(args.bias[args.out + col]),
         mask(args.mask_c ? args.mask_c[i] : T(1)), c0(args.c0 ? args.c0[i] : T(0)),
         scale(args.scale_x ? args.scale_x[0] : args.scale) {}
-  // A loaded step input ready for the step math: x' = scale * x (k = 3; with k = 4 x' is U's 4th column).
+  // A loaded step ready for the step math: widened to T, with the column's parameters, and
+  // x' = scale * x (k = 3; with k = 4 x' is U's 4th column).
   template <int K>
-  __device__ SruStepInput<T> scaled(SruStepInput<T> in) const {
-    if constexpr (K == 3) in.x_skip *= scale;
-    return in;
-  }
-  __device__ long long time_of(long long step) const { return dir == 0 ? step : a.L - 1 - step; }
-  __device__ long long position_of(long long t) const { return (t * a.B + b) * a.out + col; }
-
-  // The step input at element position pos (U row pos*K, x at pos), with x_skip still unscaled: a
-  // product here would wait for the load at once, making each step's loads wait a round trip before
-  // the next step's are issued (the stall ncu showed, docs/gpu-notes.md); scaled() applies it later.
-  template <int K>
-  __device__ SruStepInput<T> input(long long pos) const {
+  __device__ SruStepInput<T> widened(const RawStep<S>& raw) const {
     SruStepInput<T> in;
-    const T* u = a.U + pos * K;
-    in.u0 = u[0];
-    in.u1 = u[1];
-    in.u2 = u[2];
-    if constexpr (K == 4) in.x_skip = u[3];
-    else in.x_skip = a.has_skip ? a.x[pos] : T(0);
+    in.u0 = static_cast<T>(raw.u0);
+    in.u1 = static_cast<T>(raw.u1);
+    in.u2 = static_cast<T>(raw.u2);
+    in.x_skip = static_cast<T>(raw.x_skip);
+    if constexpr (K == 3) in.x_skip *= scale;
     in.vf = vf;
     in.vr = vr;
     in.bf = bf;
     in.br = br;
     in.mask = mask;
+    return in;
+  }
+  __device__ long long time_of(long long step) const { return dir == 0 ? step : a.L - 1 - step; }
+  __device__ long long position_of(long long t) const { return (t * a.B + b) * a.out + col; }
+
+  // The step's stored values at element position pos (U row pos*K, x at pos), as loaded: any
+  // arithmetic on them here (scaling x, or widening bf16 to float, a shift) would wait for the load
+  // at once, making each step's loads wait a round trip before the next step's are issued (the stall
+  // ncu showed, docs/gpu-notes.md); widened() does both when the step is computed.
+  template <int K>
+  __device__ RawStep<S> input(long long pos) const {
+    RawStep<S> in;
+    const S* u = a.U + pos * K;
+    in.u0 = u[0];
+    in.u1 = u[1];
+    in.u2 = u[2];
+    if constexpr (K == 4) in.x_skip = u[3];
+    else in.x_skip = a.has_skip ? a.x[pos] : static_cast<S>(T(0));
     return in;
   }
 };
@@ -78,6 +98,8 @@ struct Column {
 // threads), so a thread must keep its own loads in flight while it computes; a thread that loaded a
 // chunk and then computed it waited a memory round trip per chunk (the profile in docs/gpu-notes.md).
 // Float64 columns take half the steps per chunk: eight doubles per buffer spilled to local memory.
+// 16-bit storage keeps 8 steps: 16 left the bf16 forward kernel's time unchanged (62 vs 63 us at L 256,
+// d 1024, B 32; docs/gpu-notes.md) for 58 more registers.
 template <typename T>
 constexpr int kChunk = sizeof(T) == 8 ? 4 : 8;
 // Threads per block of the column kernels: small blocks spread few columns (B*out) over more SMs.
@@ -85,10 +107,10 @@ constexpr unsigned kColumnBlock = 64;
 
 // Where a column's chunk starting at processing step `first` lives: element position and padding index
 // of that step, and their strides per step (negative for direction 1, which walks time backwards).
-template <typename T>
+template <typename T, typename S>
 struct StepWalk {
   long long pos, pad_at, stride, pad_stride;
-  __device__ StepWalk(const Column<T>& column, long long first) {
+  __device__ StepWalk(const Column<T, S>& column, long long first) {
     const long long t = column.time_of(first);
     const bool forward = column.dir == 0;
     pos = column.position_of(t);
@@ -98,15 +120,15 @@ struct StepWalk {
   }
 };
 
-template <typename T>
+template <typename T, typename S>
 struct ForwardChunk {
-  SruStepInput<T> in[kChunk<T>];
+  RawStep<S> in[kChunk<T>];
   bool padded[kChunk<T>];
 };
 
-template <typename T, int K, bool Pad>
-__device__ __forceinline__ void load_forward(const Column<T>& column, long long first, ForwardChunk<T>& chunk) {
-  const StepWalk<T> w(column, first);
+template <typename T, typename S, int K, bool Pad>
+__device__ __forceinline__ void load_forward(const Column<T, S>& column, long long first, ForwardChunk<T, S>& chunk) {
+  const StepWalk<T, S> w(column, first);
 #pragma unroll
   for (int s = 0; s < kChunk<T>; ++s) {
     if (first + s >= column.a.L) break;
@@ -115,39 +137,39 @@ __device__ __forceinline__ void load_forward(const Column<T>& column, long long 
   }
 }
 
-template <typename T, int K, bool Pad>
-__device__ __forceinline__ void compute_forward(const Column<T>& column, long long first, const ForwardChunk<T>& chunk,
-                                                T& c, T* __restrict__ h, T* __restrict__ c_all) {
-  const StepWalk<T> w(column, first);
+template <typename T, typename S, int K, bool Pad>
+__device__ __forceinline__ void compute_forward(const Column<T, S>& column, long long first, const ForwardChunk<T, S>& chunk,
+                                                T& c, S* __restrict__ h, T* __restrict__ c_all) {
+  const StepWalk<T, S> w(column, first);
 #pragma unroll
   for (int s = 0; s < kChunk<T>; ++s) {
     if (first + s >= column.a.L) break;
     const long long pos = w.pos + s * w.stride;
     if (Pad && chunk.padded[s]) {
-      h[pos] = T(0);
+      h[pos] = static_cast<S>(T(0));
       c_all[pos] = c;
       continue;
     }
     T hv;
-    c = sru_step_forward(column.template scaled<K>(chunk.in[s]), c, column.a.use_tanh, column.a.has_skip, hv);
-    h[pos] = hv;
+    c = sru_step_forward(column.template widened<K>(chunk.in[s]), c, column.a.use_tanh, column.a.has_skip, hv);
+    h[pos] = static_cast<S>(hv);
     c_all[pos] = c;
   }
 }
 
-template <typename T, int K, bool Pad>
-__global__ void forward_kernel(Args<T> a, T* __restrict__ h, T* __restrict__ c_all, T* __restrict__ c_last) {
+template <typename T, typename S, int K, bool Pad>
+__global__ void forward_kernel(Args<T, S> a, S* __restrict__ h, T* __restrict__ c_all, T* __restrict__ c_last) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
-    const Column<T> column(a, idx);
+    const Column<T, S> column(a, idx);
     T c = column.c0;
-    ForwardChunk<T> even, odd;  // chunks 0, 2, 4, ... and 1, 3, 5, ...
-    if (a.L > 0) load_forward<T, K, Pad>(column, 0, even);
+    ForwardChunk<T, S> even, odd;  // chunks 0, 2, 4, ... and 1, 3, 5, ...
+    if (a.L > 0) load_forward<T, S, K, Pad>(column, 0, even);
     for (long long first = 0; first < a.L; first += 2 * kChunk<T>) {
-      if (first + kChunk<T> < a.L) load_forward<T, K, Pad>(column, first + kChunk<T>, odd);
-      compute_forward<T, K, Pad>(column, first, even, c, h, c_all);
+      if (first + kChunk<T> < a.L) load_forward<T, S, K, Pad>(column, first + kChunk<T>, odd);
+      compute_forward<T, S, K, Pad>(column, first, even, c, h, c_all);
       if (first + kChunk<T> >= a.L) break;
-      if (first + 2 * kChunk<T> < a.L) load_forward<T, K, Pad>(column, first + 2 * kChunk<T>, even);
-      compute_forward<T, K, Pad>(column, first + kChunk<T>, odd, c, h, c_all);
+      if (first + 2 * kChunk<T> < a.L) load_forward<T, S, K, Pad>(column, first + 2 * kChunk<T>, even);
+      compute_forward<T, S, K, Pad>(column, first + kChunk<T>, odd, c, h, c_all);
     }
     c_last[idx] = c;
   }
@@ -155,17 +177,18 @@ __global__ void forward_kernel(Args<T> a, T* __restrict__ h, T* __restrict__ c_a
 
 // Processing steps last, last-1, ..., last-kChunk+1 (backwards); c_edge is c at step last-kChunk, the
 // state before the chunk's earliest step (c0 when that is step 0), so every step's c_prev is at hand.
-template <typename T>
+template <typename T, typename S>
 struct BackwardChunk {
-  SruStepInput<T> in[kChunk<T>];
-  T c_cur[kChunk<T>], g_h[kChunk<T>], c_edge;
+  RawStep<S> in[kChunk<T>];
+  T c_cur[kChunk<T>], c_edge;
+  S g_h[kChunk<T>];
   bool padded[kChunk<T>];
 };
 
-template <typename T, int K, bool Pad>
-__device__ __forceinline__ void load_backward(const Column<T>& column, long long last, const T* __restrict__ c_all,
-                                              const T* __restrict__ gh, BackwardChunk<T>& chunk) {
-  const StepWalk<T> w(column, last);
+template <typename T, typename S, int K, bool Pad>
+__device__ __forceinline__ void load_backward(const Column<T, S>& column, long long last, const T* __restrict__ c_all,
+                                              const S* __restrict__ gh, BackwardChunk<T, S>& chunk) {
+  const StepWalk<T, S> w(column, last);
 #pragma unroll
   for (int s = 0; s < kChunk<T>; ++s) {
     if (last - s < 0) break;
@@ -178,29 +201,29 @@ __device__ __forceinline__ void load_backward(const Column<T>& column, long long
   chunk.c_edge = last - kChunk<T> >= 0 ? c_all[w.pos - kChunk<T> * w.stride] : column.c0;
 }
 
-template <typename T, int K, bool Pad>
-__device__ __forceinline__ void compute_backward(const Column<T>& column, long long last, const BackwardChunk<T>& chunk,
-                                                 T& gc, T (&acc)[4], T* __restrict__ gU, T* __restrict__ gx) {
-  const StepWalk<T> w(column, last);
-  const Args<T>& a = column.a;
+template <typename T, typename S, int K, bool Pad>
+__device__ __forceinline__ void compute_backward(const Column<T, S>& column, long long last, const BackwardChunk<T, S>& chunk,
+                                                 T& gc, T (&acc)[4], S* __restrict__ gU, S* __restrict__ gx) {
+  const StepWalk<T, S> w(column, last);
+  const Args<T, S>& a = column.a;
 #pragma unroll
   for (int s = 0; s < kChunk<T>; ++s) {
     if (last - s < 0) break;
     const long long pos = w.pos - s * w.stride;
     if (Pad && chunk.padded[s]) {  // c passed through unchanged: gc flows on as it is
-      for (int k = 0; k < K; ++k) gU[pos * K + k] = T(0);
-      if (gx) gx[pos] = T(0);
+      for (int k = 0; k < K; ++k) gU[pos * K + k] = static_cast<S>(T(0));
+      if (gx) gx[pos] = static_cast<S>(T(0));
       continue;
     }
     const T c_prev = last - s == 0 ? column.c0 : (s + 1 < kChunk<T> ? chunk.c_cur[s + 1] : chunk.c_edge);
     const SruStepGrads<T> g =
-        sru_step_backward(column.template scaled<K>(chunk.in[s]), c_prev, chunk.c_cur[s], chunk.g_h[s], gc,
+        sru_step_backward(column.template widened<K>(chunk.in[s]), c_prev, chunk.c_cur[s], static_cast<T>(chunk.g_h[s]), gc,
                           a.use_tanh, a.has_skip);
-    gU[pos * K] = g.u0;
-    gU[pos * K + 1] = g.u1;
-    gU[pos * K + 2] = g.u2;
-    if constexpr (K == 4) gU[pos * K + 3] = g.x_skip;
-    if (K == 3 && a.has_skip && gx) gx[pos] = g.x_skip * column.scale;
+    gU[pos * K] = static_cast<S>(g.u0);
+    gU[pos * K + 1] = static_cast<S>(g.u1);
+    gU[pos * K + 2] = static_cast<S>(g.u2);
+    if constexpr (K == 4) gU[pos * K + 3] = static_cast<S>(g.x_skip);
+    if (K == 3 && a.has_skip && gx) gx[pos] = static_cast<S>(g.x_skip * column.scale);
     acc[0] += g.vf;
     acc[1] += g.vr;
     acc[2] += g.u1;
@@ -209,23 +232,23 @@ __device__ __forceinline__ void compute_backward(const Column<T>& column, long l
   }
 }
 
-template <typename T, int K, bool Pad>
-__global__ void backward_kernel(Args<T> a, const T* __restrict__ c_all, const T* __restrict__ gh,
-                                const T* __restrict__ gc_last, T* __restrict__ gU, T* __restrict__ gx,
+template <typename T, typename S, int K, bool Pad>
+__global__ void backward_kernel(Args<T, S> a, const T* __restrict__ c_all, const S* __restrict__ gh,
+                                const T* __restrict__ gc_last, S* __restrict__ gU, S* __restrict__ gx,
                                 T* __restrict__ gc0, T* __restrict__ part_v, T* __restrict__ part_b /* (B, 2*out) each */) {
   SRU_GRID_STRIDE(idx, a.B * a.out) {
-    const Column<T> column(a, idx);
+    const Column<T, S> column(a, idx);
     T gc = gc_last ? gc_last[idx] : T(0);
     T acc[4] = {T(0), T(0), T(0), T(0)};  // d vf, d vr, d bf, d br of this column and batch row
     // Walks the processing order backwards (step = L-1 .. 0), kChunk steps at a time, loading a chunk ahead.
-    BackwardChunk<T> even, odd;
-    if (a.L > 0) load_backward<T, K, Pad>(column, a.L - 1, c_all, gh, even);
+    BackwardChunk<T, S> even, odd;
+    if (a.L > 0) load_backward<T, S, K, Pad>(column, a.L - 1, c_all, gh, even);
     for (long long last = a.L - 1; last >= 0; last -= 2 * kChunk<T>) {
-      if (last - kChunk<T> >= 0) load_backward<T, K, Pad>(column, last - kChunk<T>, c_all, gh, odd);
-      compute_backward<T, K, Pad>(column, last, even, gc, acc, gU, gx);
+      if (last - kChunk<T> >= 0) load_backward<T, S, K, Pad>(column, last - kChunk<T>, c_all, gh, odd);
+      compute_backward<T, S, K, Pad>(column, last, even, gc, acc, gU, gx);
       if (last - kChunk<T> < 0) break;
-      if (last - 2 * kChunk<T> >= 0) load_backward<T, K, Pad>(column, last - 2 * kChunk<T>, c_all, gh, even);
-      compute_backward<T, K, Pad>(column, last - kChunk<T>, odd, gc, acc, gU, gx);
+      if (last - 2 * kChunk<T> >= 0) load_backward<T, S, K, Pad>(column, last - 2 * kChunk<T>, c_all, gh, even);
+      compute_backward<T, S, K, Pad>(column, last - kChunk<T>, odd, gc, acc, gU, gx);
     }
     if (gc0) gc0[idx] = gc;
     T* pv = part_v + column.b * 2 * a.out;
@@ -263,13 +286,21 @@ void with_variant(int k, bool pad, Launch&& launch) {
   else launch(K3{}, std::false_type{});
 }
 
-template <typename T>
-Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& pad) {
+template <typename T, typename S>
+Args<T, S> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& pad) {
   const long long D = o.bidirectional ? 2 : 1;
   return {in.U.size(0), in.U.size(1), o.hidden_size, D * o.hidden_size,
-          in.U.data<T>(), data_or_null<T>(in.x), in.weight_c.data<T>(), in.bias.data<T>(),
+          in.U.data<S>(), data_or_null<S>(in.x), in.weight_c.data<T>(), in.bias.data<T>(),
           data_or_null<T>(in.c0), data_or_null<T>(in.mask_c), data_or_null<int32_t>(pad),
           data_or_null<T>(in.scale_x), static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh};
+}
+
+// Calls run.template operator()<T, S>() with the compute type T and the storage type S of U (float and
+// bf16 under bf16 I/O, else both U's dtype).
+template <typename Run>
+void with_types(DType io, const char* op, Run&& run) {
+  if (io == DType::BF16) return run.template operator()<float, bf16>();
+  SRU_DISPATCH_FLOATING(io, op, [&]<typename T>() { run.template operator()<T, T>(); });
 }
 
 }  // namespace
@@ -277,15 +308,16 @@ Args<T> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tenso
 void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
                             const Tensor& c_last) {
   const Tensor pad = padding_as_int32(in.mask_pad);
-  SRU_DISPATCH_FLOATING(in.U.dtype(), "sru_recurrence", [&]<typename T>() {
-    const Args<T> a = args_of<T>(in, o, pad);
+  with_types(in.U.dtype(), "sru_recurrence", [&]<typename T, typename S>() {
+    const Args<T, S> a = args_of<T, S>(in, o, pad);
     const long long threads = a.B * a.out;
     if (threads == 0) return;
     const cudaStream_t s = stream_of(in.U);
     const unsigned grid = grid_for(threads, kColumnBlock);
-    T *hp = h.data<T>(), *cp = c_all.data<T>(), *lp = c_last.data<T>();
+    S* hp = h.data<S>();
+    T *cp = c_all.data<T>(), *lp = c_last.data<T>();
     with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
-      forward_kernel<T, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
+      forward_kernel<T, S, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
     });
     SRU_CUDA_LAUNCH_CHECK("sru forward_kernel");
   });
@@ -296,20 +328,22 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
                              const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
                              const Tensor& grad_c0) {
   const Tensor pad = padding_as_int32(in.mask_pad);
-  SRU_DISPATCH_FLOATING(in.U.dtype(), "sru_recurrence_backward", [&]<typename T>() {
-    const Args<T> a = args_of<T>(in, o, pad);
-      const Shape part_shape{static_cast<int64_t>(a.B), static_cast<int64_t>(2 * a.out)};
-    Tensor part_v = Tensor::empty(part_shape, in.U.dtype(), in.U.device());
-    Tensor part_b = Tensor::empty(part_shape, in.U.dtype(), in.U.device());
+  with_types(in.U.dtype(), "sru_recurrence_backward", [&]<typename T, typename S>() {
+    const Args<T, S> a = args_of<T, S>(in, o, pad);
+    const Shape part_shape{static_cast<int64_t>(a.B), static_cast<int64_t>(2 * a.out)};
+    Tensor part_v = Tensor::empty(part_shape, in.weight_c.dtype(), in.U.device());
+    Tensor part_b = Tensor::empty(part_shape, in.weight_c.dtype(), in.U.device());
     const cudaStream_t s = stream_of(in.U);
     const long long threads = a.B * a.out;
     if (threads > 0) {
       const unsigned grid = grid_for(threads, kColumnBlock);
-      T *gU = grad_U.data<T>(), *gx = data_or_null<T>(grad_x), *gc0 = data_or_null<T>(grad_c0);
+      S *gU = grad_U.data<S>(), *gx = data_or_null<S>(grad_x);
+      T* gc0 = data_or_null<T>(grad_c0);
       T *pv = part_v.data<T>(), *pb = part_b.data<T>();
-      const T *c = c_all.data<T>(), *gh = grad_h.data<T>(), *gc_last = data_or_null<T>(grad_c_last);
+      const T *c = c_all.data<T>(), *gc_last = data_or_null<T>(grad_c_last);
+      const S* gh = grad_h.data<S>();
       with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
-        backward_kernel<T, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+        backward_kernel<T, S, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
       });
       SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
     }
