@@ -53,7 +53,7 @@ TEST(CudaTensor, CopiesFillsAndConverts) {
 TEST(CudaTensor, SixteenBitStorageConvertsAsOnTheCpu) {
   SKIP_WITHOUT_CUDA();
   const std::vector<float> xs = rounding_test_values(4099, 102);
-  const Tensor x = Tensor::from_vector(xs, {xs.size()});
+  const Tensor x = Tensor::from_vector(xs, {static_cast<int64_t>(xs.size())});
   for (DType t : {DType::BF16, DType::F16}) {
     const Tensor cpu = x.to(t), gpu = x.to(kCuda).to(t);
     ASSERT_EQ(gpu.dtype(), t);

@@ -166,7 +166,8 @@ TEST(Float16, SafetensorsRoundTripAndPyTorchsFile) {
     const Tensor ours = source->to(dtype);
     const auto* theirs = static_cast<const uint16_t*>(t->data_ptr());
     const auto* mine = static_cast<const uint16_t*>(ours.data_ptr());
-    auto is_nan = [&](uint16_t bits) { return dtype == DType::BF16 ? is_nan_bits_bf16(bits) : is_nan_bits_f16(bits); };
+    const bool is_bf16 = dtype == DType::BF16;  // clang 14 lambdas cannot capture a structured binding
+    auto is_nan = [is_bf16](uint16_t bits) { return is_bf16 ? is_nan_bits_bf16(bits) : is_nan_bits_f16(bits); };
     for (int64_t i = 0; i < t->numel(); ++i) {
       if (std::isnan(src[i])) {  // a NaN's payload is not part of the contract: NaN in, NaN out
         EXPECT_TRUE(is_nan(theirs[i]) && is_nan(mine[i])) << name << " element " << i;
