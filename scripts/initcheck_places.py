@@ -7,7 +7,8 @@ PROGRAM_STDOUT holds lines `range NAME 0xBEGIN 0xEND` (tests/tools/cuda_library_
 a name may repeat, e.g. per layer); SANITIZER_LOG is compute-sanitizer's output. Prints, per kernel, how
 many errors fell in each named buffer, and for addresses in none of them their span (the buffers a
 library allocates for itself, such as cuDNN's workspace, are among those).
---allow KERNEL: exit 1 unless every error is a read by KERNEL (a name prefix) outside every printed
+--allow KERNEL: exit 1 unless the log has compute-sanitizer's ERROR SUMMARY, every error it counts was
+placed (one `Address` line each), and every one is a read by KERNEL (a name prefix) outside every printed
 buffer: what initcheck reports inside cuDNN's LSTM on Hopper, whose workspace its tensor-core GEMMs
 write in a way initcheck does not see (docs/gpu-notes.md, "Two defects found on the card").
 """
@@ -33,8 +34,12 @@ def main():
     counts = collections.Counter()
     outside = collections.defaultdict(list)
     kernel = "?"
+    summary = None
     with open(args[1], errors="replace") as f:
         for line in f:
+            m = re.search(r"ERROR SUMMARY: (\d+) error", line)
+            if m:
+                summary = int(m.group(1))
             m = re.search(r"=========\s+at (.*?)(\+0x[0-9a-f]+)?( in .*)?$", line)
             if m and "Uninitialized" not in line and kernel == "?":
                 kernel = m.group(1).split("<")[0].split("(")[0].strip()
@@ -59,8 +64,10 @@ def main():
     if allow is not None:
         unexpected = sum(n for (k, name), n in counts.items()
                          if not (k.split()[-1].startswith(allow) and name.startswith("(none")))
-        print(f"errors other than {allow}'s reads outside the printed buffers: {unexpected}")
-        sys.exit(1 if unexpected else 0)
+        placed = sum(counts.values())
+        print(f"errors other than {allow}'s reads outside the printed buffers: {unexpected}; "
+              f"ERROR SUMMARY {summary}, placed {placed}")
+        sys.exit(1 if unexpected or summary is None or summary != placed else 0)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
         const OutputMeta& meta = e.fn->outputs[e.input_nr];
         SRU_CHECK(grad_inputs[i].shape() == meta.shape, node->name(), ": gradient for input ", i, " has shape ",
                   shape_str(grad_inputs[i].shape()), ", expected ", shape_str(meta.shape));
+        SRU_CHECK(grad_inputs[i].dtype() == meta.dtype, node->name(), ": gradient for input ", i, " is ",
+                  dtype_name(grad_inputs[i].dtype()), ", the input is ", dtype_name(meta.dtype));
         auto& slots = buffers[e.fn.get()];
         slots.resize(e.fn->outputs.size());
         Tensor& slot = slots[e.input_nr];

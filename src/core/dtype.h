@@ -38,7 +38,11 @@ constexpr std::string_view dtype_name(DType t) {
   return "?";
 }
 
+// Floating storage (every floating dtype; what may require grad), and the dtypes ops compute in (f32,
+// f64: what SRU_DISPATCH_FLOATING and check_floating accept; an op that also takes 16-bit operands,
+// such as sru_recurrence with bf16 I/O, says so and checks its own dtypes).
 constexpr bool is_floating(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16; }
+constexpr bool is_compute_floating(DType t) { return t == DType::F32 || t == DType::F64; }
 
 template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };

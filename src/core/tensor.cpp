@@ -356,7 +356,8 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
 }
 
 void check_floating(const Tensor& t, const char* op) {
-  SRU_CHECK(is_floating(t.dtype()), op, ": expected a floating tensor (f32 or f64), got ", dtype_name(t.dtype()));
+  SRU_CHECK(is_compute_floating(t.dtype()), op, ": expected a floating tensor (f32 or f64), got ",
+            dtype_name(t.dtype()));
 }
 
 #define SRU_INSTANTIATE(T)                                                                  \

@@ -18,7 +18,8 @@
 //            bfloat16 where a fast algorithm exists, but its CUDA matmuls run medium as TF32: compare
 //            with it at highest or high.)
 // Double-precision products and every CPU product stay exact IEEE FP64 / FP32 whatever the setting. The
-// cuDNN LSTM takes high and medium as permission for TF32 (CUDNN_DEFAULT_MATH instead of FMA only).
+// cuDNN LSTM takes high and medium as permission for TF32 (CUDNN_DEFAULT_MATH instead of FMA only), and
+// the fused LSTM recurrence's per-step GEMMs run medium as high too.
 #pragma once
 
 #include <string>

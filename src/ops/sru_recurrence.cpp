@@ -13,7 +13,6 @@ void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const 
   const Tensor& scale_x = o.scale_x_tensor;
   SRU_CHECK(o.k == 3 || o.k == 4, "sru_recurrence: k must be 3 or 4, got ", o.k);
   SRU_CHECK(o.hidden_size > 0, "sru_recurrence: hidden_size must be positive, got ", o.hidden_size);
-  check_floating(U, "sru_recurrence");
   SRU_CHECK(U.dtype() == DType::F32 || U.dtype() == DType::F64 || U.dtype() == DType::BF16,
             "sru_recurrence: U must be f32, f64 or bf16, got ", dtype_name(U.dtype()));
   // With bf16 I/O, U and x are bf16 and the parameters and states float32 (sru_recurrence.h).
@@ -68,6 +67,8 @@ std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const
     const bool need_c0 = c0.defined() && c0.requires_grad();
     autograd::record("SruRecurrenceBackward", {U, x_used, weight_c, bias, c0}, {h, c_last},
                      [=](const std::vector<Tensor>& g) {
+                       SRU_CHECK(g[0].dtype() == kept.U.dtype(), "sru_recurrence backward: the gradient of h is ",
+                                 dtype_name(g[0].dtype()), ", h is ", dtype_name(kept.U.dtype()));
                        Tensor gU = Tensor::empty(kept.U.shape(), kept.U.dtype(), kept.U.device());
                        Tensor gx = need_x ? Tensor::empty(kept.x.shape(), kept.x.dtype(), kept.x.device()) : Tensor();
                        Tensor gw = Tensor::empty(kept.weight_c.shape(), kept.weight_c.dtype(), kept.weight_c.device());

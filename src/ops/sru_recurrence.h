@@ -36,8 +36,9 @@ struct SruRecurrenceOptions {
   bool has_skip_term = true;
   bool use_tanh = false;
   double scale_x = 1.0;     // alpha, multiplies x when k == 3
-  // When defined: a (1) tensor of U's dtype on U's device (the layer's scale_x buffer) whose value is
-  // used instead of scale_x, read by the kernel itself, so the caller never reads it to the host.
+  // When defined: a (1) tensor of the compute dtype (U's; float32 under bf16 I/O) on U's device (the
+  // layer's scale_x buffer) whose value is used instead of scale_x, read by the kernel itself, so the
+  // caller never reads it to the host.
   Tensor scale_x_tensor;
 };
 

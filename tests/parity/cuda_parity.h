@@ -84,8 +84,8 @@ inline void expect_parity(const Fn& f, const Inputs& inputs, double tol) {
 
 // n float32 values for the 16-bit conversion tests: uniform in (-3e5, 3e5), with the values that
 // test a rounding (ties at bf16's and f16's steps, f16's overflow tie, the subnormal ties, the
-// largest float, infinities, NaNs, -0, the smallest subnormal) every 7th place from the start, and
-// values 20 to 999 scaled by 2^-120 .. 2^79 (bf16's subnormals to far past f16's range).
+// largest float, infinities, NaNs, -0, the smallest subnormals) every 7th place from the start, and
+// values 20 to 999 scaled by 2^-120 .. 2^79 (~1e-36 to ~1e29: f16's subnormals and far past its range).
 inline std::vector<float> rounding_test_values(int64_t n, uint64_t seed) {
   Generator gen(seed);
   std::vector<float> xs = Tensor::uniform({n}, -3e5, 3e5, DType::F32, gen).to_vector<float>();

@@ -249,7 +249,6 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
             }
 }
 
-// Three optimiser steps with gradient clipping, for every optimiser, on the CPU and on cuda:0.
 // The recurrence with bf16 I/O (bf16 U, x, h and their gradients; float32 state and parameters)
 // against its CPU twin, which runs the float kernels between the same roundings: outputs within one
 // bf16 step where a float32 difference crosses a rounding boundary, float32 outputs as at float32.
@@ -297,6 +296,7 @@ TEST(CudaParity, SruRecurrenceBf16Io) {
         }
 }
 
+// Three optimiser steps with gradient clipping, for every optimiser, on the CPU and on cuda:0.
 TEST(CudaParity, OptimizerStepsAndGradientClipping) {
   SKIP_WITHOUT_CUDA();
   for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam"}) {

@@ -110,8 +110,9 @@ TEST(CudaParity, MatmulPrecisionTf32AndBf16WithinTheirBounds) {
   EXPECT_LT(medium_of_rounded.mean_relative, medium.mean_relative / 10);
 }
 
-// Medium through every operand layout the GEMM wrapper converts: transposed operands, batches and a
-// batch that shares one matrix (stride 0), each against the FP32 product of bf16-rounded inputs.
+// Medium through the operand layouts matmul and bmm hand the GEMM wrapper: transposed operands, batches,
+// and leading dims folded into rows, each against the FP32 product of bf16-rounded inputs. (A matrix
+// shared by a batch, stride 0, only reaches the wrapper with batch 1.)
 TEST(CudaParity, MatmulPrecisionMediumIsTheProductOfBf16Operands) {
   SKIP_WITHOUT_CUDA();
   auto rounded = [](const Tensor& t) {

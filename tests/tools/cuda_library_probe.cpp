@@ -1,12 +1,18 @@
-// cudnn_lstm_probe: one cuDNN LSTM layer forward (ops/lstm_cudnn.h) at the shapes of
-// CudaParity.LstmsAtMatmulPrecisionHigh's layers, for compute-sanitizer initcheck on a GPU
-// (scripts/gpu_lease.sh runs it): prints the address range of every buffer it hands the op, so that the
-// addresses initcheck reports can be placed (scripts/initcheck_places.py), then the outputs' checksum.
-//   cudnn_lstm_probe PRECISION STATES   PRECISION: highest | high | medium; STATES: absent | zeros
-//   cudnn_lstm_probe compare PRECISION  absent and zero initial states must give the same outputs,
-//                                       bit for bit (run it with SRU_DEBUG_NAN_FILL=1: a read of memory
-//                                       nothing wrote then shows as NaN or a difference)
-// Built with the CUDA backend only; not a test (it needs a GPU and a sanitizer to say anything).
+// cuda_library_probe: questions about what cuDNN and cuBLAS do on a GPU, asked once per card
+// (scripts/gpu_lease.sh runs it; docs/gpu-notes.md keeps the answers).
+//   lstm PRECISION STATES   one cuDNN LSTM layer forward (ops/lstm_cudnn.h) at the shapes of
+//                           CudaParity.LstmsAtMatmulPrecisionHigh's layers, for compute-sanitizer
+//                           initcheck: prints the address range of every buffer it hands the op, so that
+//                           the addresses initcheck reports can be placed (scripts/initcheck_places.py),
+//                           then the outputs' checksums. PRECISION: highest | high | medium; STATES:
+//                           absent | zeros (the initial h and c as null pointers or zero tensors).
+//   lstm-compare PRECISION  absent and zero initial states must give the same outputs, bit for bit (run
+//                           it with SRU_DEBUG_NAN_FILL=1: a read of memory nothing wrote then shows as a
+//                           NaN or a difference).
+//   gemm                    a 256 x 512 x 256 float32 product through cuBLAS with each compute type
+//                           (FP32, FAST_TF32, FAST_16BF) and through bfloat16 operands: errors against
+//                           float64, and whether FAST_16BF's result equals FAST_TF32's bit for bit.
+// Built with the CUDA backend only; not a test (it needs a GPU, and a sanitizer for `lstm`).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 

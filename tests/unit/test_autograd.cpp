@@ -87,6 +87,17 @@ TEST(Autograd, NonScalarRootNeedsAGradient) {
   EXPECT_TRUE(values_near(x.grad(), {2}, {2.0, -2.0}, 1e-12));
 }
 
+// A backward function returning a gradient of another dtype than its input (a float32 gradient for a
+// float64 tensor, or float32 for a bf16 activation) is refused naming the node, not accumulated.
+TEST(Autograd, GradientOfAnotherDtypeIsRefusedByName) {
+  Tensor x = param({1.0, 2.0}, {2});
+  Tensor y = (x * 2.0).detach();
+  autograd::record("WrongDtypeBackward", {x}, {y},
+                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(DType::F32)}; });
+  const std::string m = error_of([&] { autograd::backward(sum(y)); });
+  EXPECT_NE(m.find("WrongDtypeBackward: gradient for input 0 is f32, the input is f64"), std::string::npos) << m;
+}
+
 TEST(Autograd, MultipleRootsInOneCall) {
   Tensor x = param({1.0, 2.0}, {2});
   Tensor a = sum(x * x), b = sum(x * 10.0);

@@ -17,10 +17,11 @@ inline cudaStream_t stream_of(const Tensor& t) { return context(t.device().index
 // cuda_float32_gemm): highest is cublasSgemmStridedBatched (cublasSgemm for one matrix given with
 // strides 0), high cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F_FAST_TF32, medium the same over
 // copies of A and B rounded to bfloat16 (CUDA_R_16BF, CUBLAS_COMPUTE_32F); C and the sums stay FP32.
-// Defined in matmul.cu.
+// round_operands false (a GEMM inside a time loop, whose weight would be rounded again every step and
+// whose scratch would be allocated there): medium runs as high. Defined in matmul.cu.
 void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
            const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b, float beta,
-           float* c, int ldc, long long stride_c, int batch);
+           float* c, int ldc, long long stride_c, int batch, bool round_operands = true);
 
 // The data of an optional tensor argument, or null when it is undefined.
 template <typename T>

@@ -31,8 +31,9 @@ Tensor bf16_operand(const float* x, long long span, int device) {
 
 void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, int m, int n, int k, float alpha,
            const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b, float beta,
-           float* c, int ldc, long long stride_c, int batch) {
-  const CudaFloat32Gemm plan = cuda_float32_gemm(matmul_precision());
+           float* c, int ldc, long long stride_c, int batch, bool round_operands) {
+  CudaFloat32Gemm plan = cuda_float32_gemm(matmul_precision());
+  if (plan.bf16_operands && !round_operands) plan = cuda_float32_gemm(MatmulPrecision::High);
   if (plan.bf16_operands) {
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));  // context() made the handle's device current
