@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Crash and write-failure safety of srutrain's run directory (issue 28):
-#   kill_trials      SIGKILL a training run at seeded random moments (SRU_KILL_TRIALS, default 50; seed
-#                    SRU_KILL_SEED), many inside checkpoint writes: every checkpoint left loads, nothing
-#                    torn is left, and --resume (or a fresh start where no checkpoint was written yet)
-#                    ends with exactly the losses, evaluations and checkpoints of an uninterrupted run;
+#   kill_trials      SIGKILL a training run (SRU_KILL_TRIALS, default 24; seed SRU_KILL_SEED): odd trials
+#                    at a seeded random moment, even ones aimed at a checkpoint write (after a random
+#                    delay, killed the moment a temporary appears in the run directory), so that kills
+#                    inside a write do not depend on luck: every checkpoint left loads, nothing torn is
+#                    left, and --resume (or a fresh start where no checkpoint was written yet) ends with
+#                    exactly the losses, evaluations and checkpoints of an uninterrupted run;
 #   file_size_limit  a checkpoint write past `ulimit -f`;
 #   full_disk        a checkpoint write on a full small filesystem (tmpfs);
 #   read_only_dir    the run directory's filesystem remounted read-only mid-run;
@@ -52,13 +54,26 @@ case $case in
     start_run "$work/reference" > "$work/reference.log" 2>&1 || { cat "$work/reference.log"; fail "reference run"; }
     run_ms=$(( ($(date +%s%N) - begin) / 1000000 ))
     records "$work/reference" > "$work/reference.records"
-    trials=${SRU_KILL_TRIALS:-50} RANDOM=${SRU_KILL_SEED:-28}
-    finished=0 in_write=0 resumed=0 restarted=0 checkpoints=0
+    trials=${SRU_KILL_TRIALS:-24} RANDOM=${SRU_KILL_SEED:-28}
+    finished=0 in_write=0 aimed=0 resumed=0 restarted=0 checkpoints=0
+    shopt -s nullglob
     for i in $(seq "$trials"); do
-      dir=$work/trial$i delay_ms=$(( RANDOM % (run_ms + 20) ))
+      # A warm run is faster than the (first, cold) reference: random moments within 3/4 of its time,
+      # aimed trials start polling within the first half, while writes are still to come.
+      dir=$work/trial$i delay_ms=$(( RANDOM % (run_ms * 3 / 4 + 20) ))
+      [ $((i % 2)) = 0 ] && delay_ms=$((delay_ms * 2 / 3))
       "$train" --config "$tiny" "${run_args[@]}" --run-dir "$dir" > "$dir.log" 2>&1 &  # $! is srutrain itself
       pid=$!
       sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
+      if [ $((i % 2)) = 0 ]; then
+        # Aimed: poll the directory (a glob and kill -0 are builtins: microseconds a turn, no fork)
+        # until the next checkpoint temporary appears, then kill at once, inside that write.
+        aimed=$((aimed + 1))
+        while kill -0 $pid 2> /dev/null; do
+          temporaries=("$dir"/*.tmp.*)
+          [ ${#temporaries[@]} -gt 0 ] && break
+        done
+      fi
       kill -9 $pid 2> /dev/null
       wait $pid; rc=$?
       [ $rc = 0 ] && finished=$((finished + 1))
@@ -85,7 +100,7 @@ case $case in
       done
       rm -rf "$dir" "$dir".*log
     done
-    echo "$trials trials over a ${run_ms} ms run: $in_write killed inside a checkpoint write (a temporary left)," \
+    echo "$trials trials ($aimed aimed at a write) over a ${run_ms} ms run: $in_write killed inside a checkpoint write (a temporary left)," \
       "$checkpoints checkpoints left all loaded; $resumed resumed, $restarted restarted (no checkpoint yet)," \
       "$finished finished before the kill; every one ended with the reference's losses, evaluations and checkpoints"
     [ "$in_write" -gt 0 ] || fail "no trial landed inside a checkpoint write"
