@@ -11,9 +11,9 @@
 #          memcheck, initcheck and racecheck run beside them (scripts/gpu_check.sh's filters, with
 #          SRU_CUDA_NO_CACHING=1), and tests/tools/cuda_library_probe's questions to cuBLAS and cuDNN
 #          (the cuDNN LSTM under initcheck with each error placed in a buffer); then on a quiet card the
-#          paper-size configs at every matmul precision, ours (srubench train-epoch) beside the PyTorch
+#          paper-size configs at every precision, ours (srubench train-epoch) beside the PyTorch
 #          peers at theirs (scripts/gpu_peer_bench.py: fp32, tf32, AMP fp16, AMP bf16), every kernel of
-#          a paper-size training step under Nsight Compute at high and medium
+#          a paper-size training step under Nsight Compute at tf32 and bf16
 #          (scripts/ncu_kernel_table.py), srubench sru-vs-lstm and the small configs with their peers,
 #          and Nsight Compute on the recurrence. LEASE_QUICK=1: the tests once, memcheck, racecheck and
 #          our benchmarks only.
@@ -165,7 +165,7 @@ sanitize racecheck "$sanitizer_racecheck_filter" &
 probe=$build/tests/cuda_library_probe
 probes() {
   timeout 60 $probe gemm > "$out/probe_gemm.txt" 2>&1
-  for variant in "high absent" "high zeros" "highest absent" "medium absent"; do
+  for variant in "tf32 absent" "tf32 zeros" "fp32 absent" "bf16 absent"; do
     local name=probe_lstm_${variant// /_}
     # shellcheck disable=SC2086  # the variant is two words
     SRU_CUDA_NO_CACHING=1 timeout 120 compute-sanitizer --tool initcheck --print-limit 100000 \
@@ -174,7 +174,7 @@ probes() {
     python3 scripts/initcheck_places.py "$out/$name.txt" "$out/$name.txt" --allow elemWiseRNNcell > "$out/$name.places" 2>&1
     echo $? > "$out/$name.places.rc"
   done
-  for precision in high highest; do
+  for precision in tf32 fp32; do
     SRU_DEBUG_NAN_FILL=1 timeout 60 $probe lstm-compare $precision >> "$out/probe_lstm_compare.txt" 2>&1
   done
 }
@@ -246,7 +246,7 @@ data=data/enwik8-sample/enwik8.head1M
 bench torch_float16 python3 tests/data/fixtures/make_torch_float16.py "$final_out/torch_float16.safetensors"
 if [ "$mode" = focus ]; then
   # The recurrence with bf16 I/O beside float32 and the copy (srubench rows), its kernels under Nsight
-  # Compute, and the paper-size step at medium as a check that nothing else moved.
+  # Compute, and the paper-size step at bf16 as a check that nothing else moved.
   bench recurrence_bf16 $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths 32 128 256 \
     --hidden 256 512 1024 --batch 32 --repeats 20 --impls recurrence recurrence_bf16 copy --json "$out/recurrence_bf16.json"
   # The paper's char-LM layer (L 100, B 128, d 1312): 168k threads, 2.5 waves, where bytes may bind.
@@ -260,18 +260,18 @@ if [ "$mode" = focus ]; then
         --impls recurrence recurrence_bf16 --warmup 1 --repeats 1
     done
   fi
-  bench train_epoch_medium $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8.yaml \
-    --set train.device=cuda --set train.matmul_precision=medium --set data.path=$data --steps 20 --warmup-steps 3 \
-    --repeats 3 --json "$out/train_epoch_medium.json"
+  bench train_epoch_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8.yaml \
+    --set train.device=cuda --set train.precision=bf16 --set data.path=$data --steps 20 --warmup-steps 3 \
+    --repeats 3 --json "$out/train_epoch_bf16.json"
   say "done"
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0
 fi
-# 1. The paper-size configs at every matmul precision, ours and the peers' at theirs, side by side.
+# 1. The paper-size configs at every precision, ours and the peers' at theirs, side by side.
 paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
-for precision in medium high highest; do
+for precision in bf16 tf32 fp32; do
   bench "train_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
-    --set train.device=cuda --set train.matmul_precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 \
+    --set train.device=cuda --set train.precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 \
     --repeats 3 --json "$out/train_epoch_$precision.json"
 done
 if [ "$quick" != 1 ]; then
@@ -288,20 +288,20 @@ profile_step() {  # PRECISION TIMED_JSON
   local csv="$out/ncu_train_$1.csv" step_ms
   bench "ncu_train_$1" ncu --clock-control none --csv --print-units base --print-kernel-base function --log-file "$csv" \
     --metrics gpu__time_duration.sum,dram__bytes.sum $build/srubench --warm-up-seconds 0 train-epoch \
-    --config=configs/enwik8.yaml --set train.device=cuda --set train.matmul_precision="$1" --set data.path=$data \
+    --config=configs/enwik8.yaml --set train.device=cuda --set train.precision="$1" --set data.path=$data \
     --steps 2 --warmup-steps 1 --repeats 1
   step_ms=$(python3 -c 'import json, sys; r = [r for r in json.load(open(sys.argv[1]))["rows"] if r["impl"] == "enwik8"][0]
 print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$2" 2> /dev/null || echo 0)
   [ -s "$csv" ] && bench "ncu_train_$1_table" python3 scripts/ncu_kernel_table.py "$csv" --steps 3 --step-ms "$step_ms"
 }
 if command -v ncu > /dev/null && [ "$quick" != 1 ]; then
-  profile_step medium "$out/train_epoch_medium.json"
-  profile_step high "$out/train_epoch_high.json"
+  profile_step bf16 "$out/train_epoch_bf16.json"
+  profile_step tf32 "$out/train_epoch_tf32.json"
 fi
 # 3. The layer grid and the small configs, ours and the peers'.
 sizes=(--lengths 32 128 256 --hidden 256 512 1024 --batch 32)
-for precision in medium high; do
-  bench "sru_vs_lstm_$precision" $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --matmul-precision $precision \
+for precision in bf16 tf32; do
+  bench "sru_vs_lstm_$precision" $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --precision $precision \
     "${sizes[@]}" --repeats 20 --impls gemm recurrence copy sru_fused lstm_cudnn --json "$out/sru_vs_lstm_$precision.json"
 done
 # (The recurrence row writes grad x since 2026-11-27: an srubench from before that does less work.)

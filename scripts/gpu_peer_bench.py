@@ -213,7 +213,7 @@ def main():
     p.add_argument("--threads", type=int, default=0, help="torch's CPU threads (0: torch's default)")
     p.add_argument("--cpu-time", action="store_true", help="--device cpu: time with the process's CPU time")
     p.add_argument("--matmul-precision", default="highest", choices=["highest", "high", "medium"],
-                   help="float32 products on a GPU, as our train.matmul_precision / srubench --matmul-precision: "
+                   help="float32 products on a GPU, as our train.precision fp32 / tf32 / bf16 (srubench --precision): "
                    "torch.set_float32_matmul_precision, and cuDNN's TF32 allowed unless highest (medium is "
                    "refused: torch's CUDA medium is TF32, ours BF16)")
     p.add_argument("--amp", default="none", choices=["none", "fp16", "bf16"],

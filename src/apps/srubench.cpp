@@ -54,13 +54,16 @@ int main(int argc, char** argv) {
   sru::bench::CeilingOptions ceilings;
   std::string json_path;
   std::string device = "cpu";
-  std::string matmul_precision = "highest";
+  std::string precision = "fp32";
+  const auto add_precision_option = [&](CLI::App* cmd) {
+    cmd->add_option("--precision", precision, "Float32 matrix products: fp32, tf32 (TF32 tensor cores on a GPU; FP32 "
+                    "on the CPU) or bf16 (operands rounded to BF16, FP32 sums), as train.precision")
+        ->capture_default_str()->check(CLI::IsMember(sru::precision_names()));
+  };
   // The device options of the subcommands that measure a GPU, with the precision of its float32 products.
   const auto add_device_options = [&](CLI::App* cmd) {
     cmd->add_option("--device", device, "Device to measure: cpu, cuda or cuda:N")->capture_default_str();
-    cmd->add_option("--matmul-precision", matmul_precision, "Float32 GEMMs on a GPU: highest (FP32), high (TF32) or "
-                    "medium (BF16), as train.matmul_precision")
-        ->capture_default_str()->check(CLI::IsMember(sru::matmul_precision_names()));
+    add_precision_option(cmd);
   };
   auto* ceil_cmd = cli.add_subcommand("ceilings", "sgemm GFLOP/s and elementwise/copy GB/s at SRU-sized shapes");
   ceil_cmd->add_option("--hidden", ceilings.hidden, "Hidden sizes d")->capture_default_str();
@@ -68,6 +71,7 @@ int main(int argc, char** argv) {
   ceil_cmd->add_option("--batch", ceilings.batch, "Batch size B")->capture_default_str()->check(CLI::PositiveNumber);
   add_timing_options(ceil_cmd, ceilings.timing);
   ceil_cmd->add_option("--device", device, "Device to measure (cpu)")->capture_default_str();
+  add_precision_option(ceil_cmd);
   ceil_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
   sru::bench::LayerBenchOptions layer;
@@ -213,7 +217,7 @@ int main(int argc, char** argv) {
       const std::string why = sru::cuda::unavailable_reason(layer.device.index);
       SRU_CHECK(why.empty(), "srubench ", name, ": --device ", device, " is not available: ", why);
     }
-    sru::set_matmul_precision(sru::parse_matmul_precision(matmul_precision, "--matmul-precision"));
+    sru::set_matmul_precision(sru::parse_precision(precision, "--precision"));
     sru::bench::Report report(name);
     sru::bench::warm_up_cpu(warm_up_seconds);
     if (epoch_cmd->parsed()) {
@@ -236,7 +240,7 @@ int main(int argc, char** argv) {
     if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
     std::cout << "threads: " << sru::num_threads() << (layer.timing.cpu_time ? ", clock: process CPU time" : "")
               << (sru::matmul_precision() != sru::MatmulPrecision::Highest
-                      ? ", matmul precision: " + sru::matmul_precision_name(sru::matmul_precision())
+                      ? ", precision: " + sru::precision_name(sru::matmul_precision())
                       : std::string())
               << "\n" << report.table();
     if (!json_path.empty()) report.write_json(json_path);

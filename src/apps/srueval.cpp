@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "data/line_reader.h"
+#include "ops/matmul.h"
 #include "tasks/registry.h"
 #include "train/average.h"
 #include "train/checkpoint.h"
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 1;
   int threads = 0;
   bool device_info = false, raw_weights = false;
+  std::string precision = "fp32";
   cli.add_option("--checkpoint", checkpoint, "Checkpoint file (last.safetensors or best.safetensors of a run)");
   cli.add_flag("--raw-weights", raw_weights, "Use the raw weights (raw.*) of a checkpoint written with a moving "
                "average of the weights (train.ema_decay), instead of the average its model tensors hold");
@@ -94,6 +96,10 @@ int main(int argc, char** argv) {
   cli.add_option("--samples", generation.batch, "Continuations to generate together (sampling draws each apart)")
       ->check(CLI::PositiveNumber)->capture_default_str();
   cli.add_option("--threads", threads, "CPU threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cli.add_option("--precision", precision, "Float32 matrix products of the evaluation, generation or translation: "
+                 "fp32, tf32 (FP32 on the CPU) or bf16 (operands rounded to BF16, FP32 sums), as train.precision; "
+                 "not the stored config's, so that evaluations compare")
+      ->capture_default_str()->check(CLI::IsMember(sru::precision_names()));
   cli.add_flag("--device-info", device_info, "Print the CPU thread count and the CUDA devices, then exit");
   std::string convert_form, out_path;
   cli.add_option("--convert", convert_form, "Write the checkpoint's model in another form that computes the same "
@@ -159,6 +165,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(checkpoint, overrides);
+    sru::set_matmul_precision(sru::parse_precision(precision, "--precision"));
     sru::Generator gen(seed);
     const bool on_file = !text_file.empty() || !predict_file.empty() || !translate_input.empty();
     auto task = sru::tasks::make_task(ckpt.config, gen, {/*load_data=*/!on_file, &ckpt.file});
@@ -204,6 +211,7 @@ int main(int argc, char** argv) {
     nlohmann::ordered_json out;
     out["checkpoint"] = checkpoint;
     out["step"] = ckpt.progress.step;
+    if (precision != "fp32") out["precision"] = precision;
     sru::tasks::Metrics metrics;
     if (split.empty()) split = task->validation_split();
     if (!predictions_path.empty()) {

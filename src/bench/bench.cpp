@@ -122,7 +122,7 @@ void Report::write_json(const std::string& path) const {
   nlohmann::ordered_json doc;
   doc["bench"] = bench_;
   // The process's float32 GEMM precision on a GPU as the rows end (train-epoch: the configs' own setting).
-  doc["matmul_precision"] = matmul_precision_name(matmul_precision());
+  doc["precision"] = precision_name(matmul_precision());
   doc["rows"] = nlohmann::ordered_json::array();
   for (const Row& r : rows_) {
     nlohmann::ordered_json row;

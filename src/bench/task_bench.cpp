@@ -41,7 +41,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     sru::train::check_data_parallel(cfg, *task, comm);
     comm.set_timeout(cfg.train.dist_timeout_s);
     const sru::Device device = sru::train::resolve_train_device(cfg.train.device, comm);
-    sru::train::apply_matmul_precision(cfg.train, device);
+    sru::train::apply_precision(cfg.train, device);
     task->model().to(device);
     comm.use_device(device);
     const auto optimizer = sru::train::make_optimizer(cfg.train, task->model());

@@ -81,11 +81,14 @@ std::vector<Section> Config::schema() {
         int_field("seed", &train.seed, "Random seed (same seed, same losses on the CPU)", 0),
         string_field("device", &train.device, "cpu, cuda, cuda:N or auto (data parallel: cuda and auto give each "
                      "process cuda:local_rank)"),
-        string_field("matmul_precision", &train.matmul_precision, "Float32 matrix products on a GPU (PyTorch's "
-                     "set_float32_matmul_precision): highest = FP32, high = TF32 tensor cores (10-bit mantissas), "
-                     "medium = both operands rounded to BF16 (7-bit mantissas, round to nearest even) on BF16 tensor "
-                     "cores (PyTorch's CUDA matmuls run medium as TF32); FP32 sums in all three. The CPU computes "
-                     "FP32 whatever it says", matmul_precision_names()),
+        string_field("precision", &train.precision, "Arithmetic of the matrix products (PyTorch's autocast choice "
+                     "for them): fp32; tf32 = TF32 tensor cores on a GPU (10-bit mantissas; the CPU has none and "
+                     "computes FP32); bf16 = both operands of every float32 product (Linear, bmm, attention, the "
+                     "SRU's W x, their backward products) rounded to BF16 (7-bit mantissas, round to nearest even), "
+                     "BF16 tensor cores on a GPU, the same rounding before sgemm on the CPU. Sums, normalisation, "
+                     "softmax, losses, the recurrences' state, parameters, gradients and optimiser state stay FP32; "
+                     "no loss scaling. Replaces train.matmul_precision (highest/high/medium read as fp32/tf32/bf16)",
+                     precision_names()),
         int_field("threads", &train.threads, "Most CPU threads (0 = all cores; data parallel: the cores shared by "
                   "the processes on a machine); fewer while other processes keep cores busy", 0),
         string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),
@@ -160,8 +163,13 @@ Config parse_config(const std::string& text, const std::string& source, const st
   Config c = Config::defaults(names[0], names[1]);
   const auto schema = c.schema();
   Origins origins;
-  const KeyPolicy policy{[&](const std::string& path) { return owner_elsewhere(path, names[0], names[1]); },
-                         origin == Origin::Stored};
+  KeyPolicy policy{[&](const std::string& path) { return owner_elsewhere(path, names[0], names[1]); },
+                   origin == Origin::Stored};
+  // train.matmul_precision (until 2026-11-27) took PyTorch's names for the same three settings.
+  RenamedKey matmul_precision{"train.matmul_precision", "train.precision", {}};
+  for (size_t i = 0; i < precision_names().size(); ++i)
+    matmul_precision.values.emplace_back(matmul_precision_names()[i], precision_names()[i]);
+  policy.renamed.push_back(std::move(matmul_precision));
   parse_yaml(schema, text, source, &origins, policy);
   for (const std::string& o : overrides) apply_override(schema, o, &origins, policy);
   // Keys the file does not set (e.g. a missing required one) are reported against the file itself.

@@ -58,7 +58,7 @@ struct TrainConfig {
   double max_seconds = 0.0;        // stop after this much wall time; 0 = no limit
   int64_t seed = 1;
   std::string device = "cpu";      // cpu | cuda | cuda:N | auto
-  std::string matmul_precision = "highest";  // highest | high (TF32) | medium (BF16): CUDA float32 GEMMs
+  std::string precision = "fp32";  // fp32 | tf32 | bf16: the matrix products (ops/matmul.h)
   int64_t threads = 0;             // 0 = all cores
   std::string on_nonfinite = "stop";  // stop | skip
   int64_t early_stop_patience = 0; // evaluations without improvement before stopping; 0 = off

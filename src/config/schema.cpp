@@ -1,6 +1,7 @@
 // YAML parsing, overrides, validation and printing driven by the config schema.
 #include "config/schema.h"
 
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -170,6 +171,32 @@ bool skipped_as_foreign(const std::string& path, const KeyPolicy& policy) {
   return policy.skip_foreign && policy.owner_elsewhere && !policy.owner_elsewhere(path).empty();
 }
 
+// A renamed key's value assigned to its new key (true), or false when `path` was not renamed. `at`
+// names where the value came from; the origin recorded for the new key says which old key set it.
+bool assign_renamed(const std::vector<Section>& schema, const std::string& path, const YAML::Node& value,
+                    const std::string& at, Origins* origins, const KeyPolicy& policy) {
+  for (const RenamedKey& r : policy.renamed) {
+    if (r.old_path != path) continue;
+    SRU_CHECK(value.IsScalar(), at, ": ", path, ": expected a string");
+    std::vector<std::string> old_values;
+    for (const auto& [from, to] : r.values) {
+      old_values.push_back(from);
+      if (from != value.Scalar()) continue;
+      for (const Section& s : schema)
+        for (const Field& f : s.fields)
+          if ((s.name.empty() ? f.key : s.name + "." + f.key) == r.new_path) {
+            assign(f, YAML::Node(to), at, r.new_path);
+            if (origins) (*origins)[r.new_path] = at + " (as " + path + ")";
+            spdlog::warn("{}: {} is now {}: '{}' reads as {}={}", at, path, r.new_path, from, r.new_path, to);
+            return true;
+          }
+      SRU_FAIL("renamed key ", path, ": the schema has no key ", r.new_path);
+    }
+    refuse_choice(at + ": " + path + " (now " + r.new_path + ")", value.Scalar(), old_values);
+  }
+  return false;
+}
+
 }  // namespace
 
 void parse_yaml(const std::vector<Section>& schema, const std::string& text, const std::string& source,
@@ -208,6 +235,7 @@ void parse_yaml(const std::vector<Section>& schema, const std::string& text, con
       const Field* field = find_field(*section, key);
       if (!field) {
         if (skipped_as_foreign(path, policy)) continue;
+        if (assign_renamed(schema, path, kv->second, where(source, kv->second), origins, policy)) continue;
         std::vector<std::string> full;
         for (const std::string& k : keys_of(*section)) full.push_back(name + "." + k);
         refuse_unknown_key(where(source, kv->first), path, full, policy);
@@ -243,6 +271,7 @@ void apply_override(const std::vector<Section>& schema, const std::string& assig
         return;
       }
     }
+  if (assign_renamed(schema, path, YAML::Node(text), "--set " + assignment, origins, policy)) return;
   refuse_unknown_key("--set " + assignment, path, all_paths, {policy.owner_elsewhere, false});
 }
 

@@ -47,6 +47,13 @@ Field string_field(const std::string& key, std::string* target, const std::strin
 // Where each key's value came from ("FILE:LINE" or "--set KEY=VALUE"), by key path, for errors.
 using Origins = std::map<std::string, std::string>;
 
+// A key that was renamed: its old path still reads (configs written before, stored run directories),
+// each old value translated to the new key's, with a warning naming the new key.
+struct RenamedKey {
+  std::string old_path, new_path;
+  std::vector<std::pair<std::string, std::string>> values;  // old value -> new value
+};
+
 // How parse_yaml and apply_override treat a key the schema lacks.
 struct KeyPolicy {
   // The plug-in that owns the key path instead ("task classify"), or "" when no plug-in does: the
@@ -55,6 +62,7 @@ struct KeyPolicy {
   // Skip keys another plug-in owns instead of refusing them (configs stored by older versions
   // listed every plug-in's keys). Never applies to --set.
   bool skip_foreign = false;
+  std::vector<RenamedKey> renamed;
 };
 
 // Parses YAML text into the schema's targets. `source` names the text in errors (a file path).

@@ -22,15 +22,22 @@ const std::vector<std::string>& matmul_precision_names() {
   return names;
 }
 
-MatmulPrecision parse_matmul_precision(std::string_view name, std::string_view what) {
-  const auto& names = matmul_precision_names();
-  for (size_t i = 0; i < names.size(); ++i)
-    if (name == names[i]) return static_cast<MatmulPrecision>(i);
-  SRU_FAIL(what, ": unknown matmul precision '", name, "' (highest, high or medium)");
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> names = {"fp32", "tf32", "bf16"};
+  return names;
 }
 
-const std::string& matmul_precision_name(MatmulPrecision precision) {
-  return matmul_precision_names().at(static_cast<size_t>(precision));
+MatmulPrecision parse_precision(std::string_view name, std::string_view what) {
+  const auto& names = precision_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (name == names[i]) return static_cast<MatmulPrecision>(i);
+  SRU_CHECK(name != "fp16", what, ": fp16 is not offered: bf16 has float32's exponent range, so it trains without "
+            "loss scaling; use bf16");
+  SRU_FAIL(what, ": '", name, "' is not a precision: fp32, tf32 or bf16");
+}
+
+const std::string& precision_name(MatmulPrecision precision) {
+  return precision_names().at(static_cast<size_t>(precision));
 }
 
 CudaFloat32Gemm cuda_float32_gemm(MatmulPrecision precision) {

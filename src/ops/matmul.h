@@ -8,18 +8,22 @@
 //   dA = G op(B)^T  (!ta)  or  op(B) G^T  (ta);   dB = op(A)^T G  (!tb)  or  G^T op(A)  (tb)
 // — each again one GEMM with flags, so no transposed copy is ever made.
 //
-// Precision of float32 products on CUDA devices (PyTorch's torch.set_float32_matmul_precision), a
-// process-wide setting that the GEMMs read at each call (train.matmul_precision sets it):
-//   highest  FP32 multiply-adds (the default; the CPU twin's precision);
-//   high     TF32 tensor cores: the inputs lose all but 10 mantissa bits, products summed in FP32
-//            (relative error per product up to ~2^-10 against ~2^-23);
-//   medium   BF16 tensor cores: both operands rounded to bfloat16 (8 significant bits, round to
-//            nearest even) by our own kernel, products summed in FP32. (PyTorch documents medium as
-//            bfloat16 where a fast algorithm exists, but its CUDA matmuls run medium as TF32: compare
-//            with it at highest or high.)
-// Double-precision products and every CPU product stay exact IEEE FP64 / FP32 whatever the setting. The
-// cuDNN LSTM takes high and medium as permission for TF32 (CUDNN_DEFAULT_MATH instead of FMA only), and
-// the fused LSTM recurrence's per-step GEMMs run medium as high too.
+// Precision of float32 products (PyTorch's torch.set_float32_matmul_precision), a process-wide setting
+// that the GEMMs read at each call; train.precision, srueval --precision and srubench --precision set
+// it by the names fp32 / tf32 / bf16 (precision_names):
+//   highest  (fp32) FP32 multiply-adds (the default);
+//   high     (tf32) on CUDA devices TF32 tensor cores: the inputs lose all but 10 mantissa bits,
+//            products summed in FP32 (relative error per product up to ~2^-10 against ~2^-23); the
+//            CPU has no TF32 and computes FP32;
+//   medium   (bf16) both operands rounded to bfloat16 (8 significant bits, round to nearest even) by
+//            our own kernel, products summed in FP32: on CUDA devices BF16 tensor cores, on the CPU
+//            (its twin) float32 copies of the rounded operands through sgemm, so a bf16 run computes
+//            the same products on either device (on the CPU slower than fp32: no BF16 BLAS in Debian's
+//            OpenBLAS). (PyTorch documents medium as bfloat16 where a fast algorithm exists, but its
+//            CUDA matmuls run medium as TF32: compare with it at highest or high.)
+// Double-precision products stay exact IEEE FP64 whatever the setting. The cuDNN LSTM takes high and
+// medium as permission for TF32 (CUDNN_DEFAULT_MATH instead of FMA only), and the fused LSTM
+// recurrence's per-step GEMMs (both devices) run medium as high.
 #pragma once
 
 #include <string>
@@ -33,12 +37,15 @@ namespace sru {
 enum class MatmulPrecision { Highest, High, Medium };
 void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
-// The names train.matmul_precision and srubench --matmul-precision take, in the enum's order:
-// "highest", "high", "medium".
+// PyTorch's names, in the enum's order: "highest", "high", "medium" (the values of the config key
+// train.matmul_precision, which train.precision replaced: config/config.cpp translates them).
 const std::vector<std::string>& matmul_precision_names();
-// One of those names as its value; throws naming `what` otherwise.
-MatmulPrecision parse_matmul_precision(std::string_view name, std::string_view what);
-const std::string& matmul_precision_name(MatmulPrecision precision);
+// Ours, in the enum's order: "fp32", "tf32", "bf16" (train.precision, srueval/srubench --precision).
+const std::vector<std::string>& precision_names();
+// One of precision_names() as its value; throws naming `what` otherwise (fp16 with the reason it is
+// not offered).
+MatmulPrecision parse_precision(std::string_view name, std::string_view what);
+const std::string& precision_name(MatmulPrecision precision);
 
 // What a float32 GEMM on a CUDA device hands cuBLAS at a precision (ops/cuda/matmul.cu does exactly
 // this; a CPU test pins it down). Medium rounds the operands itself: cuBLAS's

@@ -55,11 +55,15 @@ Device resolve_train_device(const std::string& requested, const dist::Communicat
   return device;
 }
 
-void apply_matmul_precision(const config::TrainConfig& train, Device device) {
-  const MatmulPrecision precision = parse_matmul_precision(train.matmul_precision, "train.matmul_precision");
+void apply_precision(const config::TrainConfig& train, Device device) {
+  const MatmulPrecision precision = parse_precision(train.precision, "train.precision");
   set_matmul_precision(precision);
-  if (precision != MatmulPrecision::Highest && device.is_cpu())
-    spdlog::info("train.matmul_precision {} applies to GPU products: on the CPU they stay FP32", train.matmul_precision);
+  if (!device.is_cpu()) return;
+  if (precision == MatmulPrecision::High)
+    spdlog::info("train.precision tf32: the CPU has no TF32, its products stay FP32");
+  if (precision == MatmulPrecision::Medium)
+    spdlog::info("train.precision bf16 on the CPU: product operands rounded to BF16 in software, as the GPU's "
+                 "(the same numbers, slower than fp32 here)");
 }
 
 int threads_for(int64_t requested, const dist::Communicator& comm) {

@@ -25,9 +25,9 @@ Device resolve_train_device(const std::string& requested);
 // This rank's device in a data-parallel run: one process per GPU, so cuda and auto give cuda:local_rank
 // (auto: the CPU on a machine without a GPU); cuda:N is refused when ranks share the machine.
 Device resolve_train_device(const std::string& requested, const dist::Communicator& comm);
-// Sets the process's matmul precision (ops/matmul.h) to train.matmul_precision; says once that it does not
-// apply when the device is the CPU and the setting is not highest.
-void apply_matmul_precision(const config::TrainConfig& train, Device device);
+// Sets the process's matmul precision (ops/matmul.h) to train.precision; says once what tf32 and bf16
+// mean when the device is the CPU.
+void apply_precision(const config::TrainConfig& train, Device device);
 // This process's CPU threads: train.threads, or for 0 the machine's cores shared by its ranks.
 int threads_for(int64_t requested, const dist::Communicator& comm);
 // Refuses what data-parallel training cannot do, on every rank alike: several ranks with a task that

@@ -1,4 +1,4 @@
-// The matmul precision settings on a GPU (ops/matmul.h, train.matmul_precision): float32 GEMMs at
+// The matmul precision settings on a GPU (ops/matmul.h, train.precision): float32 GEMMs at
 // highest, high (TF32) and medium (BF16) against the exact product of the same float inputs, each
 // within its own error bound, and on cards with tensor cores for float32 (compute capability 8.0 and
 // later) measurably coarser than FP32 — so a setting that did not reach cuBLAS fails. The cuDNN LSTM

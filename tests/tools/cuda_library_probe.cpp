@@ -4,7 +4,7 @@
 //                           CudaParity.LstmsAtMatmulPrecisionHigh's layers, for compute-sanitizer
 //                           initcheck: prints the address range of every buffer it hands the op, so that
 //                           the addresses initcheck reports can be placed (scripts/initcheck_places.py),
-//                           then the outputs' checksums. PRECISION: highest | high | medium; STATES:
+//                           then the outputs' checksums. PRECISION: fp32 | tf32 | bf16; STATES:
 //                           absent | zeros (the initial h and c as null pointers or zero tensors).
 //   lstm-compare PRECISION  absent and zero initial states must give the same outputs, bit for bit (run
 //                           it with SRU_DEBUG_NAN_FILL=1: a read of memory nothing wrote then shows as a
@@ -166,8 +166,8 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const bool ok_args = (mode == "gemm" && argc == 2) || (mode == "lstm" && argc == 4) || (mode == "lstm-compare" && argc == 3);
   if (!ok_args) {
-    std::fprintf(stderr, "usage: cuda_library_probe lstm highest|high|medium absent|zeros\n"
-                         "       cuda_library_probe lstm-compare highest|high|medium\n"
+    std::fprintf(stderr, "usage: cuda_library_probe lstm fp32|tf32|bf16 absent|zeros\n"
+                         "       cuda_library_probe lstm-compare fp32|tf32|bf16\n"
                          "       cuda_library_probe gemm\n");
     return 2;
   }
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   if (mode == "gemm") return probe_gemm();
-  set_matmul_precision(parse_matmul_precision(argv[2], "PRECISION"));
+  set_matmul_precision(parse_precision(argv[2], "PRECISION"));
   if (mode == "lstm") {
     const std::string states = argv[3];
     if (states != "absent" && states != "zeros") {

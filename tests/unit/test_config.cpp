@@ -62,9 +62,9 @@ TEST(Config, TaskAndEncoderNamesComeFromTheRegistriesWithSuggestions) {
   const std::string e = error_of([] { parse(kMinimal + "model:\n  type: lstn\n"); });
   EXPECT_NE(e.find("exp.yaml:4: model.type: 'lstn' is not one of: " + encoder_names + " (did you mean 'lstm'?)"),
             std::string::npos) << e;
-  const std::string m = error_of([] { parse(kMinimal, {"train.matmul_precision=tf32"}); });
-  EXPECT_NE(m.find("--set train.matmul_precision=tf32: train.matmul_precision: 'tf32' is not one of: highest, high, "
-                   "medium"), std::string::npos) << m;
+  const std::string m = error_of([] { parse(kMinimal, {"train.precision=int8"}); });
+  EXPECT_NE(m.find("--set train.precision=int8: train.precision: 'int8' is not one of: fp32, tf32, bf16"),
+            std::string::npos) << m;
   const std::string o = error_of([] { parse(kMinimal, {"model.type=gru"}); });
   EXPECT_NE(o.find("--set model.type=gru: model.type: 'gru' is not one of: " + encoder_names), std::string::npos) << o;
   // The registries themselves refuse unknown names the same way.
@@ -100,6 +100,26 @@ TEST(Config, StoredConfigsOfOlderVersionsSkipKeysOfOtherPlugins) {
   EXPECT_EQ(c.task_as<tasks::LMOptions>().bptt, 20);
   EXPECT_NE(error_of([&] { config::parse_config(old, "ckpt", {"data.folds=3"}, config::Origin::Stored); })
                 .find("data.folds does not apply here"), std::string::npos) << "--set stays strict";
+}
+
+// train.matmul_precision (PyTorch's names) became train.precision: configs and stored run directories
+// that set the old key still read, each value translated; a value the old key never took is refused
+// naming both keys; the printed config has the new key only.
+TEST(Config, RenamedMatmulPrecisionReadsAsPrecision) {
+  EXPECT_EQ(parse(kMinimal).train.precision, "fp32");
+  const std::vector<std::pair<std::string, std::string>> pairs = {{"highest", "fp32"}, {"high", "tf32"}, {"medium", "bf16"}};
+  for (const auto& [old_value, new_value] : pairs) {
+    EXPECT_EQ(parse(kMinimal + "train:\n  matmul_precision: " + old_value + "\n").train.precision, new_value);
+    EXPECT_EQ(parse(kMinimal, {"train.matmul_precision=" + old_value}).train.precision, new_value);
+  }
+  EXPECT_EQ(parse(kMinimal + "train:\n  matmul_precision: high\n", {"train.precision=bf16"}).train.precision, "bf16")
+      << "--set wins over the file, whichever name the file used";
+  const std::string bad = error_of([] { parse(kMinimal + "train:\n  matmul_precision: bf16\n"); });
+  EXPECT_NE(bad.find("exp.yaml:4: train.matmul_precision (now train.precision): 'bf16' is not one of: highest, "
+                     "high, medium"), std::string::npos) << bad;
+  const std::string printed = parse(kMinimal + "train:\n  matmul_precision: medium\n").to_yaml();
+  EXPECT_NE(printed.find("precision: \"bf16\""), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("matmul_precision"), std::string::npos) << printed;
 }
 
 TEST(Config, UnknownKeySuggestsTheClosestWithFileAndLine) {

@@ -127,19 +127,76 @@ TEST(Matmul, BatchedEqualsPerItem) {
   }
 }
 
-// train.matmul_precision reaches cuBLAS only: the CPU's products are FP32 at every setting, bit for bit.
-TEST(Matmul, PrecisionSettingLeavesCpuProductsExact) {
-  const Tensor a = Tensor::uniform({17, 64}, -1, 1, DType::F32), b = Tensor::uniform({64, 9}, -1, 1, DType::F32);
+// train.precision on the CPU: fp32 and tf32 (no TF32 here) give the FP32 product bit for bit; bf16
+// rounds both operands to bfloat16 first, as the CUDA GEMM does, in matmul, bmm and their backward
+// products: the result is the exact product of the rounded operands up to FP32 summation.
+TEST(Matmul, CpuPrecisionBf16RoundsBothOperandsOfEveryProduct) {
+  struct RestorePrecision {
+    ~RestorePrecision() { set_matmul_precision(MatmulPrecision::Highest); }
+  } restore;
+  const int64_t M = 17, K = 64, N = 9;
+  const Tensor a = Tensor::uniform({M, K}, -1, 1, DType::F32), b = Tensor::uniform({K, N}, -1, 1, DType::F32);
   const std::vector<float> fp32 = matmul(a, b).to_vector<float>();
-  for (const char* name : {"high", "medium", "highest"}) {
-    set_matmul_precision(parse_matmul_precision(name, "test"));
-    EXPECT_EQ(matmul_precision_name(matmul_precision()), name);
+  for (const char* name : {"tf32", "fp32"}) {
+    set_matmul_precision(parse_precision(name, "test"));
+    EXPECT_EQ(precision_name(matmul_precision()), name);
     EXPECT_EQ(matmul(a, b).to_vector<float>(), fp32) << name;
   }
-  EXPECT_EQ(matmul_precision(), MatmulPrecision::Highest);
-  const std::string bad = error_of([] { parse_matmul_precision("fast", "train.matmul_precision"); });
-  EXPECT_NE(bad.find("train.matmul_precision: unknown matmul precision 'fast' (highest, high or medium)"),
-            std::string::npos) << bad;
+  // The float64 product of the operands as given (round = false) or rounded to bfloat16 (round = true).
+  const auto product64 = [&](const std::vector<float>& x, const std::vector<float>& y, int64_t m, int64_t k, int64_t n,
+                             bool round) {
+    std::vector<double> out(static_cast<size_t>(m * n), 0.0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t l = 0; l < k; ++l) {
+          const float xv = x[static_cast<size_t>(i * k + l)], yv = y[static_cast<size_t>(l * n + j)];
+          out[static_cast<size_t>(i * n + j)] += round ? double(round_to_bf16(xv)) * double(round_to_bf16(yv))
+                                                       : double(xv) * double(yv);
+        }
+    return out;
+  };
+  const auto av = a.to_vector<float>(), bv = b.to_vector<float>();
+  const std::vector<double> exact = product64(av, bv, M, K, N, false), rounded = product64(av, bv, M, K, N, true);
+  set_matmul_precision(parse_precision("bf16", "test"));
+  const std::vector<float> bf16 = matmul(a, b).to_vector<float>();
+  double worst_to_rounded = 0, worst_to_exact = 0;
+  for (size_t i = 0; i < bf16.size(); ++i) {
+    worst_to_rounded = std::max(worst_to_rounded, std::abs(bf16[i] - rounded[i]));
+    worst_to_exact = std::max(worst_to_exact, std::abs(bf16[i] - exact[i]));
+  }
+  EXPECT_LT(worst_to_rounded, K * 6e-8) << "bf16 is the product of the rounded operands, summed in FP32";
+  EXPECT_GT(worst_to_exact, 100 * worst_to_rounded) << "bf16 rounded its operands";
+  // bmm, and the backward products: dA = G B^T with G and B rounded, dB = A^T G likewise.
+  const Tensor a3 = a.view({1, M, K}), b3 = b.view({1, K, N});
+  EXPECT_EQ(bmm(a3, b3).to_vector<float>(), bf16);
+  Tensor x = a.clone(), w = b.clone();
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  const Tensor g = Tensor::uniform({M, N}, -1, 1, DType::F32);
+  autograd::backward(matmul(x, w), g);
+  std::vector<float> bt(static_cast<size_t>(N * K)), at(static_cast<size_t>(K * M));
+  for (int64_t i = 0; i < K; ++i)
+    for (int64_t j = 0; j < N; ++j) bt[static_cast<size_t>(j * K + i)] = bv[static_cast<size_t>(i * N + j)];
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < K; ++j) at[static_cast<size_t>(j * M + i)] = av[static_cast<size_t>(i * K + j)];
+  const auto gv = g.to_vector<float>();
+  const std::vector<double> ga = product64(gv, bt, M, N, K, true), gb = product64(at, gv, K, M, N, true);
+  const auto xg = x.grad().to_vector<float>(), wg = w.grad().to_vector<float>();
+  for (size_t i = 0; i < ga.size(); ++i) ASSERT_NEAR(xg[i], ga[i], N * 6e-8) << "dA at " << i;
+  for (size_t i = 0; i < gb.size(); ++i) ASSERT_NEAR(wg[i], gb[i], M * 6e-8) << "dB at " << i;
+  // Double products stay exact at every setting.
+  const Tensor a64 = a.to(DType::F64), b64 = b.to(DType::F64);
+  const auto p64 = matmul(a64, b64).to_vector<double>();
+  for (size_t i = 0; i < p64.size(); ++i) ASSERT_NEAR(p64[i], exact[i], 1e-12);
+}
+
+TEST(Matmul, PrecisionNamesAndRefusals) {
+  EXPECT_EQ(precision_names(), (std::vector<std::string>{"fp32", "tf32", "bf16"}));
+  EXPECT_EQ(parse_precision("bf16", "x"), MatmulPrecision::Medium);
+  const std::string int8 = error_of([] { parse_precision("int8", "train.precision"); });
+  EXPECT_NE(int8.find("train.precision: 'int8' is not a precision: fp32, tf32 or bf16"), std::string::npos) << int8;
+  const std::string fp16 = error_of([] { parse_precision("fp16", "--precision"); });
+  EXPECT_NE(fp16.find("--precision: fp16 is not offered: bf16 has float32's exponent range"), std::string::npos) << fp16;
 }
 
 // What each precision hands cuBLAS (ops/cuda/matmul.cu follows cuda_float32_gemm): medium must round

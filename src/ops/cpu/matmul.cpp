@@ -1,8 +1,11 @@
 // CPU GEMM through CBLAS (OpenBLAS, OpenMP build): row-major, transpose flags passed straight through.
 // Batched products loop over the batch; each product is cut into thread-count-independent tiles
-// (ops/cpu/blas.h) spread over the threads.
+// (ops/cpu/blas.h) spread over the threads. At matmul precision medium (train.precision bf16) float32
+// operands are first rounded to bfloat16 values (ops/bf16_round.h), the twin of the CUDA GEMM's BF16
+// operands: products of two bfloat16 values are exact in float32, so only the summation order differs.
 
 #include "core/parallel.h"
+#include "ops/bf16_round.h"
 #include "ops/cpu/blas.h"
 #include "ops/matmul.h"
 
@@ -14,9 +17,17 @@ void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int
   SRU_CHECK((tb ? cb : rb) == K, "gemm: inner dimensions differ (", K, " vs ", (tb ? cb : rb), ")");
   if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ca, cb, N, batch);
   adapt_threads();  // the thread count the tiles below are spread over
+  // Medium: both operands as bfloat16 values, in float32 scratch copies of the spans the products read.
+  Tensor a16, b16;
+  if (c.dtype() == DType::F32 && matmul_precision() == MatmulPrecision::Medium && M > 0 && N > 0 && K > 0) {
+    a16 = Tensor::empty({batch * ra * ca}, DType::F32);
+    b16 = Tensor::empty({batch * rb * cb}, DType::F32);
+    round_to_bf16_values(a.data<float>(), a16.data<float>(), a16.numel());
+    round_to_bf16_values(b.data<float>(), b16.data<float>(), b16.numel());
+  }
   SRU_DISPATCH_FLOATING(c.dtype(), "gemm", [&]<typename T>() {
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
+    const T* pa = a16.defined() ? a16.data<T>() : a.data<T>();
+    const T* pb = b16.defined() ? b16.data<T>() : b.data<T>();
     T* pc = c.data<T>();
     auto product = [&](int64_t i) {
       const T* ai = pa + i * ra * ca;
