@@ -20,6 +20,7 @@
 #include "bench/generate_bench.h"
 #include "bench/layer_bench.h"
 #include "bench/load_bench.h"
+#include "bench/op_bench.h"
 #include "bench/reader_bench.h"
 #include "bench/srupp_bench.h"
 #include "bench/task_bench.h"
@@ -195,6 +196,15 @@ int main(int argc, char** argv) {
   load_cmd->add_flag("!--no-fixed", under_load.compare_fixed, "Skip the rows with the thread count fixed");
   load_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
 
+  sru::bench::OpBenchOptions ops;
+  auto* ops_cmd = cli.add_subcommand("ops", "Forward and forward + backward time of every op table entry "
+                                     "(ops/op_table.h) at its bench shape");
+  ops_cmd->add_option("--only", ops.only, "Entries whose name contains this");
+  ops_cmd->add_flag("--small", ops.small, "The entries' small cases (the checks' shapes) instead");
+  add_timing_options(ops_cmd, ops.timing);
+  add_device_options(ops_cmd);
+  ops_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
+
   CLI11_PARSE(cli, argc, argv);
   return sru::apps::run_main("srubench", [&] {
     sru::set_num_threads(threads);
@@ -205,12 +215,13 @@ int main(int argc, char** argv) {
                              : srupp_cmd->parsed()    ? "srupp-layer"
                              : generate_cmd->parsed() ? "generate"
                              : load_cmd->parsed()     ? "under-load"
+                             : ops_cmd->parsed()      ? "ops"
                                                       : "sru-vs-lstm";
-    layer.device = reader.device = srupp_layer.device = generate.device = sru::Device::parse(device);
+    layer.device = reader.device = srupp_layer.device = generate.device = ops.device = sru::Device::parse(device);
     SRU_CHECK(layer.device.is_cpu() || layer_cmd->parsed() || reader_cmd->parsed() || srupp_cmd->parsed() ||
-                  generate_cmd->parsed(),
-              "srubench ", name, ": --device ", device, " is not supported: only sru-vs-lstm, reader-rnn, srupp-layer "
-              "and generate measure CUDA devices");
+                  generate_cmd->parsed() || ops_cmd->parsed(),
+              "srubench ", name, ": --device ", device, " is not supported: only sru-vs-lstm, reader-rnn, srupp-layer, "
+              "generate and ops measure CUDA devices");
     SRU_CHECK(!(layer.timing.cpu_time && layer.device.is_cuda()), "srubench sru-vs-lstm: --cpu-time measures the CPU "
               "only; a CUDA device is timed with CUDA events");
     if (layer.device.is_cuda()) {
@@ -232,6 +243,8 @@ int main(int argc, char** argv) {
       sru::bench::bench_under_load(report, under_load);
     } else if (generate_cmd->parsed()) {
       sru::bench::bench_generate(report, generate);
+    } else if (ops_cmd->parsed()) {
+      sru::bench::bench_ops(report, ops);
     } else if (ceil_cmd->parsed()) {
       sru::bench::bench_ceilings(report, ceilings);
     } else {

@@ -1,0 +1,136 @@
+// The op table's harness on the CPU (ops/op_table.h): every entry, every case, in the forward mode
+// (float32, and bf16 storage where the entry takes it, against float64 on the same values) and the
+// gradient mode (float64 central differences); and the coverage checks: every kernel that SRU_KERNEL
+// reaches belongs to an entry (or is listed as outside the table, with the tests that cover it), every
+// kernel an entry names exists, and every entry has every mode. The parity mode is
+// tests/parity/test_cuda_op_table.cpp; the bench mode `srubench ops` (e2e: app_srubench_ops).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "ops/op_table.h"
+#include "testing.h"
+
+using namespace sru;
+
+namespace {
+
+// The SRU_KERNEL / SRU_KERNEL_IN base names used anywhere under src/, with a file that uses each.
+std::map<std::string, std::string> dispatched_kernels() {
+  std::map<std::string, std::string> found;
+#ifdef SRU_SOURCE_DIR
+  // An argument: anything but commas, with calls one level deep (the device is often x.device()).
+  const std::string arg = R"((?:[^,()]|\([^()]*\))+)";
+  const std::regex kernel("SRU_KERNEL\\(" + arg + ",\\s*([a-z_0-9]+)\\s*[,)]");
+  const std::regex kernel_in("SRU_KERNEL_IN\\(" + arg + "," + arg + ",\\s*([a-z_0-9]+)\\s*[,)]");
+  for (const auto& file : std::filesystem::recursive_directory_iterator(std::string(SRU_SOURCE_DIR) + "/src")) {
+    const std::string ext = file.path().extension().string();
+    // dispatch.h defines the macros (its comments and definitions name no kernel).
+    if ((ext != ".cpp" && ext != ".h") || file.path().filename() == "dispatch.h") continue;
+    std::ifstream in(file.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string s = text.str();
+    for (const std::regex* re : {&kernel, &kernel_in})
+      for (auto it = std::sregex_iterator(s.begin(), s.end(), *re); it != std::sregex_iterator(); ++it)
+        found.emplace((*it)[1].str(), file.path().filename().string());
+  }
+#endif
+  return found;
+}
+
+// |a - b| <= tol (1 + |b|) everywhere, and the same shapes; the first mismatch otherwise.
+std::string compare(const Tensor& a, const Tensor& b, double tol) {
+  if (a.shape() != b.shape()) return "shapes differ: " + a.str() + " vs " + b.str();
+  const std::vector<double> x = a.to(DType::F64).to_vector<double>(), y = b.to(DType::F64).to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(std::abs(x[i] - y[i]) <= tol * (1.0 + std::abs(y[i]))))
+      return "element " + std::to_string(i) + ": " + std::to_string(x[i]) + " vs float64 " + std::to_string(y[i]);
+  return "";
+}
+
+}  // namespace
+
+TEST(OpTable, EveryDispatchedKernelBelongsToAnEntryAndEveryNamedKernelExists) {
+#ifndef SRU_SOURCE_DIR
+  GTEST_SKIP() << "built without SRU_SOURCE_DIR";
+#endif
+  const auto dispatched = dispatched_kernels();
+  ASSERT_GT(dispatched.size(), 30u) << "the scan of src/ for SRU_KERNEL found too few kernels";
+  std::set<std::string> claimed;
+  for (const OpEntry& e : op_table()) claimed.insert(e.kernels.begin(), e.kernels.end());
+  for (const KernelOutsideTable& k : kernels_outside_op_table()) claimed.insert(k.kernel);
+  for (const auto& [kernel, file] : dispatched) {
+    EXPECT_TRUE(claimed.count(kernel)) << "kernel " << kernel << " (" << file << ") belongs to no op table entry: "
+                                       << "add the op to src/ops/op_table.cpp (docs/architecture.md, Adding an op)";
+  }
+  for (const std::string& kernel : claimed)
+    EXPECT_TRUE(dispatched.count(kernel)) << "the op table names kernel " << kernel << ", which no SRU_KERNEL call reaches";
+}
+
+TEST(OpTable, EveryEntryHasEveryMode) {
+  std::set<std::string> names;
+  for (const OpEntry& e : op_table()) {
+    SCOPED_TRACE(e.name);
+    EXPECT_TRUE(names.insert(e.name).second) << "two entries named " << e.name;
+    EXPECT_FALSE(e.kernels.empty());
+    EXPECT_TRUE(std::count(e.dtypes.begin(), e.dtypes.end(), DType::F32) && std::count(e.dtypes.begin(), e.dtypes.end(), DType::F64))
+        << "every op computes in float32 and float64 (the gradient check's dtype)";
+    EXPECT_FALSE(e.cases.empty()) << "no cases: no forward, gradient or parity check";
+    for (const OpCase& c : e.cases) EXPECT_TRUE(c.run && !c.inputs.empty()) << c.label;
+    EXPECT_TRUE(e.bench.run && !e.bench.inputs.empty()) << "no bench case";
+  }
+  EXPECT_GE(op_table().size(), 40u);
+}
+
+class OpTableEntry : public ::testing::TestWithParam<size_t> {
+ protected:
+  const OpEntry& entry() const { return op_table()[GetParam()]; }
+};
+
+// Each dtype the entry lists against float64 on the same drawn values (16-bit storage: on the rounded
+// values, within bf16's half ulp of the outputs).
+TEST_P(OpTableEntry, ForwardAgreesWithFloat64) {
+  uint64_t seed = 100;
+  for (const OpCase& c : entry().cases) {
+    ++seed;
+    for (const DType dtype : entry().dtypes) {
+      if (dtype == DType::F64) continue;
+      SCOPED_TRACE(c.label + " at " + std::string(dtype_name(dtype)));
+      const std::vector<Tensor> inputs = make_op_inputs(c, dtype, Device::cpu(), seed);
+      std::vector<Tensor> reference_inputs;
+      for (const Tensor& x : inputs) {
+        Tensor r = x.detach().to(DType::F64).clone();
+        r.set_requires_grad(true);
+        reference_inputs.push_back(r);
+      }
+      const std::vector<Tensor> out = c.run(inputs, make_op_fixed(c, inputs));
+      const std::vector<Tensor> reference = c.run(reference_inputs, make_op_fixed(c, reference_inputs));
+      ASSERT_EQ(out.size(), reference.size());
+      const double tol = dtype == DType::F32 ? 2e-5 : 1e-2;
+      for (size_t i = 0; i < out.size(); ++i) {
+        const std::string diff = compare(out[i], reference[i], tol);
+        EXPECT_TRUE(diff.empty()) << "output " << i << ": " << diff;
+      }
+    }
+  }
+}
+
+TEST_P(OpTableEntry, GradientsMatchFiniteDifferencesInFloat64) {
+  if (!entry().differentiable) GTEST_SKIP() << entry().name << " is not differentiable";
+  uint64_t seed = 200;
+  for (const OpCase& c : entry().cases) {
+    SCOPED_TRACE(c.label);
+    const std::vector<Tensor> inputs = make_op_inputs(c, DType::F64, Device::cpu(), ++seed);
+    const std::vector<Tensor> fixed = make_op_fixed(c, inputs);
+    sru::testing::expect_gradients_match([&](const std::vector<Tensor>& x) { return c.run(x, fixed); }, inputs);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, OpTableEntry, ::testing::Range<size_t>(0, op_table().size()),
+                         [](const ::testing::TestParamInfo<size_t>& info) { return op_table_identifier(info.param); });
