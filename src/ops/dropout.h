@@ -18,6 +18,7 @@
 #include "core/hd.h"
 #include "core/rng.h"
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -41,12 +42,10 @@ void visit_tensors(const MaskWindow&, F&&) {}
 // takes (what the generator reserves). Throws when the shape does not scale with the shard's rows.
 MaskWindow mask_window(const Shape& shape, const BatchShard& shard, int batch_dim, int64_t& words);
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/dropout.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/dropout.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window);
-}  // namespace cuda
+)
 
 }  // namespace sru

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 #include "ops/elementwise_math.h"
 
 namespace sru {
@@ -47,7 +48,9 @@ inline Tensor operator/(const Tensor& x, double s) { return mul_scalar(x, 1.0 / 
 inline Tensor operator/(double s, const Tensor& x) { return rdiv_scalar(s, x); }
 inline Tensor operator-(const Tensor& x) { return neg(x); }
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/elementwise.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 // out = a OP b, with out of the broadcast shape (the larger operand's).
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
 // out = f(x), and grad_x = grad * f'(x) from the saved x and y = f(x).
@@ -56,14 +59,6 @@ void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tenso
                     const Tensor& grad_x);
 // out (n) = sum over rows of g viewed as (rows, n).
 void sum_rows(const Tensor& g, const Tensor& out);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/elementwise.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
-void unary(UnaryOp op, const Tensor& x, double alpha, const Tensor& out);
-void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double alpha,
-                    const Tensor& grad_x);
-void sum_rows(const Tensor& g, const Tensor& out);
-}  // namespace cuda
+)
 
 }  // namespace sru

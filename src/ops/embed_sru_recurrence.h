@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -41,7 +42,9 @@ void visit_tensors(const EmbedSruTensors& t, F&& f) {
 template <typename F>
 void visit_tensors(const EmbedSruRecurrenceOptions&, F&&) {}
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/embed_sru_recurrence.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 // Writes h (L, B, d), c_all (L, B, d) and c_last (B, d).
 void embed_sru_recurrence_forward(const EmbedSruTensors& in, const EmbedSruRecurrenceOptions& o, const Tensor& h,
                                   const Tensor& c_all, const Tensor& c_last);
@@ -51,16 +54,6 @@ void embed_sru_recurrence_backward(const EmbedSruTensors& in, const EmbedSruRecu
                                    const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_u,
                                    const Tensor& grad_f, const Tensor& grad_r, const Tensor& grad_x,
                                    const Tensor& grad_c0);
-}  // namespace cpu
-
-// The CUDA twins (ops/cuda/embed_sru_recurrence.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void embed_sru_recurrence_forward(const EmbedSruTensors& in, const EmbedSruRecurrenceOptions& o, const Tensor& h,
-                                  const Tensor& c_all, const Tensor& c_last);
-void embed_sru_recurrence_backward(const EmbedSruTensors& in, const EmbedSruRecurrenceOptions& o, const Tensor& c_all,
-                                   const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_u,
-                                   const Tensor& grad_f, const Tensor& grad_r, const Tensor& grad_x,
-                                   const Tensor& grad_c0);
-}  // namespace cuda
+)
 
 }  // namespace sru

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -15,15 +16,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 // reports it at the next host wait: cuda::reserve_error_slot).
 std::string embedding_index_error(int64_t k, int64_t i, int64_t V);
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/embedding.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor& out);
 // grad_weight += rows of grad scattered by indices (grad_weight must be zeroed by the caller).
 void embedding_backward(const Tensor& grad, const Tensor& indices, int64_t padding_idx, const Tensor& grad_weight);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/embedding.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void embedding_forward(const Tensor& weight, const Tensor& indices, const Tensor& out);
-void embedding_backward(const Tensor& grad, const Tensor& indices, int64_t padding_idx, const Tensor& grad_weight);
-}  // namespace cuda
+)
 
 }  // namespace sru

@@ -43,6 +43,7 @@
 
 #include "core/hd.h"
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -104,7 +105,10 @@ SRU_HD uint64_t topk_sort_key(double v) {
   return (u & 0x8000000000000000ull) ? ~u : (u | 0x8000000000000000ull);
 }
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/index.cu) have the same contracts,
+// tensors on one CUDA device; index_select_forward and index_copy_forward report a bad index through the
+// device error log instead of throwing at once.
+SRU_DECLARE_KERNELS(
 // out = x gathered along dim by index (shapes above); refuses an index outside [0, x.size(dim)).
 void index_select_forward(const Tensor& x, const Tensor& index, int64_t dim, const Tensor& out);
 // grad_x[o, index[i], :] += grad[o, i, :] along dim, in index order; grad_x zeroed by the caller.
@@ -117,15 +121,6 @@ void index_copy_forward(const Tensor& dst, const Tensor& index, int64_t dim, con
 void topk_forward(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
 // grad_x[r, indices[r, j]] += grad[r, j]; grad_x (..., C) zeroed by the caller.
 void topk_backward(const Tensor& grad, const Tensor& indices, const Tensor& grad_x);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/index.cu): same contracts, tensors on one CUDA device; index_select_forward
-// and index_copy_forward report a bad index through the device error log instead of throwing at once.
-namespace cuda {
-void index_select_forward(const Tensor& x, const Tensor& index, int64_t dim, const Tensor& out);
-void index_add(const Tensor& grad, const Tensor& index, int64_t dim, const Tensor& grad_x);
-void index_copy_forward(const Tensor& dst, const Tensor& index, int64_t dim, const Tensor& src);
-void topk_forward(const Tensor& x, int64_t k, const Tensor& values, const Tensor& indices);
-void topk_backward(const Tensor& grad, const Tensor& indices, const Tensor& grad_x);
-}  // namespace cuda
+)
 
 }  // namespace sru

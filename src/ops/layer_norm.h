@@ -7,24 +7,20 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/layer_norm.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                         const Tensor& mean, const Tensor& rstd);
 // Writes dx, and dweight / dbias when defined (overwritten, not accumulated).
 void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                          const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/layer_norm.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
-                        const Tensor& mean, const Tensor& rstd);
-void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
-}  // namespace cuda
+)
 
 }  // namespace sru

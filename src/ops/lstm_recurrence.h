@@ -22,6 +22,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -57,7 +58,9 @@ struct LstmStateSlots {
   int64_t first_previous() const { return reverse ? 1 : 0; }  // slot of h_{t-1} for t = 0
 };
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/lstm_recurrence.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 
 // Writes output (L, B, H), gates (L, B, 4H: i f g o after the nonlinearities; 0 at padded steps) and
 // h_states, c_states (L+1, B, H; slots as LstmStateSlots).
@@ -70,15 +73,6 @@ void lstm_recurrence_backward(const LstmTensors& in, const Tensor& gates, const 
                               const Tensor& grad_output, const Tensor& grad_h_last, const Tensor& grad_c_last,
                               const Tensor& grad_gates, const Tensor& grad_h0, const Tensor& grad_c0);
 
-}  // namespace cpu
-
-// The CUDA twins (ops/cuda/lstm_recurrence.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void lstm_recurrence_forward(const LstmTensors& in, const Tensor& output, const Tensor& gates, const Tensor& h_states,
-                             const Tensor& c_states);
-void lstm_recurrence_backward(const LstmTensors& in, const Tensor& gates, const Tensor& c_states,
-                              const Tensor& grad_output, const Tensor& grad_h_last, const Tensor& grad_c_last,
-                              const Tensor& grad_gates, const Tensor& grad_h0, const Tensor& grad_c0);
-}  // namespace cuda
+)
 
 }  // namespace sru

@@ -32,6 +32,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 #include "ops/masked_softmax_math.h"
 
 namespace sru {
@@ -44,7 +45,9 @@ Tensor causal_softmax(const Tensor& x, double scale, int64_t offset, int64_t win
 // does not broadcast to x.
 MaskIndex broadcast_mask_index(const Shape& x, const Shape& mask, const char* op);
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/masked_softmax.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 void masked_softmax_forward(const Tensor& x, const Tensor& mask, const MaskIndex& index, bool log, const Tensor& y);
 void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mask, const MaskIndex& index, bool log,
                              const Tensor& gx);
@@ -54,18 +57,6 @@ void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, co
                                    double scale, const Tensor& y);
 void causal_masked_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, const Tensor& mask,
                                     const MaskIndex& index, double scale, const Tensor& gx);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/masked_softmax.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void masked_softmax_forward(const Tensor& x, const Tensor& mask, const MaskIndex& index, bool log, const Tensor& y);
-void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mask, const MaskIndex& index, bool log,
-                             const Tensor& gx);
-void causal_softmax_forward(const Tensor& x, const CausalMask& causal, double scale, const Tensor& y);
-void causal_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, double scale, const Tensor& gx);
-void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, const Tensor& mask, const MaskIndex& index,
-                                   double scale, const Tensor& y);
-void causal_masked_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, const Tensor& mask,
-                                    const MaskIndex& index, double scale, const Tensor& gx);
-}  // namespace cuda
+)
 
 }  // namespace sru

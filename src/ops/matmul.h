@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -67,16 +68,13 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool tran
 // the batch count over 2^31 - 1, naming which, instead of letting them wrap.
 void check_gemm_sizes(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t batch);
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/matmul.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 // c = alpha * op(a) @ op(b) + beta * c for row-major matrices a (ra, ca), b (rb, cb), c (M, N), `batch`
 // of them stored back to back. beta = 0 ignores c's previous contents.
 void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
           const Tensor& c, int64_t batch, double alpha, double beta);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/matmul.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
-          const Tensor& c, int64_t batch, double alpha, double beta);
-}  // namespace cuda
+)
 
 }  // namespace sru

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -12,16 +13,13 @@ Tensor mean(const Tensor& x, int dim, bool keepdim = false);
 Tensor sum(const Tensor& x);   // all elements -> shape ()
 Tensor mean(const Tensor& x);  // all elements -> shape ()
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/reduce.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 // out (outer, inner) = scale * sum over the middle axis of x (outer, n, inner); accumulates in double.
 void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
 // out (outer, n, inner) = scale * g (outer, inner) repeated along the middle axis.
 void broadcast_middle(const Tensor& g, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/reduce.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
-void broadcast_middle(const Tensor& g, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out);
-}  // namespace cuda
+)
 
 }  // namespace sru

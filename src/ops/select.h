@@ -6,19 +6,18 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/select.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 // out[i] = cond[i % cond.numel()] != 0 ? (a defined ? a[i] : a_value) : (b defined ? b[i] : b_value)
 void select(const Tensor& cond, const Tensor& a, double a_value, const Tensor& b, double b_value, const Tensor& out);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/select.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void select(const Tensor& cond, const Tensor& a, double a_value, const Tensor& b, double b_value, const Tensor& out);
-}  // namespace cuda
+)
 
 }  // namespace sru

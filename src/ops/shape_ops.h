@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -23,19 +24,15 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 Tensor transpose(const Tensor& x, int dim0, int dim1);
 std::vector<Tensor> unbind(const Tensor& x);
 
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/shape_ops.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 // Copies src (outer, n_src, inner) into dst (outer, n_dst, inner) at rows [at, at + n_src) of the middle
 // axis when `into` is true, or the rows [at, at + n_dst) of src into dst when it is false.
 void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,
                  int64_t at, bool into);
 // dst = src with dims d0 < d1 swapped, src viewed as (A, n0, M, n1, C).
 void transpose_copy(const Tensor& src, const Tensor& dst, int64_t A, int64_t n0, int64_t M, int64_t n1, int64_t C);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/shape_ops.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,
-                 int64_t at, bool into);
-void transpose_copy(const Tensor& src, const Tensor& dst, int64_t A, int64_t n0, int64_t M, int64_t n1, int64_t C);
-}  // namespace cuda
+)
 
 }  // namespace sru

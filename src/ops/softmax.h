@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -40,7 +41,9 @@ std::string cross_entropy_target_error(int64_t k, int64_t n, int64_t C, int64_t 
 // grad (0-d) there. With label smoothing eps > 0 forward also writes each row's smoothing share
 // eps / K_n into share (N, f64), which backward reads; with eps = 0 share is undefined and unused. So neither needs a host wait. A target outside [0, C) that is not the ignore index
 // is an error (on a GPU reported at the next host wait, cuda::reserve_error_slot).
-namespace cpu {
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/softmax.cu) have the same contracts, tensors on one
+// CUDA device.
+SRU_DECLARE_KERNELS(
 void softmax_forward(const Tensor& x, bool log, const Tensor& y);
 void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& gx);
 void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
@@ -50,17 +53,6 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
 void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
                             double label_smoothing, const Tensor& share, const Tensor& scale, const Tensor& grad,
                             const Tensor& gx);
-}  // namespace cpu
-// The CUDA twins (ops/cuda/softmax.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void softmax_forward(const Tensor& x, bool log, const Tensor& y);
-void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& gx);
-void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
-                           double label_smoothing, const Tensor& lse, const Tensor& share, const Tensor& loss,
-                           const Tensor& scale);
-void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Tensor& lse, int64_t ignore_index,
-                            double label_smoothing, const Tensor& share, const Tensor& scale, const Tensor& grad,
-                            const Tensor& gx);
-}  // namespace cuda
+)
 
 }  // namespace sru

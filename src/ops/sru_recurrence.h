@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "core/tensor.h"
+#include "ops/kernels.h"
 
 namespace sru {
 
@@ -60,8 +61,9 @@ void visit_tensors(const SruRecurrenceOptions& o, F&& f) {
   f(o.scale_x_tensor);
 }
 
-namespace cpu {
-
+// Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/sru_recurrence.cu) have the same
+// contracts, tensors on one CUDA device.
+SRU_DECLARE_KERNELS(
 // Writes h (L, B, out), c_all (L, B, out) and c_last (B, out).
 void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
                             const Tensor& c_last);
@@ -71,22 +73,13 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
                              const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_U,
                              const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
                              const Tensor& grad_c0);
+)
 
+namespace cpu {
 // Which compiled kernel build runs: "avx2" (when the processor has it) or "baseline".
 const char* sru_kernel_isa();
 // Forces the baseline build even on AVX2 processors (for parity tests); returns the previous setting.
 bool force_baseline_sru_kernels(bool on);
-
 }  // namespace cpu
-
-// The CUDA twins (ops/cuda/sru_recurrence.cu): same contracts, tensors on one CUDA device.
-namespace cuda {
-void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
-                            const Tensor& c_last);
-void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& c_all,
-                             const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_U,
-                             const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
-                             const Tensor& grad_c0);
-}  // namespace cuda
 
 }  // namespace sru

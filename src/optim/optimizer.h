@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "ops/kernels.h"
 #include "optim/optimizer_math.h"
 
 namespace sru::optim {
@@ -62,9 +63,10 @@ class Optimizer {
 Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm);
 double clip_grad_norm(const nn::NamedTensors& params, double max_norm);
 
-// The kernels (CPU: optim/cpu/optimizer.cpp; CUDA: optim/cuda/optimizer.cu, same contracts), called
-// through SRU_KERNEL_IN (ops/dispatch.h), which checks that the operands share a device.
-namespace cpu {
+// The kernels, declared once for both backends (ops/kernels.h; CPU: optim/cpu/optimizer.cpp; CUDA:
+// optim/cuda/optimizer.cu, same contracts), called through SRU_KERNEL_IN (ops/dispatch.h), which checks
+// that the operands share a device.
+SRU_DECLARE_KERNELS(
 // One optimiser step of parameter p with gradient g and slots s0, s1 (s1 unused by SGD).
 void optimizer_update(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0, const Tensor& s1,
                       const StepScalars& scalars);
@@ -74,14 +76,7 @@ void sum_squares_blocks(const Tensor& g, int64_t block_size, const Tensor& parti
 void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result);
 // g *= result[1] (as g's dtype) unless the factor is 1.
 void scale_by_clip_factor(const Tensor& g, const Tensor& result);
-}  // namespace cpu
-namespace cuda {
-void optimizer_update(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0, const Tensor& s1,
-                      const StepScalars& scalars);
-void sum_squares_blocks(const Tensor& g, int64_t block_size, const Tensor& partial, int64_t at);
-void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result);
-void scale_by_clip_factor(const Tensor& g, const Tensor& result);
-}  // namespace cuda
+)
 
 // StepScalars holds no tensor (for SRU_KERNEL_IN's device check).
 template <typename F>
