@@ -8,6 +8,7 @@
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "config/config.h"
+#include "core/kernel_count.h"
 #include "core/cuda/runtime.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -70,7 +71,10 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     if (device.is_cuda()) sru::cuda::reset_peak_stats(device.index);
     run_steps(std::min(o.warmup_steps, per_epoch));
     tokens = 0;
+    const uint64_t dispatches_before = sru::kernel_dispatches();
     const auto t = sru::bench::time_cpu([&] { run_steps(steps); }, {0, o.repeats});
+    const double kernels_per_step = static_cast<double>(sru::kernel_dispatches() - dispatches_before) /
+                                    static_cast<double>(steps * o.repeats);
     const double seconds = t.median_ms / 1000.0 * static_cast<double>(per_epoch) / static_cast<double>(steps);
     if (first_seconds == 0) first_seconds = seconds;
     Row row{std::filesystem::path(path).stem().string(), device.str(), {}};
@@ -81,6 +85,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("vs_first", seconds / first_seconds);
     row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
     row.set("ranks", comm.size());
+    row.set("kernels_per_step", kernels_per_step);  // dispatches (core/kernel_count.h); on a GPU each is >= 1 launch
     if (device.is_cuda()) {
       const double peak = static_cast<double>(sru::cuda::allocator_stats(device.index).peak_allocated);
       row.set("peak_device_mb", peak / (1 << 20));

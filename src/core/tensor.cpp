@@ -9,6 +9,7 @@
 
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
+#include "core/kernel_count.h"
 #include "core/parallel.h"
 #include "core/philox.h"
 #include "core/philox_fill.h"
@@ -179,6 +180,7 @@ Tensor Tensor::to(Device target) const {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor t = empty(shape(), target, device());
+  detail::count_kernel_dispatch();
   if (device().is_cuda()) {
     cuda::convert(*this, t);
     return t;
@@ -232,6 +234,7 @@ Tensor Tensor::narrow0(int64_t start, int64_t length) const {
 }
 
 Tensor& Tensor::zero_() {
+  detail::count_kernel_dispatch();
   if (device().is_cuda()) {
     cuda::zero(*this);
     return *this;
@@ -241,6 +244,7 @@ Tensor& Tensor::zero_() {
 }
 
 Tensor& Tensor::fill_(double value) {
+  detail::count_kernel_dispatch();
   if (device().is_cuda()) {
     cuda::fill(*this, value);
     return *this;
@@ -258,6 +262,7 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   SRU_CHECK(src.numel() == numel() && src.dtype() == dtype(), "copy_: source ", src.str(),
             " does not match destination ", str());
+  detail::count_kernel_dispatch();
   if (device().is_cuda() || src.device().is_cuda()) {
     cuda::copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
     return *this;
@@ -270,6 +275,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   SRU_CHECK(other.numel() == numel() && other.dtype() == dtype(), "add_: ", other.str(),
             " does not match ", str());
   check_same_device(*this, other, "add_");
+  detail::count_kernel_dispatch();
   if (device().is_cuda()) {
     cuda::add_scaled(*this, other, alpha);
     return *this;
@@ -286,6 +292,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 }
 
 Tensor& Tensor::mul_(double factor) {
+  detail::count_kernel_dispatch();
   if (device().is_cuda()) {
     cuda::scale(*this, factor);
     return *this;
@@ -302,6 +309,7 @@ Tensor& Tensor::mul_(double factor) {
 
 Tensor& Tensor::clamp_(double low, double high) {
   SRU_CHECK(low <= high, "clamp_: low (", low, ") must not exceed high (", high, ")");
+  detail::count_kernel_dispatch();
   if (device().is_cuda()) {
     cuda::clamp(*this, low, high);
     return *this;

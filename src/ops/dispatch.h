@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/kernel_count.h"
 #include "core/tensor.h"
 
 namespace sru {
@@ -66,6 +67,7 @@ template <typename Cpu, typename Cuda, typename... Args>
 decltype(auto) run_kernel(Device device, const char* kernel, const Cpu& cpu_fn, [[maybe_unused]] const Cuda& cuda_fn,
                           Args&&... args) {
   check_operand_devices(device, kernel, args...);
+  count_kernel_dispatch();
 #if defined(SRU_WITH_CUDA)
   if (device.is_cuda()) return cuda_fn(std::forward<Args>(args)...);
 #endif

@@ -21,6 +21,7 @@
 
 #include "core/allocator.h"
 #include "core/cuda/runtime.h"
+#include "core/kernel_count.h"
 #include "core/parallel.h"
 #include "tasks/registry.h"
 #include "train/run_files.h"
@@ -86,6 +87,7 @@ class Trainer {
   Clock::time_point started_, window_start_;
   double window_loss_ = 0, train_seconds_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0, tokens_total_ = 0, skipped_ = 0, timed_steps_ = 0;
+  uint64_t window_dispatches_ = 0;  // kernel dispatches of the window's steps
 };
 
 void Trainer::setup() {
@@ -156,6 +158,7 @@ void Trainer::save(const std::string& name) {
 
 StepOutcome Trainer::train_one_step(int64_t first, int64_t count) {
   const auto t0 = Clock::now();
+  const uint64_t dispatches_before = kernel_dispatches();
   // Asked after backward, and summed over the ranks: any rank's Ctrl-C or time limit stops them all
   // after this step.
   const auto votes = [&] {
@@ -182,6 +185,7 @@ StepOutcome Trainer::train_one_step(int64_t first, int64_t count) {
     return r;
   }
   train_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  window_dispatches_ += kernel_dispatches() - dispatches_before;
   ++timed_steps_;
   tokens_total_ += r.tokens;
   window_loss_ += r.loss;
@@ -204,6 +208,8 @@ void Trainer::log_window(const StepOutcome& r) {
   rec["grad_norm"] = r.grad_norm;
   rec["tokens_per_s"] = window_tokens_ / window;
   rec["ms_per_step"] = 1000.0 * window / window_steps_;
+  // Kernels dispatched by the steps themselves (core/kernel_count.h), not by evaluations between them.
+  rec["kernels_per_step"] = static_cast<double>(window_dispatches_) / static_cast<double>(window_steps_);
   rec["memory_mb"] = static_cast<double>(mem.allocated) / (1 << 20);
   rec["peak_memory_mb"] = static_cast<double>(mem.peak_allocated) / (1 << 20);
   dir_->append_metrics(rec);
@@ -218,6 +224,7 @@ void Trainer::log_window(const StepOutcome& r) {
   window_loss_ = 0;
   window_steps_ = 0;
   window_tokens_ = 0;
+  window_dispatches_ = 0;
   window_start_ = Clock::now();
 }
 

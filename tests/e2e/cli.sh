@@ -341,6 +341,43 @@ PY
       echo "ok: $c"
     done
     ;;
+  kernel_counts)
+    # Kernel dispatches per training step (core/kernel_count.h: SRU_KERNEL calls and tensor fills, copies
+    # and conversions, the same count on the CPU and a GPU): srubench train-epoch's kernels_per_step for
+    # the paper's char-LM configs and the WMT Transformer at tiny sizes (the count depends on the layers,
+    # not their widths) must not exceed the counts of 2026-11-27 (issue 38's launch goals are measured
+    # against them); srutrain's metrics.jsonl records the same number for every logged step.
+    python3 "$src/scripts/reproduce/make_data.py" parallel "$work/pairs" > /dev/null
+    tiny_sizes=(--set model.hidden_size=16 --set model.embedding_size=16 --set data.batch_size=4 --set data.bptt=8)
+    pairs=(--set data.path="$work/pairs/train.en" --set data.target_path="$work/pairs/train.de"
+           --set data.valid_source="$work/pairs/valid.en" --set data.valid_target="$work/pairs/valid.de"
+           --set data.test_source= --set data.test_target= --set data.vocab_size=100 --set data.max_tokens=300
+           --set model.embedding_size=16 --set model.hidden_size=16 --set model.ff_size=32)
+    count() {  # CONFIG BASELINE ARGS...: kernels_per_step of srubench train-epoch, at most BASELINE
+      local config=$1 baseline=$2; shift 2
+      "$build/srubench" --warm-up-seconds 0 --threads 1 train-epoch --config="$src/configs/$config" "$@" --steps 3 \
+        --warmup-steps 1 --repeats 1 --json "$work/count.json" > "$work/count.log" 2>&1 \
+        || { cat "$work/count.log"; fail "srubench train-epoch $config"; }
+      python3 - "$work/count.json" "$config" "$baseline" <<'PY' || fail "$config dispatches more kernels per step than before"
+import json, sys
+n = json.load(open(sys.argv[1]))["rows"][0]["kernels_per_step"]
+print(f"{sys.argv[2]}: {n:g} kernels per step (at most {sys.argv[3]})")
+sys.exit(0 if n <= float(sys.argv[3]) else 1)
+PY
+    }
+    count enwik8.yaml 229 --set data.path="$data" "${tiny_sizes[@]}"
+    count enwik8-lstm.yaml 131 --set data.path="$data" "${tiny_sizes[@]}"
+    count translate/wmt-base.yaml 8363 "${pairs[@]}"
+    "$train" --config "$src/configs/enwik8.yaml" --set data.path="$data" "${tiny_sizes[@]}" --set train.max_steps=4 \
+      --set log.every_steps=1 --set eval.every_steps=2 --set eval.max_batches=1 --set train.threads=1 \
+      --run-dir "$work/run" > "$work/run.log" 2>&1 || { cat "$work/run.log"; fail "training"; }
+    python3 - "$work/run/metrics.jsonl" <<'PY' || fail "metrics.jsonl does not record 229 kernels for every step"
+import json, sys
+counts = [json.loads(l)["kernels_per_step"] for l in open(sys.argv[1]) if '"kernels_per_step"' in l]
+print("metrics.jsonl kernels_per_step:", counts)
+sys.exit(0 if len(counts) == 4 and set(counts) == {229} else 1)
+PY
+    ;;
   precision)
     # train.precision bf16 (every product's operands rounded to bfloat16; on the CPU by the twin of the
     # GPU's kernel): 300 steps of a small char-LM end within 0.05 BPC of fp32, on losses that differ
