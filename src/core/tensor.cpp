@@ -262,7 +262,9 @@ Tensor& Tensor::fill_(double value) {
 Tensor& Tensor::copy_(const Tensor& src) {
   SRU_CHECK(src.numel() == numel() && src.dtype() == dtype(), "copy_: source ", src.str(),
             " does not match destination ", str());
-  detail::count_kernel_dispatch();
+  // A copy within a device is a kernel; one between host and device (a batch's upload, a value read) is
+  // a transfer that a CPU run does not make, so it is not counted (core/kernel_count.h).
+  if (device() == src.device()) detail::count_kernel_dispatch();
   if (device().is_cuda() || src.device().is_cuda()) {
     cuda::copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
     return *this;

@@ -31,8 +31,6 @@ MatmulPrecision parse_precision(std::string_view name, std::string_view what) {
   const auto& names = precision_names();
   for (size_t i = 0; i < names.size(); ++i)
     if (name == names[i]) return static_cast<MatmulPrecision>(i);
-  SRU_CHECK(name != "fp16", what, ": fp16 is not offered: bf16 has float32's exponent range, so it trains without "
-            "loss scaling; use bf16");
   SRU_FAIL(what, ": '", name, "' is not a precision: fp32, tf32 or bf16");
 }
 

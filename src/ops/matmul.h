@@ -43,8 +43,7 @@ MatmulPrecision matmul_precision();
 const std::vector<std::string>& matmul_precision_names();
 // Ours, in the enum's order: "fp32", "tf32", "bf16" (train.precision, srueval/srubench --precision).
 const std::vector<std::string>& precision_names();
-// One of precision_names() as its value; throws naming `what` otherwise (fp16 with the reason it is
-// not offered).
+// One of precision_names() as its value; throws naming `what` otherwise.
 MatmulPrecision parse_precision(std::string_view name, std::string_view what);
 const std::string& precision_name(MatmulPrecision precision);
 

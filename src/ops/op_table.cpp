@@ -88,7 +88,7 @@ std::vector<OpEntry> build() {
       return Inputs{op_fixed(v, x[0].shape(), x[0])};
     };
     const auto g = [](const Inputs& x, const Inputs& fx) { return relu(mul(x[0], fx[0])); };
-    t.push_back(OpEntry{"relu", {"unary", "unary_backward", "binary"}, kFloat, true, 1e-4,
+    t.push_back(OpEntry{"relu", {"unary", "unary_backward"}, kFloat, true, 1e-4,
                         {one_fixed("(3, 4) both signs", {in({3, 4}, 0.1, 1.0)}, signs, g)},
                         one_fixed("(128, 32, 1024) both signs", {in({128, 32, 1024}, 0.1, 1.0)}, signs, g)});
   }

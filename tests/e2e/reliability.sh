@@ -67,10 +67,11 @@ case $case in
       sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
       if [ $((i % 2)) = 0 ]; then
         # Aimed: poll the directory (a glob and kill -0 are builtins: microseconds a turn, no fork)
-        # until the next checkpoint temporary appears, then kill at once, inside that write.
+        # until the next checkpoint temporary appears (not config.yaml's or summary.json's), then kill at
+        # once, inside that write.
         aimed=$((aimed + 1))
         while kill -0 $pid 2> /dev/null; do
-          temporaries=("$dir"/*.tmp.*)
+          temporaries=("$dir"/*.safetensors.tmp.*)
           [ ${#temporaries[@]} -gt 0 ] && break
         done
       fi
@@ -78,7 +79,7 @@ case $case in
       wait $pid; rc=$?
       [ $rc = 0 ] && finished=$((finished + 1))
       [ $rc = 0 ] || [ $rc = 137 ] || { cat "$dir.log"; fail "trial $i: exit $rc"; }
-      torn=$(ls "$dir" 2> /dev/null | grep -c '\.tmp\.')
+      torn=$(ls "$dir" 2> /dev/null | grep -c '\.safetensors\.tmp\.')  # a checkpoint's, not config.yaml's
       [ "$torn" -gt 0 ] && in_write=$((in_write + 1))
       for f in "$dir"/*.safetensors; do
         [ -e "$f" ] || continue

@@ -1,8 +1,8 @@
 // The op table's harness on the CPU (ops/op_table.h): every entry, every case, in the forward mode
-// (float32, and bf16 storage where the entry takes it, against float64 on the same values) and the
-// gradient mode (float64 central differences); and the coverage checks: every kernel that SRU_KERNEL
-// reaches belongs to an entry (or is listed as outside the table, with the tests that cover it), every
-// kernel an entry names exists, and every entry has every mode. The parity mode is
+// (float32, and bf16 storage where the entry takes it, forward and backward, against float64 on the
+// same values) and the gradient mode (float64 central differences); and the coverage checks: every
+// kernel that SRU_KERNEL reaches belongs to an entry (or is listed as outside the table, with the tests
+// that cover it), every kernel an entry names exists, and every entry has every mode. The parity mode is
 // tests/parity/test_cuda_op_table.cpp; the bench mode `srubench ops` (e2e: app_srubench_ops).
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "autograd/engine.h"
 #include "ops/op_table.h"
 #include "testing.h"
 
@@ -116,6 +117,25 @@ TEST_P(OpTableEntry, ForwardAgreesWithFloat64) {
       for (size_t i = 0; i < out.size(); ++i) {
         const std::string diff = compare(out[i], reference[i], tol);
         EXPECT_TRUE(diff.empty()) << "output " << i << ": " << diff;
+      }
+      if (dtype == DType::F32 || !entry().differentiable) continue;
+      // 16-bit storage: backward too, each output's cotangent drawn in float32 and stored in its dtype (as
+      // the CUDA parity mode seeds it), against float64's backward from the same cotangents.
+      std::vector<Tensor> roots, seeds, reference_roots, reference_seeds;
+      for (size_t i = 0; i < out.size(); ++i) {
+        if (!out[i].requires_grad()) continue;
+        Generator gen(100 + i);
+        const Tensor w = Tensor::uniform(out[i].shape(), -1, 1, DType::F32, gen).to(out[i].dtype());
+        roots.push_back(out[i]);
+        seeds.push_back(w);
+        reference_roots.push_back(reference[i]);
+        reference_seeds.push_back(w.to(DType::F64));
+      }
+      autograd::backward(roots, seeds);
+      autograd::backward(reference_roots, reference_seeds);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        const std::string diff = compare(inputs[i].grad(), reference_inputs[i].grad(), tol);
+        EXPECT_TRUE(diff.empty()) << "gradient of input " << i << ": " << diff;
       }
     }
   }
