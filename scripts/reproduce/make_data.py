@@ -13,10 +13,26 @@
                                    the noun, plural nouns, the verb second and the verb last in a
                                    subordinate clause, capitalised nouns; unique sentences, one reference
 Standard library only; the same files on every machine and Python 3 version (random.Random with a seed).
+Each file appears whole (written beside it, then renamed): ci.sh --jobs 2 runs two reproductions at once
+that make and read the same files.
 """
+import contextlib
 import os
 import random
 import sys
+
+
+@contextlib.contextmanager
+def whole_file(path):
+    """Opens a temporary beside PATH for writing and renames it to PATH when the block ends without error."""
+    temporary = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        with open(temporary, "w") as f:
+            yield f
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
 def classify(path, n=1200, seed=13):
@@ -24,7 +40,7 @@ def classify(path, n=1200, seed=13):
     filler = ["w%d" % i for i in range(150)]
     positive = ["good%d" % i for i in range(20)]
     negative = ["bad%d" % i for i in range(20)]
-    with open(path, "w") as f:
+    with whole_file(path) as f:
         for _ in range(n):
             pos, neg = rng.randint(0, 3), rng.randint(0, 3)
             if pos == neg:
@@ -63,7 +79,7 @@ def words(directory, seed=17):
 
     os.makedirs(directory, exist_ok=True)
     for split, count in (("train", 6000), ("valid", 600), ("test", 600)):
-        with open(os.path.join(directory, split + ".txt"), "w") as f:
+        with whole_file(os.path.join(directory, split + ".txt")) as f:
             for _ in range(count):
                 s = sentence()
                 if split == "train" and rng.random() < 0.02:
@@ -119,7 +135,7 @@ def parallel(directory, seed=19):
     os.makedirs(directory, exist_ok=True)
     seen = set()
     for split, count in (("train", 6000), ("valid", 300), ("test", 300)):
-        with open(os.path.join(directory, split + ".en"), "w") as en, open(os.path.join(directory, split + ".de"), "w") as de:
+        with whole_file(os.path.join(directory, split + ".en")) as en, whole_file(os.path.join(directory, split + ".de")) as de:
             written = 0
             while written < count:
                 s, t = sentence()
