@@ -201,6 +201,8 @@ int main(int argc, char** argv) {
                                      "(ops/op_table.h) at its bench shape");
   ops_cmd->add_option("--only", ops.only, "Entries whose name contains this");
   ops_cmd->add_flag("--small", ops.small, "The entries' small cases (the checks' shapes) instead");
+  ops_cmd->add_option("--dtype", ops.dtype, "Storage dtype of the inputs: f32, or bf16 (the entries with bf16 kernels)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
   add_timing_options(ops_cmd, ops.timing);
   add_device_options(ops_cmd);
   ops_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");

@@ -13,6 +13,9 @@ struct OpBenchOptions {
   Device device = Device::cpu();
   std::string only;    // entries whose name contains this ("" = all)
   bool small = false;  // the entries' small cases (the checks' shapes) instead of their bench case
+  // The storage dtype of the inputs ("f32" or "bf16"): bf16 times the entries that list BF16, their
+  // storage16 operands in it (the 16-bit kernels against the float32 rows of another run).
+  std::string dtype = "f32";
   TimingOptions timing;
 };
 

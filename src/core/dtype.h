@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/float16.h"
@@ -44,6 +45,10 @@ constexpr std::string_view dtype_name(DType t) {
 constexpr bool is_floating(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::BF16 || t == DType::F16; }
 constexpr bool is_compute_floating(DType t) { return t == DType::F32 || t == DType::F64; }
 
+// The type a kernel does its arithmetic in for storage type T: float for the 16-bit types, T otherwise.
+template <typename T>
+using compute_t = std::conditional_t<std::is_same_v<T, bf16> || std::is_same_v<T, f16>, float, T>;
+
 template <typename T> struct dtype_of;
 template <> struct dtype_of<float> { static constexpr DType value = DType::F32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::F64; };
@@ -63,6 +68,20 @@ template <> struct dtype_of<f16> { static constexpr DType value = DType::F16; };
       case ::sru::DType::F64: return (__VA_ARGS__).template operator()<double>();        \
       default:                                                                           \
         SRU_FAIL(OPNAME, ": expected a floating tensor (f32 or f64), got ", ::sru::dtype_name(DT)); \
+    }                                                                                    \
+  }()
+
+// SRU_DISPATCH_FLOATING_BF16: as above, and scalar_t = bf16 for DType::BF16: the kernels of the ops
+// that take bfloat16 storage, which compute in compute_t<scalar_t> (float for bf16) and round once where
+// they store (check_floating16 is their operand check).
+#define SRU_DISPATCH_FLOATING_BF16(DT, OPNAME, ...)                                      \
+  [&] {                                                                                  \
+    switch (DT) {                                                                        \
+      case ::sru::DType::F32: return (__VA_ARGS__).template operator()<float>();         \
+      case ::sru::DType::F64: return (__VA_ARGS__).template operator()<double>();        \
+      case ::sru::DType::BF16: return (__VA_ARGS__).template operator()<::sru::bf16>();  \
+      default:                                                                           \
+        SRU_FAIL(OPNAME, ": expected a floating tensor (f32, f64 or bf16), got ", ::sru::dtype_name(DT)); \
     }                                                                                    \
   }()
 

@@ -282,12 +282,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
     cuda::add_scaled(*this, other, alpha);
     return *this;
   }
-  SRU_DISPATCH_FLOATING(dtype(), "add_", [&]<typename T>() {
+  // bf16 (gradients that the autograd engine sums): float32 math, rounded once, as the CUDA twin.
+  SRU_DISPATCH_FLOATING_BF16(dtype(), "add_", [&]<typename T>() {
+    using C = compute_t<T>;
     T* d = data<T>();
     const T* o = other.data<T>();
-    const T a = static_cast<T>(alpha);
+    const C a = static_cast<C>(alpha);
     parallel_for(0, numel(), kParallelGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) d[i] += a * o[i];
+      for (int64_t i = b; i < e; ++i) d[i] = T(C(d[i]) + a * C(o[i]));
     });
   });
   return *this;
@@ -368,6 +370,11 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
 void check_floating(const Tensor& t, const char* op) {
   SRU_CHECK(is_compute_floating(t.dtype()), op, ": expected a floating tensor (f32 or f64), got ",
             dtype_name(t.dtype()));
+}
+
+void check_floating16(const Tensor& t, const char* op) {
+  SRU_CHECK(is_compute_floating(t.dtype()) || t.dtype() == DType::BF16, op,
+            ": expected a floating tensor (f32, f64 or bf16), got ", dtype_name(t.dtype()));
 }
 
 #define SRU_INSTANTIATE(T)                                                                  \

@@ -129,5 +129,7 @@ void check_same_shape(const Tensor& a, const Tensor& b, const char* op);
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 void check_same_device(const Tensor& a, const Tensor& b, const char* op);
 void check_floating(const Tensor& t, const char* op);
+// f32, f64 or bf16: the operand check of the ops whose kernels also take bfloat16 storage.
+void check_floating16(const Tensor& t, const char* op);
 
 }  // namespace sru

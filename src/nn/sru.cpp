@@ -83,35 +83,46 @@ void SRULayer::reset_parameters(Generator& gen) {
 }
 
 std::pair<Tensor, Tensor> SRULayer::forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const {
-  const Tensor U = project(x);  // checks x's shape
+  const bool fused = implementation == SRUImplementation::Fused;
+  // train.precision bf16 (autocast_bf16): U = x W from bf16 operands and the recurrence on bf16 U and x
+  // with float32 state, parameters and math; h comes out bf16 and feeds the next layer's product as it
+  // is (SRU::forward returns float32). The composed oracle and float64 stay as they are.
+  const bool bf16 = fused && autocast_bf16() && x.dtype() != DType::F64;
+  const Tensor U = project(x, bf16);  // checks x's shape
   const int64_t B = x.size(1);
+  const DType compute = x.dtype() == DType::BF16 ? DType::F32 : x.dtype();
   Tensor mask_c;
-  if (is_training() && dropout > 0) mask_c = dropout_mask({B, output_size}, dropout, x.dtype(), *gen_, x.device());
+  if (is_training() && dropout > 0) mask_c = dropout_mask({B, output_size}, dropout, compute, *gen_, x.device());
   SruRecurrenceOptions ro;
   ro.hidden_size = options.hidden_size;
   ro.bidirectional = options.bidirectional;
   ro.k = static_cast<int>(k);
   ro.has_skip_term = options.has_skip_term;
   ro.use_tanh = options.use_tanh;
-  const bool fused = implementation == SRUImplementation::Fused;
   // The fused kernel reads scale_x on the device (no host wait per layer); the composed oracle needs it here.
   if (options.rescale && fused) ro.scale_x_tensor = scale_x;
   else ro.scale_x = options.rescale ? scale_x.item<double>() : 1.0;
   // The skip term reads the layer's own input (before layer norm and rnn_dropout), as `sru` does.
-  auto [h, c] = fused ? sru_recurrence(U, x, weight_c, bias, c0, mask_c, mask_pad, ro)
+  const Tensor skip_x = bf16 && options.has_skip_term && k == 3 ? cast(x, DType::BF16) : x;
+  auto [h, c] = fused ? sru_recurrence(U, skip_x, weight_c, bias, c0, mask_c, mask_pad, ro)
                       : sru_recurrence_composed(U, x, weight_c, bias, c0, mask_c, mask_pad, ro);
   if (layer_norm && options.normalize_after) h = layer_norm->forward(h);
   return {h, c};
 }
 
-Tensor SRULayer::project(const Tensor& x) const {
+Tensor SRULayer::project(const Tensor& x, bool bf16) const {
   SRU_CHECK(x.dim() == 3 && x.size(2) == input_size, "SRU layer: input must be (L, B, ", input_size, "), got ",
             shape_str(x.shape()));
   Tensor input = x;
   if (layer_norm && !options.normalize_after) input = layer_norm->forward(input);
-  if (is_training() && options.rnn_dropout > 0)
-    input = input * dropout_mask({x.size(1), input_size}, options.rnn_dropout, x.dtype(), *gen_, x.device());
-  return weight_proj.defined() ? matmul(matmul(input, weight_proj), weight) : matmul(input, weight);
+  if (is_training() && options.rnn_dropout > 0) {
+    // The mask in float32 beside a bf16 input: the product in float32, rounded once by the cast below.
+    const DType compute = input.dtype() == DType::BF16 ? DType::F32 : input.dtype();
+    input = cast(input, compute) * dropout_mask({x.size(1), input_size}, options.rnn_dropout, compute, *gen_, x.device());
+  }
+  if (!bf16) return weight_proj.defined() ? matmul(matmul(input, weight_proj), weight) : matmul(input, weight);
+  const Tensor in16 = cast(input, DType::BF16), w16 = cast(weight, DType::BF16);
+  return weight_proj.defined() ? matmul(matmul(in16, cast(weight_proj, DType::BF16)), w16) : matmul(in16, w16);
 }
 
 SRU::SRU(const SRUOptions& o, Generator& gen) : options(o) {
@@ -149,7 +160,8 @@ std::pair<Tensor, Tensor> SRU::forward(const Tensor& x, const Tensor& c0, const 
     h = h_i;
     last_states.push_back(c_i);
   }
-  return {h, stack_layer_states(last_states)};
+  // Under autocast the layers pass bf16 between them; the stack answers in its input's dtype.
+  return {cast(h, x.dtype()), stack_layer_states(last_states)};
 }
 
 void SRU::set_implementation(SRUImplementation impl) {

@@ -52,8 +52,9 @@ class SRULayer : public Module {
   // x (L, B, n_in), c0 (B, out) or undefined, mask_pad (L, B) or undefined -> (h (L, B, out), c (B, out))
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& c0, const Tensor& mask_pad) const;
   // U (L, B, out*k) of input x (L, B, n_in): layer norm (before the recurrence), rnn_dropout when
-  // training, the projection and W. Row by row: what the recurrence reads per input vector.
-  Tensor project(const Tensor& x) const;
+  // training, the projection and W. Row by row: what the recurrence reads per input vector. bf16: the
+  // products' operands (the input and the weights) cast to bf16, U bf16 (FP32 sums).
+  Tensor project(const Tensor& x, bool bf16 = false) const;
   void reset_parameters(Generator& gen);
 
   int64_t input_size, output_size, projection_size, k;

@@ -11,7 +11,7 @@ namespace {
 Shape broadcast_shape(const Tensor& a, const Tensor& b, const char* op) {
   check_same_dtype(a, b, op);
   check_same_device(a, b, op);
-  check_floating(a, op);
+  check_floating16(a, op);
   if (a.shape() == b.shape()) return a.shape();
   if (a.numel() >= b.numel() && is_shape_suffix(b.shape(), a.shape())) return a.shape();
   if (b.numel() >= a.numel() && is_shape_suffix(a.shape(), b.shape())) return b.shape();
@@ -26,7 +26,7 @@ Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tens
 }
 
 Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, double alpha) {
-  check_floating(x, name);
+  check_floating16(x, name);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   SRU_KERNEL(x.device(), unary, op, x, alpha, y);
   if (autograd::needs_grad({x})) {

@@ -7,18 +7,22 @@
 namespace sru {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  check_floating(x, "layer_norm");
+  check_floating16(x, "layer_norm");
+  // bf16 x (and y, dx): weight, bias, the row statistics and the weight gradients stay float32.
+  const DType compute = x.dtype() == DType::BF16 ? DType::F32 : x.dtype();
   SRU_CHECK(x.dim() >= 1 && x.size(-1) > 0, "layer_norm: needs a non-empty last dim, got ", shape_str(x.shape()));
   const int64_t D = x.size(-1), N = x.numel() / D;
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
-    check_same_dtype(x, *p, "layer_norm");
+    SRU_CHECK(p->dtype() == compute, "layer_norm: weight/bias must be ", dtype_name(compute), " with x of ",
+              dtype_name(x.dtype()), ", got ", dtype_name(p->dtype()));
+    check_same_device(x, *p, "layer_norm");
     SRU_CHECK(p->shape() == Shape{D}, "layer_norm: weight/bias must have shape (", D, ",), got ",
               shape_str(p->shape()));
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  Tensor mean = Tensor::empty({N}, x.dtype(), x.device());
-  Tensor rstd = Tensor::empty({N}, x.dtype(), x.device());
+  Tensor mean = Tensor::empty({N}, compute, x.device());
+  Tensor rstd = Tensor::empty({N}, compute, x.device());
   SRU_KERNEL(x.device(), layer_norm_forward, x, weight, bias, eps, y, mean, rstd);
   if (autograd::needs_grad({x, weight, bias})) {
     const bool need_w = weight.defined() && weight.requires_grad();
@@ -27,8 +31,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                      [=, x = x.detach(), weight = weight.defined() ? weight.detach() : Tensor()](
                          const std::vector<Tensor>& g) {
                        Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-                       Tensor dw = need_w ? Tensor::empty({D}, x.dtype(), x.device()) : Tensor();
-                       Tensor db = need_b ? Tensor::empty({D}, x.dtype(), x.device()) : Tensor();
+                       Tensor dw = need_w ? Tensor::empty({D}, compute, x.device()) : Tensor();
+                       Tensor db = need_b ? Tensor::empty({D}, compute, x.device()) : Tensor();
                        SRU_KERNEL(x.device(), layer_norm_backward, g[0], x, weight, mean, rstd, dx, dw, db);
                        return std::vector<Tensor>{dx, dw, db};
                      });

@@ -73,7 +73,7 @@ Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   check_same_dtype(a, b, "matmul");
   check_same_device(a, b, "matmul");
-  check_floating(a, "matmul");
+  check_floating16(a, "matmul");
   SRU_CHECK(b.dim() == 2, "matmul: b must be 2-d, got shape ", shape_str(b.shape()));
   SRU_CHECK(a.dim() >= 1 && (!ta || a.dim() == 2), "matmul: a must be ", ta ? "2-d when transposed" : "at least 1-d",
             ", got shape ", shape_str(a.shape()));
@@ -104,7 +104,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   check_same_dtype(a, b, "bmm");
   check_same_device(a, b, "bmm");
-  check_floating(a, "bmm");
+  check_floating16(a, "bmm");
   SRU_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0), "bmm: expected (Bt, ., .) tensors with equal Bt, got ",
             shape_str(a.shape()), " and ", shape_str(b.shape()));
   const int64_t batch = a.size(0);

@@ -38,6 +38,9 @@ namespace sru {
 enum class MatmulPrecision { Highest, High, Medium };
 void set_matmul_precision(MatmulPrecision precision);
 MatmulPrecision matmul_precision();
+// Whether the layers that route bf16 activations (the SRU layer: its U = x W and recurrence I/O) keep
+// them in bf16: at precision bf16 (train.precision, srueval --precision), as PyTorch's bf16 autocast.
+inline bool autocast_bf16() { return matmul_precision() == MatmulPrecision::Medium; }
 // PyTorch's names, in the enum's order: "highest", "high", "medium" (the values of the config key
 // train.matmul_precision, which train.precision replaced: config/config.cpp translates them).
 const std::vector<std::string>& matmul_precision_names();

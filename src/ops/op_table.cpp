@@ -18,6 +18,8 @@ using Outputs = std::vector<Tensor>;
 using Run = std::function<Outputs(const Inputs&)>;
 
 const std::vector<DType> kFloat = {DType::F32, DType::F64};
+// The ops whose kernels also take bfloat16 storage (SRU_DISPATCH_FLOATING_BF16).
+const std::vector<DType> kFloatBf16 = {DType::F32, DType::F64, DType::BF16};
 
 OpInput in(Shape shape, double low = -1.0, double high = 1.0) { return OpInput{std::move(shape), low, high, true}; }
 // An operand that stays in the compute dtype under 16-bit storage.
@@ -47,7 +49,7 @@ OpCase many(std::string label, std::vector<OpInput> inputs, std::function<Output
 // An element-wise op of one operand: small and bench cases over the same function.
 OpEntry unary_entry(std::string name, std::function<Tensor(const Tensor&)> f, double low = -1.0, double high = 1.0) {
   const auto g = [f](const Inputs& x) { return f(x[0]); };
-  return OpEntry{std::move(name), {"unary", "unary_backward"}, kFloat, true, 1e-4,
+  return OpEntry{std::move(name), {"unary", "unary_backward"}, kFloatBf16, true, 1e-4,
                  {one("(3, 4)", {in({3, 4}, low, high)}, g), one("(2, 3, 5)", {in({2, 3, 5}, low, high)}, g)},
                  one("(128, 32, 1024)", {in({128, 32, 1024}, low, high)}, g)};
 }
@@ -56,7 +58,7 @@ OpEntry unary_entry(std::string name, std::function<Tensor(const Tensor&)> f, do
 OpEntry binary_entry(std::string name, std::function<Tensor(const Tensor&, const Tensor&)> f, double low = -1.0,
                      double high = 1.0) {
   const auto g = [f](const Inputs& x) { return f(x[0], x[1]); };
-  return OpEntry{std::move(name), {"binary", "sum_rows"}, kFloat, true, 1e-4,
+  return OpEntry{std::move(name), {"binary", "sum_rows"}, kFloatBf16, true, 1e-4,
                  {one("(3, 4) (3, 4)", {in({3, 4}, low, high), in({3, 4}, low, high)}, g),
                   one("(2, 3, 4) (4)", {in({2, 3, 4}, low, high), in({4}, low, high)}, g),
                   one("(4) (2, 3, 4)", {in({4}, low, high), in({2, 3, 4}, low, high)}, g)},
@@ -87,8 +89,9 @@ std::vector<OpEntry> build() {
       for (size_t i = 0; i < v.size(); ++i) v[i] = i % 2 ? -1.0 : 1.0;
       return Inputs{op_fixed(v, x[0].shape(), x[0])};
     };
-    const auto g = [](const Inputs& x, const Inputs& fx) { return relu(mul(x[0], fx[0])); };
-    t.push_back(OpEntry{"relu", {"unary", "unary_backward"}, kFloat, true, 1e-4,
+    // (The signs are exact in every dtype; op_fixed makes them float32 beside a bf16 input.)
+    const auto g = [](const Inputs& x, const Inputs& fx) { return relu(mul(x[0], fx[0].to(x[0].dtype()))); };
+    t.push_back(OpEntry{"relu", {"unary", "unary_backward"}, kFloatBf16, true, 1e-4,
                         {one_fixed("(3, 4) both signs", {in({3, 4}, 0.1, 1.0)}, signs, g)},
                         one_fixed("(128, 32, 1024) both signs", {in({128, 32, 1024}, 0.1, 1.0)}, signs, g)});
   }
@@ -108,29 +111,30 @@ std::vector<OpEntry> build() {
                       {one("(3, 4)", {in({3, 4})}, [](const Inputs& x) { return mean(x[0]); })},
                       one("(4096, 1024)", {in({4096, 1024})}, [](const Inputs& x) { return mean(x[0]); })});
   // Products.
-  t.push_back(OpEntry{"matmul", {"gemm"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"matmul", {"gemm"}, kFloatBf16, true, 1e-4,
                       {one("(2, 3, 4) @ (4, 5)", {in({2, 3, 4}), in({4, 5})},
                            [](const Inputs& x) { return matmul(x[0], x[1]); }),
                        one("(4, 3)^T @ (5, 4)^T", {in({4, 3}), in({5, 4})},
                            [](const Inputs& x) { return matmul(x[0], x[1], true, true); })},
                       one("(4096, 1024) @ (1024, 3072)", {in({4096, 1024}), in({1024, 3072})},
                           [](const Inputs& x) { return matmul(x[0], x[1]); })});
-  t.push_back(OpEntry{"bmm", {"gemm"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"bmm", {"gemm"}, kFloatBf16, true, 1e-4,
                       {one("(2, 3, 4) @ (2, 5, 4)^T", {in({2, 3, 4}), in({2, 5, 4})},
                            [](const Inputs& x) { return bmm(x[0], x[1], false, true); })},
                       one("(64, 128, 64) @ (64, 128, 64)^T", {in({64, 128, 64}), in({64, 128, 64})},
                           [](const Inputs& x) { return bmm(x[0], x[1], false, true); })});
   // Normalisation and softmax.
-  t.push_back(OpEntry{"layer_norm", {"layer_norm_forward", "layer_norm_backward"}, kFloat, true, 1e-4,
-                      {one("(3, 2, 5) affine", {in({3, 2, 5}), in({5}), in({5})},
+  // bf16: x (and y) in it, the weight and bias float32.
+  t.push_back(OpEntry{"layer_norm", {"layer_norm_forward", "layer_norm_backward"}, kFloatBf16, true, 1e-4,
+                      {one("(3, 2, 5) affine", {in({3, 2, 5}), in32({5}), in32({5})},
                            [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); }),
                        one("(4, 6) plain", {in({4, 6})}, [](const Inputs& x) { return layer_norm(x[0], Tensor(), Tensor()); })},
-                      one("(4096, 1024) affine", {in({4096, 1024}), in({1024}), in({1024})},
+                      one("(4096, 1024) affine", {in({4096, 1024}), in32({1024}), in32({1024})},
                           [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); })});
-  t.push_back(OpEntry{"softmax", {"softmax_forward", "softmax_backward"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"softmax", {"softmax_forward", "softmax_backward"}, kFloatBf16, true, 1e-4,
                       {one("(3, 4, 5)", {in({3, 4, 5}, -3, 3)}, [](const Inputs& x) { return softmax(x[0]); })},
                       one("(4096, 1024)", {in({4096, 1024}, -3, 3)}, [](const Inputs& x) { return softmax(x[0]); })});
-  t.push_back(OpEntry{"log_softmax", {"softmax_forward", "softmax_backward"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"log_softmax", {"softmax_forward", "softmax_backward"}, kFloatBf16, true, 1e-4,
                       {one("(3, 4, 5)", {in({3, 4, 5}, -3, 3)}, [](const Inputs& x) { return log_softmax(x[0]); })},
                       one("(4096, 1024)", {in({4096, 1024}, -3, 3)}, [](const Inputs& x) { return log_softmax(x[0]); })});
   {
@@ -146,7 +150,7 @@ std::vector<OpEntry> build() {
         return cross_entropy(x[0], fx[0], -100, reduction, smoothing);
       };
     };
-    t.push_back(OpEntry{"cross_entropy", {"cross_entropy_forward", "cross_entropy_backward"}, kFloat, true, 1e-4,
+    t.push_back(OpEntry{"cross_entropy", {"cross_entropy_forward", "cross_entropy_backward"}, kFloatBf16, true, 1e-4,
                         {one_fixed("(5, 6) mean, one ignored", {in({5, 6}, -3, 3)}, targets, ce(0.0, Reduction::Mean)),
                          one_fixed("(5, 6) sum, label smoothing 0.1", {in({5, 6}, -3, 3)}, targets,
                                    ce(0.1, Reduction::Sum))},

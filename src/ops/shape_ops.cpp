@@ -30,6 +30,19 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   return y;
 }
 
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  SRU_CHECK(is_floating(x.dtype()) && is_floating(dtype), "cast: from ", dtype_name(x.dtype()), " to ",
+            dtype_name(dtype), ": only between floating dtypes");
+  Tensor y = x.detach().to(dtype);
+  if (autograd::needs_grad({x})) {
+    autograd::record("CastBackward", {x}, {y}, [from = x.dtype()](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].to(from)};
+    });
+  }
+  return y;
+}
+
 Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end) {
   SRU_CHECK(x.dim() >= 1, "slice: needs a tensor of rank >= 1");
   const Around a = around(x.shape(), dim, "slice");

@@ -9,7 +9,7 @@ namespace sru {
 namespace {
 
 Tensor softmax_impl(const Tensor& x, bool log, const char* name) {
-  check_floating(x, name);
+  check_floating16(x, name);
   SRU_CHECK(x.dim() >= 1, name, ": needs a tensor of rank >= 1");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   SRU_KERNEL(x.device(), softmax_forward, x, log, y);
@@ -31,7 +31,7 @@ Tensor log_softmax(const Tensor& x) { return softmax_impl(x, true, "log_softmax"
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction,
                      double label_smoothing) {
-  check_floating(logits, "cross_entropy");
+  check_floating16(logits, "cross_entropy");
   SRU_CHECK(logits.dim() == 2, "cross_entropy: logits must be (N, C), got ", shape_str(logits.shape()));
   SRU_CHECK(target.dtype() == DType::I64 || target.dtype() == DType::I32,
             "cross_entropy: targets must be i64 or i32, got ", dtype_name(target.dtype()));
@@ -40,9 +40,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
             " rows of logits");
   SRU_CHECK(label_smoothing >= 0.0 && label_smoothing < 1.0, "cross_entropy: label_smoothing ", label_smoothing,
             " is outside [0, 1)");
-  Tensor lse = Tensor::empty({logits.size(0)}, logits.dtype(), logits.device());
+  // bf16 logits: the row logsumexps and the loss in float32 (autocast's policy: the loss is float32, and
+  // a logsumexp rounded to bf16 would put 2^-8 relative error into every gradient).
+  const DType compute = logits.dtype() == DType::BF16 ? DType::F32 : logits.dtype();
+  Tensor lse = Tensor::empty({logits.size(0)}, compute, logits.device());
   Tensor share = label_smoothing > 0 ? Tensor::empty({logits.size(0)}, DType::F64, logits.device()) : Tensor();
-  Tensor loss = Tensor::empty({}, logits.dtype(), logits.device());
+  Tensor loss = Tensor::empty({}, compute, logits.device());
   Tensor scale = Tensor::empty({}, DType::F64, logits.device());
   SRU_KERNEL(logits.device(), cross_entropy_forward, logits, target, ignore_index, reduction, label_smoothing, lse,
              share, loss, scale);

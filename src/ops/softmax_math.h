@@ -13,6 +13,7 @@
 
 #include <cmath>
 
+#include "core/dtype.h"
 #include "core/hd.h"
 
 namespace sru {
@@ -32,16 +33,18 @@ SRU_HD double cross_entropy_row_loss(double lse, double x_target, double eps, do
 SRU_HD double smoothing_share(double eps, double kept) { return kept > 0 ? eps / kept : 0.0; }
 
 // d loss / d x_c of a counted row times `factor` (the reduction's scale times the incoming gradient):
-// (p_c - q_c) factor. eps = 0: exp(x - lse) factor, minus factor at the target, each rounded to T.
+// (p_c - q_c) factor. eps = 0: exp(x - lse) factor, minus factor at the target, each rounded to T's
+// compute type (float for bf16, whose gradient is then rounded once more, to bf16).
 template <typename T>
 SRU_HD T cross_entropy_grad(double x, double lse, bool is_target, double eps, double share, double factor) {
+  using C = compute_t<T>;
   if (eps == 0.0) {
-    T v = static_cast<T>(std::exp(x - lse) * factor);
-    if (is_target) v -= static_cast<T>(factor);
-    return v;
+    C v = static_cast<C>(std::exp(x - lse) * factor);
+    if (is_target) v -= static_cast<C>(factor);
+    return T(v);
   }
   const double q = (is_target ? 1.0 - eps : 0.0) + (smoothing_keeps(x) ? share : 0.0);
-  return static_cast<T>((std::exp(x - lse) - q) * factor);
+  return T(static_cast<C>((std::exp(x - lse) - q) * factor));
 }
 
 }  // namespace sru

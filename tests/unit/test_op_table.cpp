@@ -6,8 +6,10 @@
 // tests/parity/test_cuda_op_table.cpp; the bench mode `srubench ops` (e2e: app_srubench_ops).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -15,6 +17,7 @@
 
 #include "autograd/engine.h"
 #include "ops/op_table.h"
+#include "ops/ops.h"
 #include "testing.h"
 
 using namespace sru;
@@ -154,3 +157,60 @@ TEST_P(OpTableEntry, GradientsMatchFiniteDifferencesInFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpTableEntry, ::testing::Range<size_t>(0, op_table().size()),
                          [](const ::testing::TestParamInfo<size_t>& info) { return op_table_identifier(info.param); });
+
+// The bf16 kernels compute in float32 and round once: each output's bits equal round-to-nearest-even of
+// the float32 math on the same (bf16) operands, as the CUDA twins compute it.
+TEST(Bf16Kernels, ElementWiseOutputsAreTheFloat32MathRoundedOnce) {
+  Generator gen(5);
+  const Tensor a = Tensor::uniform({257}, -2, 2, DType::F32, gen).to(DType::BF16);
+  const Tensor b = Tensor::uniform({257}, 0.5, 2, DType::F32, gen).to(DType::BF16);
+  const std::vector<float> fa = a.to(DType::F32).to_vector<float>(), fb = b.to(DType::F32).to_vector<float>();
+  const auto expect_rounded = [&](const Tensor& out, const std::function<float(float, float)>& math, const char* what) {
+    ASSERT_EQ(out.dtype(), DType::BF16) << what;
+    const std::vector<float> got = out.to(DType::F32).to_vector<float>();
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], round_to_bf16(math(fa[i], fb[i]))) << what << " at " << i << ": " << fa[i] << ", " << fb[i];
+  };
+  expect_rounded(add(a, b), [](float x, float y) { return x + y; }, "add");
+  expect_rounded(mul(a, b), [](float x, float y) { return x * y; }, "mul");
+  expect_rounded(div(a, b), [](float x, float y) { return x / y; }, "div");
+  expect_rounded(mul_scalar(a, 0.3), [](float x, float) { return x * 0.3f; }, "mul_scalar");
+  expect_rounded(tanh(a), [](float x, float) { return std::tanh(x); }, "tanh");
+  expect_rounded(exp(a), [](float x, float) { return std::exp(x); }, "exp");
+}
+
+// Runs f, which must throw sru::Error with `expected` in its message.
+static void expect_error_containing(const std::function<void()>& f, const std::string& expected) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one saying: " << expected;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+}
+
+// What autocast keeps in float32 stays float32 beside bf16 storage; ops without bf16 kernels refuse it.
+TEST(Bf16Kernels, LossesStatisticsAndWeightsStayFloat32) {
+  Generator gen(6);
+  Tensor logits = Tensor::uniform({4, 5}, -2, 2, DType::F32, gen).to(DType::BF16);
+  logits.set_requires_grad(true);
+  const Tensor target = Tensor::from_vector(std::vector<int64_t>{0, 4, 2, 1}, {4});
+  const Tensor loss = cross_entropy(logits, target);
+  EXPECT_EQ(loss.dtype(), DType::F32);
+  autograd::backward({loss}, {Tensor::ones({}, DType::F32)});
+  EXPECT_EQ(logits.grad().dtype(), DType::BF16);
+
+  Tensor x = Tensor::uniform({3, 8}, -1, 1, DType::F32, gen).to(DType::BF16);
+  Tensor w = Tensor::ones({8}, DType::F32), bias = Tensor::zeros({8}, DType::F32);
+  x.set_requires_grad(true);
+  w.set_requires_grad(true);
+  const Tensor y = layer_norm(x, w, bias);
+  EXPECT_EQ(y.dtype(), DType::BF16);
+  autograd::backward({y}, {Tensor::ones(y.shape(), DType::BF16)});
+  EXPECT_EQ(x.grad().dtype(), DType::BF16);
+  EXPECT_EQ(w.grad().dtype(), DType::F32);
+  const Tensor xd = x.detach(), wd = w.detach();
+  expect_error_containing([&] { layer_norm(xd, wd.to(DType::BF16), Tensor()); }, "weight/bias must be f32 with x of bf16");
+  expect_error_containing([&] { add(xd, wd); }, "dtype");
+  expect_error_containing([&] { sum(xd); }, "expected a floating tensor (f32 or f64), got bf16");
+}

@@ -257,3 +257,66 @@ TEST(SRU, RescaleKeepsOutputVarianceThroughDepth) {
   EXPECT_LT(with, 1.6) << "with rescale";
   EXPECT_LT(without, 0.6 * with) << "without rescale the variance should fall well below the rescaled one";
 }
+
+// train.precision bf16 (autocast_bf16): the fused layers compute U from bf16 operands and run the
+// recurrence on bf16 I/O, passing bf16 h between layers; the stack answers in float32 whose values are
+// the last layer's bf16 outputs, within bf16 rounding of the float32 run, its gradients too.
+TEST(SRU, Bf16AutocastKeepsActivationsInBf16AndTracksFloat32) {
+  struct RestorePrecision {
+    ~RestorePrecision() { set_matmul_precision(MatmulPrecision::Highest); }
+  } restore;
+  // The largest difference relative to the reference's largest magnitude.
+  const auto max_relative = [](const Tensor& a, const Tensor& reference) {
+    const std::vector<double> x = a.to_vector<double>(), y = reference.to_vector<double>();
+    double diff = 0, scale = 1e-6;
+    for (size_t i = 0; i < x.size(); ++i) {
+      diff = std::max(diff, std::abs(x[i] - y[i]));
+      scale = std::max(scale, std::abs(y[i]));
+    }
+    return diff / scale;
+  };
+  for (const bool bidirectional : {false, true}) {
+    for (const bool layer_norm : {false, true}) {
+      SCOPED_TRACE(std::string(bidirectional ? "bidirectional" : "forward") + (layer_norm ? ", layer norm" : ""));
+      SRUOptions o;
+      o.input_size = 6;
+      o.hidden_size = 4;
+      o.num_layers = 3;
+      o.bidirectional = bidirectional;
+      o.layer_norm = layer_norm;
+      o.rnn_dropout = 0.2;
+      Generator gen(31);
+      SRU model(o, gen);
+      model.train(true);
+      Generator data(32);
+      const Tensor x = Tensor::uniform({7, 3, 6}, -1, 1, DType::F32, data);
+      const Tensor w = Tensor::uniform({7, 3, bidirectional ? 8 : 4}, -1, 1, DType::F32, data);
+      struct Run {
+        Tensor h;
+        std::vector<Tensor> grads;
+      };
+      const auto run = [&](MatmulPrecision precision) {
+        set_matmul_precision(precision);
+        model.zero_grad();
+        gen.set_state(33, 0);  // the same dropout masks
+        Tensor xi = x.clone();
+        xi.set_requires_grad(true);
+        const Tensor h = model.forward(xi).first;
+        autograd::backward({sum(mul(h, w))}, {Tensor::ones({}, DType::F32)});
+        Run r{h.detach(), {xi.grad()}};
+        for (const Tensor& p : model.trainable_parameters()) r.grads.push_back(p.grad());
+        return r;
+      };
+      const Run f32 = run(MatmulPrecision::Highest), b16 = run(MatmulPrecision::Medium);
+      ASSERT_EQ(b16.h.dtype(), DType::F32);
+      const std::vector<float> h = b16.h.to_vector<float>();
+      for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h[i], round_to_bf16(h[i])) << "h[" << i << "] is not a bf16 value";
+      EXPECT_LT(max_relative(b16.h, f32.h), 0.05);
+      ASSERT_EQ(b16.grads.size(), f32.grads.size());
+      for (size_t i = 0; i < f32.grads.size(); ++i) {
+        ASSERT_EQ(b16.grads[i].dtype(), DType::F32) << "gradient " << i;
+        EXPECT_LT(max_relative(b16.grads[i], f32.grads[i]), 0.1) << "gradient " << i;
+      }
+    }
+  }
+}

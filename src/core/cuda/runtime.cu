@@ -237,10 +237,10 @@ struct FillOp {
   __device__ T operator()(T, long long) const { return value; }
 };
 template <typename T>
-struct AddScaledOp {
-  T alpha;
+struct AddScaledOp {  // bf16: float32 math, rounded once (the autograd engine's gradient sums)
+  compute_t<T> alpha;
   const T* src;
-  __device__ T operator()(T x, long long i) const { return x + alpha * src[i]; }
+  __device__ T operator()(T x, long long i) const { return T(compute_t<T>(x) + alpha * compute_t<T>(src[i])); }
 };
 template <typename T>
 struct ScaleOp {
@@ -377,8 +377,8 @@ void fill(const Tensor& t, double value) {
 }
 
 void add_scaled(const Tensor& dst, const Tensor& src, double alpha) {
-  SRU_DISPATCH_FLOATING(dst.dtype(), "add_", [&]<typename T>() {
-    launch_map<T>(dst, AddScaledOp<T>{static_cast<T>(alpha), src.data<T>()});
+  SRU_DISPATCH_FLOATING_BF16(dst.dtype(), "add_", [&]<typename T>() {
+    launch_map<T>(dst, AddScaledOp<T>{static_cast<compute_t<T>>(alpha), src.data<T>()});
   });
 }
 

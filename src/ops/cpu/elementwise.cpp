@@ -1,4 +1,6 @@
-// CPU kernels of the pointwise ops (math in ops/elementwise_math.h).
+// CPU kernels of the pointwise ops (math in ops/elementwise_math.h), on f32, f64 and bf16 storage: a
+// bf16 kernel reads its operands as float, computes in float and rounds each output once (to nearest
+// even), as the CUDA twin does, so the two agree to the bit but for the math library's last bits.
 // Shapes: out has n elements; a broadcast operand of m elements (m divides n) is read at index i % m,
 // which is exactly trailing-dim broadcasting for row-major tensors. Loops are split across OpenMP
 // threads in contiguous chunks and written so the compiler can vectorise the inner loop.
@@ -11,9 +13,10 @@ namespace {
 
 template <BinaryOp OP, typename T>
 void binary_kernel(const T* a, int64_t na, const T* b, int64_t nb, T* out, int64_t n) {
+  using C = compute_t<T>;
   if (na == n && nb == n) {
     parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) out[i] = binary_apply<OP>(a[i], b[i]);
+      for (int64_t i = lo; i < hi; ++i) out[i] = T(binary_apply<OP>(C(a[i]), C(b[i])));
     });
     return;
   }
@@ -27,33 +30,35 @@ void binary_kernel(const T* a, int64_t na, const T* b, int64_t nb, T* out, int64
       T* o = out + r * row;
       if (a_small) {
         const T* br = b + r * row;
-        for (int64_t j = 0; j < row; ++j) o[j] = binary_apply<OP>(a[j], br[j]);
+        for (int64_t j = 0; j < row; ++j) o[j] = T(binary_apply<OP>(C(a[j]), C(br[j])));
       } else {
         const T* ar = a + r * row;
-        for (int64_t j = 0; j < row; ++j) o[j] = binary_apply<OP>(ar[j], b[j]);
+        for (int64_t j = 0; j < row; ++j) o[j] = T(binary_apply<OP>(C(ar[j]), C(b[j])));
       }
     }
   });
 }
 
 template <UnaryOp OP, typename T>
-void unary_kernel(const T* x, T alpha, T* y, int64_t n) {
+void unary_kernel(const T* x, compute_t<T> alpha, T* y, int64_t n) {
+  using C = compute_t<T>;
   parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) y[i] = unary_apply<OP>(x[i], alpha);
+    for (int64_t i = lo; i < hi; ++i) y[i] = T(unary_apply<OP>(C(x[i]), alpha));
   });
 }
 
 template <UnaryOp OP, typename T>
-void unary_backward_kernel(const T* g, const T* x, const T* y, T alpha, T* gx, int64_t n) {
+void unary_backward_kernel(const T* g, const T* x, const T* y, compute_t<T> alpha, T* gx, int64_t n) {
+  using C = compute_t<T>;
   parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) gx[i] = g[i] * unary_derivative<OP>(x[i], y[i], alpha);
+    for (int64_t i = lo; i < hi; ++i) gx[i] = T(C(g[i]) * unary_derivative<OP>(C(x[i]), C(y[i]), alpha));
   });
 }
 
 }  // namespace
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  SRU_DISPATCH_FLOATING(out.dtype(), "binary", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(out.dtype(), "binary", [&]<typename T>() {
     const T *pa = a.data<T>(), *pb = b.data<T>();
     T* po = out.data<T>();
     const int64_t na = a.numel(), nb = b.numel(), n = out.numel();
@@ -68,22 +73,25 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 void unary(UnaryOp op, const Tensor& x, double alpha, const Tensor& out) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "unary", [&]<typename T>() {
-    with_unary_op(op, [&]<UnaryOp OP>() { unary_kernel<OP, T>(x.data<T>(), T(alpha), out.data<T>(), x.numel()); });
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "unary", [&]<typename T>() {
+    with_unary_op(op, [&]<UnaryOp OP>() {
+      unary_kernel<OP, T>(x.data<T>(), compute_t<T>(alpha), out.data<T>(), x.numel());
+    });
   });
 }
 
 void unary_backward(UnaryOp op, const Tensor& grad, const Tensor& x, const Tensor& y, double alpha,
                     const Tensor& grad_x) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "unary_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "unary_backward", [&]<typename T>() {
     with_unary_op(op, [&]<UnaryOp OP>() {
-      unary_backward_kernel<OP, T>(grad.data<T>(), x.data<T>(), y.data<T>(), T(alpha), grad_x.data<T>(), x.numel());
+      unary_backward_kernel<OP, T>(grad.data<T>(), x.data<T>(), y.data<T>(), compute_t<T>(alpha), grad_x.data<T>(),
+                                   x.numel());
     });
   });
 }
 
 void sum_rows(const Tensor& g, const Tensor& out) {
-  SRU_DISPATCH_FLOATING(g.dtype(), "sum_rows", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(g.dtype(), "sum_rows", [&]<typename T>() {
     const int64_t n = out.numel();
     const int64_t rows = n == 0 ? 0 : g.numel() / n;
     const T* pg = g.data<T>();
@@ -95,7 +103,7 @@ void sum_rows(const Tensor& g, const Tensor& out) {
       std::vector<double> acc(hi - lo, 0.0);
       for (int64_t r = 0; r < rows; ++r) {
         const T* gr = pg + r * n;
-        for (int64_t j = lo; j < hi; ++j) acc[j - lo] += gr[j];
+        for (int64_t j = lo; j < hi; ++j) acc[j - lo] += static_cast<double>(compute_t<T>(gr[j]));
       }
       for (int64_t j = lo; j < hi; ++j) po[j] = static_cast<T>(acc[j - lo]);
     });

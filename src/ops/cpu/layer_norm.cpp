@@ -1,6 +1,7 @@
 // CPU kernels of layer_norm (math in ops/layer_norm.h). Rows are independent and split across
 // threads; the weight/bias gradients sum over rows per column (threads own column ranges), in row
-// order, so results do not depend on the thread count. Statistics accumulate in double.
+// order, so results do not depend on the thread count. Statistics accumulate in double. bf16 x, y and
+// dx: weight, bias, statistics and weight gradients in float32 (compute_t), each output rounded once.
 #include <cmath>
 
 #include "core/parallel.h"
@@ -11,28 +12,30 @@ namespace sru::cpu {
 void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                         const Tensor& mean, const Tensor& rstd) {
   const int64_t D = x.size(-1), N = x.numel() / D;
-  SRU_DISPATCH_FLOATING(x.dtype(), "layer_norm", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "layer_norm", [&]<typename T>() {
+    using C = compute_t<T>;
     const T* px = x.data<T>();
-    const T* w = weight.defined() ? weight.data<T>() : nullptr;
-    const T* b = bias.defined() ? bias.data<T>() : nullptr;
-    T *py = y.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
+    const C* w = weight.defined() ? weight.data<C>() : nullptr;
+    const C* b = bias.defined() ? bias.data<C>() : nullptr;
+    T* py = y.data<T>();
+    C *pm = mean.data<C>(), *pr = rstd.data<C>();
     parallel_for(0, N, std::max<int64_t>(1, kParallelGrain / D), [&](int64_t lo, int64_t hi) {
       for (int64_t n = lo; n < hi; ++n) {
         const T* row = px + n * D;
         double s = 0.0;
-        for (int64_t j = 0; j < D; ++j) s += row[j];
+        for (int64_t j = 0; j < D; ++j) s += static_cast<double>(row[j]);
         const double mu = s / D;
         double v = 0.0;
-        for (int64_t j = 0; j < D; ++j) v += (row[j] - mu) * (row[j] - mu);
+        for (int64_t j = 0; j < D; ++j) v += (static_cast<double>(row[j]) - mu) * (static_cast<double>(row[j]) - mu);
         const double r = 1.0 / std::sqrt(v / D + eps);
-        pm[n] = static_cast<T>(mu);
-        pr[n] = static_cast<T>(r);
+        pm[n] = static_cast<C>(mu);
+        pr[n] = static_cast<C>(r);
         T* out = py + n * D;
         for (int64_t j = 0; j < D; ++j) {
-          T h = static_cast<T>((row[j] - mu) * r);
+          C h = static_cast<C>((static_cast<double>(row[j]) - mu) * r);
           if (w) h *= w[j];
           if (b) h += b[j];
-          out[j] = h;
+          out[j] = T(h);
         }
       }
     });
@@ -42,9 +45,11 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                          const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   const int64_t D = x.size(-1), N = x.numel() / D;
-  SRU_DISPATCH_FLOATING(x.dtype(), "layer_norm_backward", [&]<typename T>() {
-    const T *pg = g.data<T>(), *px = x.data<T>(), *pm = mean.data<T>(), *pr = rstd.data<T>();
-    const T* w = weight.defined() ? weight.data<T>() : nullptr;
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "layer_norm_backward", [&]<typename T>() {
+    using C = compute_t<T>;
+    const T *pg = g.data<T>(), *px = x.data<T>();
+    const C *pm = mean.data<C>(), *pr = rstd.data<C>();
+    const C* w = weight.defined() ? weight.data<C>() : nullptr;
     T* pdx = dx.data<T>();
     parallel_for(0, N, std::max<int64_t>(1, kParallelGrain / D), [&](int64_t lo, int64_t hi) {
       for (int64_t n = lo; n < hi; ++n) {
@@ -52,35 +57,35 @@ void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
         const double mu = pm[n], r = pr[n];
         double sum_gh = 0.0, sum_gh_xhat = 0.0;
         for (int64_t j = 0; j < D; ++j) {
-          const double gh = w ? gr[j] * w[j] : gr[j];
+          const double gh = w ? C(gr[j]) * w[j] : C(gr[j]);
           sum_gh += gh;
-          sum_gh_xhat += gh * (xr[j] - mu) * r;
+          sum_gh_xhat += gh * (static_cast<double>(xr[j]) - mu) * r;
         }
         const double mean_gh = sum_gh / D, mean_gh_xhat = sum_gh_xhat / D;
         T* out = pdx + n * D;
         for (int64_t j = 0; j < D; ++j) {
-          const double gh = w ? gr[j] * w[j] : gr[j];
-          const double xhat = (xr[j] - mu) * r;
+          const double gh = w ? C(gr[j]) * w[j] : C(gr[j]);
+          const double xhat = (static_cast<double>(xr[j]) - mu) * r;
           out[j] = static_cast<T>(r * (gh - mean_gh - xhat * mean_gh_xhat));
         }
       }
     });
     if (!dweight.defined() && !dbias.defined()) return;
-    T* pdw = dweight.defined() ? dweight.data<T>() : nullptr;
-    T* pdb = dbias.defined() ? dbias.data<T>() : nullptr;
+    C* pdw = dweight.defined() ? dweight.data<C>() : nullptr;
+    C* pdb = dbias.defined() ? dbias.data<C>() : nullptr;
     parallel_for(0, D, std::max<int64_t>(8, kParallelGrain / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
       std::vector<double> acc_w(hi - lo, 0.0), acc_b(hi - lo, 0.0);
       for (int64_t n = 0; n < N; ++n) {
         const T *gr = pg + n * D, *xr = px + n * D;
         const double mu = pm[n], r = pr[n];
         for (int64_t j = lo; j < hi; ++j) {
-          acc_w[j - lo] += gr[j] * (xr[j] - mu) * r;
-          acc_b[j - lo] += gr[j];
+          acc_w[j - lo] += static_cast<double>(gr[j]) * (static_cast<double>(xr[j]) - mu) * r;
+          acc_b[j - lo] += static_cast<double>(gr[j]);
         }
       }
       for (int64_t j = lo; j < hi; ++j) {
-        if (pdw) pdw[j] = static_cast<T>(acc_w[j - lo]);
-        if (pdb) pdb[j] = static_cast<T>(acc_b[j - lo]);
+        if (pdw) pdw[j] = static_cast<C>(acc_w[j - lo]);
+        if (pdb) pdb[j] = static_cast<C>(acc_b[j - lo]);
       }
     });
   });

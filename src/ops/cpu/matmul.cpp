@@ -3,6 +3,8 @@
 // (ops/cpu/blas.h) spread over the threads. At matmul precision medium (train.precision bf16) float32
 // operands are first rounded to bfloat16 values (ops/bf16_round.h), the twin of the CUDA GEMM's BF16
 // operands: products of two bfloat16 values are exact in float32, so only the summation order differs.
+// bf16 tensors (a, b and c all bf16): the operands widened to float32 (exact), the float32 product, c
+// rounded once to bf16: the twin of cuBLAS's bf16 GEMM with FP32 sums and a bf16 C.
 
 #include "core/parallel.h"
 #include "ops/bf16_round.h"
@@ -16,6 +18,14 @@ void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int
   const int64_t M = ta ? ca : ra, K = ta ? ra : ca, N = tb ? rb : cb;
   SRU_CHECK((tb ? cb : rb) == K, "gemm: inner dimensions differ (", K, " vs ", (tb ? cb : rb), ")");
   if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ca, cb, N, batch);
+  if (c.dtype() == DType::BF16) {
+    SRU_CHECK(a.dtype() == DType::BF16 && b.dtype() == DType::BF16, "gemm: bf16 C needs bf16 operands, got ",
+              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+    Tensor c32 = beta == 0 ? Tensor::empty(c.shape(), DType::F32) : c.to(DType::F32);
+    gemm(a.to(DType::F32), ra, ca, ta, b.to(DType::F32), rb, cb, tb, c32, batch, alpha, beta);
+    Tensor(c).copy_(c32.to(DType::BF16));
+    return;
+  }
   adapt_threads();  // the thread count the tiles below are spread over
   // Medium: both operands as bfloat16 values, in float32 scratch copies of the spans the products read.
   Tensor a16, b16;

@@ -1,5 +1,6 @@
 // CPU kernels of softmax, log_softmax and cross-entropy: one row (C classes) per task, rows split
-// across threads; sums in double. Target indices are range-checked (a clear error, not a wild read).
+// across threads; sums in double. f32, f64 and bf16 rows (bf16: each output rounded once; the
+// cross-entropy's row logsumexps, loss and incoming gradient in float32, compute_t). Target indices are range-checked (a clear error, not a wild read).
 #include <cmath>
 #include <limits>
 
@@ -36,7 +37,7 @@ void check_targets(const I* t, int64_t N, int64_t C, int64_t ignore_index) {
 
 void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
   const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
-  SRU_DISPATCH_FLOATING(x.dtype(), "softmax", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "softmax", [&]<typename T>() {
     const T* px = x.data<T>();
     T* py = y.data<T>();
     parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
@@ -55,7 +56,7 @@ void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
 
 void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& gx) {
   const int64_t C = y.size(-1), N = C == 0 ? 0 : y.numel() / C;
-  SRU_DISPATCH_FLOATING(y.dtype(), "softmax_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "softmax_backward", [&]<typename T>() {
     const T *pg = g.data<T>(), *py = y.data<T>();
     T* po = gx.data<T>();
     parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
@@ -63,10 +64,12 @@ void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& 
         const T *gr = pg + n * C, *yr = py + n * C;
         T* out = po + n * C;
         double dot = 0.0;
-        for (int64_t c = 0; c < C; ++c) dot += log ? static_cast<double>(gr[c]) : static_cast<double>(gr[c]) * yr[c];
         for (int64_t c = 0; c < C; ++c)
-          out[c] = log ? static_cast<T>(gr[c] - std::exp(static_cast<double>(yr[c])) * dot)
-                       : static_cast<T>(yr[c] * (gr[c] - dot));
+          dot += log ? static_cast<double>(gr[c]) : static_cast<double>(gr[c]) * static_cast<double>(yr[c]);
+        for (int64_t c = 0; c < C; ++c) {
+          const double gc = static_cast<double>(gr[c]), yc = static_cast<double>(yr[c]);
+          out[c] = log ? static_cast<T>(gc - std::exp(yc) * dot) : static_cast<T>(yc * (gc - dot));
+        }
       }
     });
   });
@@ -79,18 +82,19 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
   const double eps = label_smoothing;
   double total = 0.0;
   int64_t counted = 0;
-  SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using Acc = compute_t<T>;
     with_index_data(target, [&](const auto* t) {
       check_targets(t, N, C, ignore_index);
       const T* px = logits.data<T>();
-      T* pl = lse.data<T>();
+      Acc* pl = lse.data<Acc>();
       double* ps = eps > 0 ? share.data<double>() : nullptr;
       std::vector<double> row_loss(N, 0.0);
       parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
         for (int64_t n = lo; n < hi; ++n) {
           const T* row = px + n * C;
           const double l = row_logsumexp(row, C);
-          pl[n] = static_cast<T>(l);
+          pl[n] = static_cast<Acc>(l);
           double kept_sum = 0.0, kept = 0.0;
           if (eps > 0) {
             for (int64_t c = 0; c < C; ++c)
@@ -112,7 +116,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
     });
     const double s = cross_entropy_scale(reduction, counted);
     *scale.data<double>() = s;
-    *loss.data<T>() = static_cast<T>(total * s);
+    *loss.data<Acc>() = static_cast<Acc>(total * s);
   });
 }
 
@@ -121,11 +125,13 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
                             const Tensor& gx) {
   const int64_t N = logits.size(0), C = logits.size(1);
   const double eps = label_smoothing;
-  SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
-    const double factor = *scale.data<double>() * static_cast<double>(*grad.data<T>());
+  SRU_DISPATCH_FLOATING_BF16(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
+    using Acc = compute_t<T>;
+    const double factor = *scale.data<double>() * static_cast<double>(*grad.data<Acc>());
     const double* ps = eps > 0 ? share.data<double>() : nullptr;
     with_index_data(target, [&](const auto* t) {
-      const T *px = logits.data<T>(), *pl = lse.data<T>();
+      const T* px = logits.data<T>();
+      const Acc* pl = lse.data<Acc>();
       T* po = gx.data<T>();
       parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
         for (int64_t n = lo; n < hi; ++n) {

@@ -5,7 +5,8 @@
 // Float32 at the process's matmul precision (ops/matmul.h, cuda_float32_gemm): highest (the default)
 // is full FP32, so results match the CPU to float rounding; high uses TF32 tensor cores; medium rounds
 // both operands to bfloat16 here (6 bytes per operand element: read 4, write 2) and multiplies them on
-// BF16 tensor cores with FP32 sums. Double: FP64.
+// BF16 tensor cores with FP32 sums. Double: FP64. bf16 tensors: GemmEx over CUDA_R_16BF operands and C
+// with FP32 sums (CUBLAS_COMPUTE_32F), whatever the precision setting.
 #include "ops/bf16_round.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/matmul.h"
@@ -74,6 +75,15 @@ void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int
   check_gemm_sizes(M, N, K, ca, cb, N, batch);
   cublasHandle_t handle = context(c.device().index).cublas;
   const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (c.dtype() == DType::BF16) {
+    SRU_CHECK(a.dtype() == DType::BF16 && b.dtype() == DType::BF16, "gemm: bf16 C needs bf16 operands, got ",
+              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+    const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, opb, opa, N, M, K, &al, b.data_ptr(), CUDA_R_16BF, cb, rb * cb,
+                                            a.data_ptr(), CUDA_R_16BF, ca, ra * ca, &be, c.data_ptr(), CUDA_R_16BF, N,
+                                            M * N, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   SRU_DISPATCH_FLOATING(c.dtype(), "gemm", [&]<typename T>() {
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
     if constexpr (std::is_same_v<T, float>)

@@ -5,6 +5,8 @@
 // (fixed tree: the same every run), so no value comes back to the host; an out-of-range target is
 // recorded in the device error log (reported at the next host wait, with the CPU's message). The
 // per-element loss and gradient (label smoothing included) are the CPU's, from ops/softmax_math.h.
+// f32, f64 and bf16 rows: bf16 outputs rounded once; the cross-entropy's logsumexps, loss and incoming
+// gradient in float32 under bf16 logits (compute_t), as the CPU twin.
 
 #include "ops/dispatch.h"
 #include "ops/cuda/kernel_util.cuh"
@@ -50,11 +52,12 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, long long N, lon
     T* out = gx + n * C;
     double dot = 0.0;
     for (long long c = threadIdx.x; c < C; c += kBlock)
-      dot += log_in ? static_cast<double>(gr[c]) : static_cast<double>(gr[c]) * yr[c];
+      dot += log_in ? static_cast<double>(gr[c]) : static_cast<double>(gr[c]) * static_cast<double>(yr[c]);
     dot = block_sum(dot, shared);
-    for (long long c = threadIdx.x; c < C; c += kBlock)
-      out[c] = log_in ? static_cast<T>(gr[c] - exp(static_cast<double>(yr[c])) * dot)
-                      : static_cast<T>(yr[c] * (gr[c] - dot));
+    for (long long c = threadIdx.x; c < C; c += kBlock) {
+      const double gc = static_cast<double>(gr[c]), yc = static_cast<double>(yr[c]);
+      out[c] = log_in ? static_cast<T>(gc - exp(yc) * dot) : static_cast<T>(yc * (gc - dot));
+    }
   }
 }
 
@@ -63,7 +66,7 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, long long N, lon
 // sums the row's kept logits and counts them, and writes the row's smoothing share.
 template <typename T, typename I>
 __global__ void cross_entropy_kernel(const T* logits, const I* target, long long N, long long C, long long ignore_index,
-                                     double eps, T* lse_out, double* share_out, double* row_loss, int* row_counts,
+                                     double eps, compute_t<T>* lse_out, double* share_out, double* row_loss, int* row_counts,
                                      unsigned long long* bad_row) {
   __shared__ double shared[kBlock];
   SRU_ROW_STRIDE(n, N) {
@@ -82,7 +85,7 @@ __global__ void cross_entropy_kernel(const T* logits, const I* target, long long
       kept = block_sum(kept, shared);
     }
     if (threadIdx.x != 0) continue;
-    lse_out[n] = static_cast<T>(l);
+    lse_out[n] = static_cast<compute_t<T>>(l);
     if (eps > 0) share_out[n] = smoothing_share(eps, kept);
     const long long k = static_cast<long long>(target[n]);
     const bool bad = k != ignore_index && (k < 0 || k >= C);
@@ -113,9 +116,9 @@ __global__ void cross_entropy_total_kernel(const double* row_loss, const int* ro
 }
 
 template <typename T, typename I>
-__global__ void cross_entropy_backward_kernel(const T* logits, const I* target, const T* lse, long long N, long long C,
-                                              long long ignore_index, double eps, const double* share,
-                                              const double* scale, const T* grad, T* gx) {
+__global__ void cross_entropy_backward_kernel(const T* logits, const I* target, const compute_t<T>* lse, long long N,
+                                              long long C, long long ignore_index, double eps, const double* share,
+                                              const double* scale, const compute_t<T>* grad, T* gx) {
   const double factor = *scale * static_cast<double>(*grad);
   SRU_ROW_STRIDE(n, N) {
     const long long k = static_cast<long long>(target[n]);
@@ -132,7 +135,7 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const I* target, 
 void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
   const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
   if (N == 0) return;
-  SRU_DISPATCH_FLOATING(x.dtype(), "softmax", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "softmax", [&]<typename T>() {
     softmax_kernel<<<rows_grid(N), kBlock, 0, stream_of(x)>>>(x.data<T>(), N, C, log, y.data<T>());
     SRU_CUDA_LAUNCH_CHECK("softmax_kernel");
   });
@@ -141,7 +144,7 @@ void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
 void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& gx) {
   const int64_t C = y.size(-1), N = C == 0 ? 0 : y.numel() / C;
   if (N == 0) return;
-  SRU_DISPATCH_FLOATING(y.dtype(), "softmax_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "softmax_backward", [&]<typename T>() {
     softmax_backward_kernel<<<rows_grid(N), kBlock, 0, stream_of(y)>>>(g.data<T>(), y.data<T>(), N, C, log, gx.data<T>());
     SRU_CUDA_LAUNCH_CHECK("softmax_backward_kernel");
   });
@@ -155,7 +158,8 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
   Tensor row_loss = Tensor::empty({N}, DType::F64, device);
   Tensor row_counts = Tensor::empty({N}, DType::I32, device);
   const cudaStream_t s = stream_of(logits);
-  SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using Acc = compute_t<T>;
     if (N > 0) {
       // The target tensor is kept by the describer until the check, so that the message can name the value.
       unsigned long long* bad = reserve_error_slot(device.index, [target, C, ignore_index](int64_t row) {
@@ -164,13 +168,13 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
       });
       with_index_data(target, [&](const auto* t) {
         cross_entropy_kernel<<<rows_grid(N), kBlock, 0, s>>>(logits.data<T>(), t, N, C, ignore_index, label_smoothing,
-                                                            lse.data<T>(), data_or_null<double>(share),
+                                                            lse.data<Acc>(), data_or_null<double>(share),
                                                             row_loss.data<double>(), row_counts.data<int32_t>(), bad);
         SRU_CUDA_LAUNCH_CHECK("cross_entropy_kernel");
       });
     }
     cross_entropy_total_kernel<<<1, kBlock, 0, s>>>(row_loss.data<double>(), row_counts.data<int32_t>(), N,
-                                                    reduction == Reduction::Mean, loss.data<T>(), scale.data<double>());
+                                                    reduction == Reduction::Mean, loss.data<Acc>(), scale.data<double>());
     SRU_CUDA_LAUNCH_CHECK("cross_entropy_total_kernel");
   });
 }
@@ -180,11 +184,12 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
                             const Tensor& gx) {
   const int64_t N = logits.size(0), C = logits.size(1);
   if (N == 0) return;
-  SRU_DISPATCH_FLOATING(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
+    using Acc = compute_t<T>;
     with_index_data(target, [&](const auto* t) {
       cross_entropy_backward_kernel<<<rows_grid(N), kBlock, 0, stream_of(logits)>>>(
-          logits.data<T>(), t, lse.data<T>(), N, C, ignore_index, label_smoothing, data_or_null<double>(share),
-          scale.data<double>(), grad.data<T>(), gx.data<T>());
+          logits.data<T>(), t, lse.data<Acc>(), N, C, ignore_index, label_smoothing, data_or_null<double>(share),
+          scale.data<double>(), grad.data<Acc>(), gx.data<T>());
       SRU_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");
     });
   });
