@@ -3,6 +3,7 @@
 #include "ops/dispatch.h"
 
 #include "ops/elementwise.h"
+#include "ops/shape_ops.h"
 
 namespace sru {
 
@@ -35,8 +36,13 @@ Tensor dropout_mask(const Shape& shape, double p, DType dtype, Generator& gen, D
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen, int batch_dim) {
-  check_floating(x, "dropout");
+  check_floating16(x, "dropout");
   if (!training || p == 0.0) return x;
+  // bf16: the product in float32 with a float32 mask (1 / (1 - p) is not a bf16 value: a bf16 mask would
+  // scale every kept element by its rounding), rounded once; the same mask as float32's.
+  if (x.dtype() == DType::BF16)
+    return cast(mul(cast(x, DType::F32), dropout_mask(x.shape(), p, DType::F32, gen, x.device(), batch_dim)),
+                DType::BF16);
   return mul(x, dropout_mask(x.shape(), p, x.dtype(), gen, x.device(), batch_dim));
 }
 

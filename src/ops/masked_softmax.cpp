@@ -56,7 +56,7 @@ namespace {
 
 Tensor masked_softmax_impl(const Tensor& x, const Tensor& mask, bool log, const char* name) {
   if (!mask.defined()) return log ? log_softmax(x) : softmax(x);
-  check_floating(x, name);
+  check_floating16(x, name);
   check_same_device(x, mask, name);
   const MaskIndex index = broadcast_mask_index(x.shape(), mask.shape(), name);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -82,7 +82,7 @@ Tensor masked_log_softmax(const Tensor& x, const Tensor& mask) {
 }
 
 Tensor causal_softmax(const Tensor& x, double scale, int64_t offset, int64_t window, const Tensor& mask) {
-  check_floating(x, "causal_softmax");
+  check_floating16(x, "causal_softmax");
   SRU_CHECK(x.dim() >= 2, "causal_softmax: x must be scores (..., Lq, Lk), got ", shape_str(x.shape()));
   SRU_CHECK(offset >= 0 && window >= -1, "causal_softmax: offset must be >= 0 and window >= -1, got offset ", offset,
             ", window ", window);

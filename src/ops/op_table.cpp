@@ -97,17 +97,17 @@ std::vector<OpEntry> build() {
   }
   t.push_back(unary_entry("neg", [](const Tensor& x) { return neg(x); }));
   // Reductions.
-  t.push_back(OpEntry{"sum(dim)", {"reduce_middle", "broadcast_middle"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"sum(dim)", {"reduce_middle", "broadcast_middle"}, kFloatBf16, true, 1e-4,
                       {one("(3, 4, 5) dim 1", {in({3, 4, 5})}, [](const Inputs& x) { return sum(x[0], 1); }),
                        one("(3, 4) dim -1 keepdim", {in({3, 4})}, [](const Inputs& x) { return sum(x[0], -1, true); })},
                       one("(128, 32, 1024) dim 0", {in({128, 32, 1024})}, [](const Inputs& x) { return sum(x[0], 0); })});
-  t.push_back(OpEntry{"mean(dim)", {"reduce_middle", "broadcast_middle"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"mean(dim)", {"reduce_middle", "broadcast_middle"}, kFloatBf16, true, 1e-4,
                       {one("(3, 4, 5) dim 2", {in({3, 4, 5})}, [](const Inputs& x) { return mean(x[0], 2); })},
                       one("(128, 32, 1024) dim 2", {in({128, 32, 1024})}, [](const Inputs& x) { return mean(x[0], 2); })});
-  t.push_back(OpEntry{"sum", {"reduce_middle", "broadcast_middle"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"sum", {"reduce_middle", "broadcast_middle"}, kFloatBf16, true, 1e-4,
                       {one("(3, 4)", {in({3, 4})}, [](const Inputs& x) { return sum(x[0]); })},
                       one("(4096, 1024)", {in({4096, 1024})}, [](const Inputs& x) { return sum(x[0]); })});
-  t.push_back(OpEntry{"mean", {"reduce_middle", "broadcast_middle"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"mean", {"reduce_middle", "broadcast_middle"}, kFloatBf16, true, 1e-4,
                       {one("(3, 4)", {in({3, 4})}, [](const Inputs& x) { return mean(x[0]); })},
                       one("(4096, 1024)", {in({4096, 1024})}, [](const Inputs& x) { return mean(x[0]); })});
   // Products.
@@ -167,10 +167,10 @@ std::vector<OpEntry> build() {
     const auto soft = [](const Inputs& x, const Inputs& fx) { return masked_softmax(x[0], fx[0]); };
     // exp() maps the -inf outputs to 0, so the finite differences stay finite.
     const auto log_soft = [](const Inputs& x, const Inputs& fx) { return exp(masked_log_softmax(x[0], fx[0])); };
-    t.push_back(OpEntry{"masked_softmax", {"masked_softmax_forward", "masked_softmax_backward"}, kFloat, true, 1e-4,
+    t.push_back(OpEntry{"masked_softmax", {"masked_softmax_forward", "masked_softmax_backward"}, kFloatBf16, true, 1e-4,
                         {one_fixed("(2, 3, 4) key padding", {in({2, 3, 4}, -3, 3)}, key_padding, soft)},
                         one_fixed("(32, 256, 256) key padding", {in({32, 256, 256}, -3, 3)}, key_padding, soft)});
-    t.push_back(OpEntry{"masked_log_softmax", {"masked_softmax_forward", "masked_softmax_backward"}, kFloat, true, 1e-4,
+    t.push_back(OpEntry{"masked_log_softmax", {"masked_softmax_forward", "masked_softmax_backward"}, kFloatBf16, true, 1e-4,
                         {one_fixed("(2, 3, 4) key padding, exp of it", {in({2, 3, 4}, -3, 3)}, key_padding, log_soft)},
                         one_fixed("(32, 256, 256) key padding, exp of it", {in({32, 256, 256}, -3, 3)}, key_padding,
                                   log_soft)});
@@ -185,11 +185,11 @@ std::vector<OpEntry> build() {
     // offset 1: each query also sees one key of memory before its own position.
     const auto causal = [](const Inputs& x) { return causal_softmax(x[0], 0.5, 1); };
     const auto causal_masked = [](const Inputs& x, const Inputs& fx) { return causal_softmax(x[0], 0.5, 1, -1, fx[0]); };
-    t.push_back(OpEntry{"causal_softmax", {"causal_softmax_forward", "causal_softmax_backward"}, kFloat, true, 1e-4,
+    t.push_back(OpEntry{"causal_softmax", {"causal_softmax_forward", "causal_softmax_backward"}, kFloatBf16, true, 1e-4,
                         {one("(2, 3, 4) offset 1", {in({2, 3, 4}, -3, 3)}, causal)},
                         one("(32, 256, 257) offset 1", {in({32, 256, 257}, -3, 3)}, causal)});
     t.push_back(OpEntry{"causal_softmax (key mask)", {"causal_masked_softmax_forward", "causal_masked_softmax_backward"},
-                        kFloat, true, 1e-4,
+                        kFloatBf16, true, 1e-4,
                         {one_fixed("(2, 3, 4) offset 1, key mask", {in({2, 3, 4}, -3, 3)}, key_mask, causal_masked)},
                         one_fixed("(32, 256, 257) offset 1, key mask", {in({32, 256, 257}, -3, 3)}, key_mask,
                                   causal_masked)});
@@ -217,7 +217,7 @@ std::vector<OpEntry> build() {
       Generator gen(7);  // the same mask at every evaluation
       return dropout(x[0], 0.25, true, gen);
     };
-    t.push_back(OpEntry{"dropout", {"fill_dropout_mask", "binary"}, kFloat, true, 1e-4,
+    t.push_back(OpEntry{"dropout", {"fill_dropout_mask", "binary"}, kFloatBf16, true, 1e-4,
                         {one("(4, 3, 5) p 0.25", {in({4, 3, 5})}, drop)},
                         one("(128, 32, 1024) p 0.25", {in({128, 32, 1024})}, drop)});
   }
@@ -260,33 +260,33 @@ std::vector<OpEntry> build() {
     };
     const auto fill = [](const Inputs& x, const Inputs& fx) { return masked_fill(x[0], fx[0], -5.0); };
     const auto pick = [](const Inputs& x, const Inputs& fx) { return where(fx[0], x[0], x[1]); };
-    t.push_back(OpEntry{"masked_fill", {"select"}, kFloat, true, 1e-4,
+    t.push_back(OpEntry{"masked_fill", {"select"}, kFloatBf16, true, 1e-4,
                         {one_fixed("(4, 2, 3)", {in({4, 2, 3})}, pattern, fill)},
                         one_fixed("(4096, 1024)", {in({4096, 1024})}, pattern, fill)});
-    t.push_back(OpEntry{"where", {"select"}, kFloat, true, 1e-4,
+    t.push_back(OpEntry{"where", {"select"}, kFloatBf16, true, 1e-4,
                         {one_fixed("(2, 3)", {in({2, 3}), in({2, 3})}, pattern, pick)},
                         one_fixed("(4096, 1024)", {in({4096, 1024}), in({4096, 1024})}, pattern, pick)});
   }
   // Shapes.
-  t.push_back(OpEntry{"slice", {"copy_middle"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"slice", {"copy_middle"}, kFloatBf16, true, 1e-4,
                       {one("(3, 5, 2) dim 1 [1, 4)", {in({3, 5, 2})}, [](const Inputs& x) { return slice(x[0], 1, 1, 4); })},
                       one("(128, 32, 3072) dim 2 [1024, 2048)", {in({128, 32, 3072})},
                           [](const Inputs& x) { return slice(x[0], 2, 1024, 2048); })});
-  t.push_back(OpEntry{"concat", {"copy_middle"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"concat", {"copy_middle"}, kFloatBf16, true, 1e-4,
                       {one("(2, 3) (2, 1) dim 1", {in({2, 3}), in({2, 1})},
                            [](const Inputs& x) { return concat({x[0], x[1]}, 1); })},
                       one("(128, 32, 1024) x 2 dim 2", {in({128, 32, 1024}), in({128, 32, 1024})},
                           [](const Inputs& x) { return concat({x[0], x[1]}, 2); })});
-  t.push_back(OpEntry{"split", {"copy_middle"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"split", {"copy_middle"}, kFloatBf16, true, 1e-4,
                       {many("(2, 5) into 2 + 3 dim 1", {in({2, 5})}, [](const Inputs& x) { return split(x[0], {2, 3}, 1); })},
                       many("(128, 32, 3072) into 3 x 1024", {in({128, 32, 3072})},
                            [](const Inputs& x) { return split(x[0], {1024, 1024, 1024}, 2); })});
-  t.push_back(OpEntry{"transpose", {"transpose_copy"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"transpose", {"transpose_copy"}, kFloatBf16, true, 1e-4,
                       {one("(2, 3, 4) 0 <-> 2, made contiguous", {in({2, 3, 4})},
                            [](const Inputs& x) { return reshape(transpose(x[0], 0, 2), {-1}); })},
                       one("(128, 32, 1024) 0 <-> 1", {in({128, 32, 1024})},
                           [](const Inputs& x) { return reshape(transpose(x[0], 0, 1), {-1}); })});
-  t.push_back(OpEntry{"unbind", {"copy_middle"}, kFloat, true, 1e-4,
+  t.push_back(OpEntry{"unbind", {"copy_middle"}, kFloatBf16, true, 1e-4,
                       {many("(3, 2, 2)", {in({3, 2, 2})}, [](const Inputs& x) { return unbind(x[0]); })},
                       many("(128, 32, 1024)", {in({128, 32, 1024})}, [](const Inputs& x) { return unbind(x[0]); })});
   // The recurrences.

@@ -11,7 +11,7 @@ namespace {
 // Reduces x viewed as (outer, n, inner) over the middle axis into a tensor of out_shape.
 Tensor reduce_middle_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Shape& out_shape,
                           bool is_mean, const char* name) {
-  check_floating(x, name);
+  check_floating16(x, name);
   SRU_CHECK(!is_mean || n > 0, name, ": mean over an empty dim of a tensor of shape ", shape_str(x.shape()));
   const double scale = is_mean ? 1.0 / static_cast<double>(n) : 1.0;
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());

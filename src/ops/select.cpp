@@ -24,7 +24,7 @@ Tensor route_grad(const Tensor& cond, const Tensor& g, bool taken) {
 }  // namespace
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
-  check_floating(x, "masked_fill");
+  check_floating16(x, "masked_fill");
   check_condition(mask, x, "masked_fill");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   SRU_KERNEL(y.device(), select, mask, Tensor(), value, x, 0.0, y);
@@ -37,7 +37,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_floating(a, "where");
+  check_floating16(a, "where");
   check_same_dtype(a, b, "where");
   check_same_device(a, b, "where");
   check_same_shape(a, b, "where");

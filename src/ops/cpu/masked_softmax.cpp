@@ -4,7 +4,8 @@
 // MaskIndex (broadcast strides, no mask copy), or the causal pattern computed from the row index. Max and
 // sums in double, in column order; the scores are multiplied by `scale` first (1 for masked_softmax).
 // The per-element math is ops/masked_softmax_math.h, shared with CUDA. Forward writes y; backward writes
-// gx (not accumulated) from g and the saved y: gx = scale * (the softmax backward).
+// gx (not accumulated) from g and the saved y: gx = scale * (the softmax backward). f32, f64 and bf16
+// rows (bf16: read as float, the math in double, each output rounded once, as the CUDA twin).
 #include <algorithm>
 
 #include "core/parallel.h"
@@ -63,7 +64,7 @@ void softmax_rows_backward(const Tensor& g, const Tensor& y, const Rows& rows, d
 }  // namespace
 
 void masked_softmax_forward(const Tensor& x, const Tensor& mask, const MaskIndex& index, bool log, const Tensor& y) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "masked_softmax", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "masked_softmax", [&]<typename T>() {
     SRU_DISPATCH_ALL(mask.dtype(), "masked_softmax mask", [&]<typename M>() {
       softmax_rows<T>(x, TensorMaskRows<M>{mask.data<M>(), index}, 1.0, log, y);
     });
@@ -72,7 +73,7 @@ void masked_softmax_forward(const Tensor& x, const Tensor& mask, const MaskIndex
 
 void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mask, const MaskIndex& index, bool log,
                              const Tensor& gx) {
-  SRU_DISPATCH_FLOATING(y.dtype(), "masked_softmax_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "masked_softmax_backward", [&]<typename T>() {
     SRU_DISPATCH_ALL(mask.dtype(), "masked_softmax mask", [&]<typename M>() {
       softmax_rows_backward<T>(g, y, TensorMaskRows<M>{mask.data<M>(), index}, 1.0, log, gx);
     });
@@ -80,18 +81,18 @@ void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mas
 }
 
 void causal_softmax_forward(const Tensor& x, const CausalMask& causal, double scale, const Tensor& y) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "causal_softmax", [&]<typename T>() { softmax_rows<T>(x, causal, scale, false, y); });
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "causal_softmax", [&]<typename T>() { softmax_rows<T>(x, causal, scale, false, y); });
 }
 
 void causal_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, double scale, const Tensor& gx) {
-  SRU_DISPATCH_FLOATING(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
     softmax_rows_backward<T>(g, y, causal, scale, false, gx);
   });
 }
 
 void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, const Tensor& mask, const MaskIndex& index,
                                    double scale, const Tensor& y) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "causal_softmax", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "causal_softmax", [&]<typename T>() {
     SRU_DISPATCH_ALL(mask.dtype(), "causal_softmax mask", [&]<typename M>() {
       softmax_rows<T>(x, CausalTensorMaskRows<M>{causal, TensorMaskRows<M>{mask.data<M>(), index}}, scale, false, y);
     });
@@ -100,7 +101,7 @@ void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, co
 
 void causal_masked_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, const Tensor& mask,
                                     const MaskIndex& index, double scale, const Tensor& gx) {
-  SRU_DISPATCH_FLOATING(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
     SRU_DISPATCH_ALL(mask.dtype(), "causal_softmax mask", [&]<typename M>() {
       softmax_rows_backward<T>(g, y, CausalTensorMaskRows<M>{causal, TensorMaskRows<M>{mask.data<M>(), index}}, scale, false, gx);
     });

@@ -1,12 +1,14 @@
 // CPU kernels of sum/mean. x is viewed as (outer, n, inner); each output element (o, i) sums
-// x[o, 0..n, i] in double in index order, so results do not depend on the thread count.
+// x[o, 0..n, i] in double in index order, so results do not depend on the thread count. bf16: read
+// as float, the sum in double, each output rounded once (as the CUDA twin).
 #include "core/parallel.h"
 #include "ops/reduce.h"
 
 namespace sru::cpu {
 
 void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "reduce", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "reduce", [&]<typename T>() {
+    using C = compute_t<T>;
     const T* px = x.data<T>();
     T* po = out.data<T>();
     if (inner == 1) {
@@ -15,7 +17,7 @@ void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, dou
         for (int64_t o = lo; o < hi; ++o) {
           const T* row = px + o * n;
           double acc = 0.0;
-          for (int64_t k = 0; k < n; ++k) acc += row[k];
+          for (int64_t k = 0; k < n; ++k) acc += static_cast<double>(C(row[k]));
           po[o] = static_cast<T>(acc * scale);
         }
       });
@@ -28,7 +30,7 @@ void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, dou
         std::fill(acc.begin(), acc.end(), 0.0);
         const T* block = px + o * n * inner;
         for (int64_t k = 0; k < n; ++k)
-          for (int64_t i = 0; i < inner; ++i) acc[i] += block[k * inner + i];
+          for (int64_t i = 0; i < inner; ++i) acc[i] += static_cast<double>(C(block[k * inner + i]));
         for (int64_t i = 0; i < inner; ++i) po[o * inner + i] = static_cast<T>(acc[i] * scale);
       }
     });
@@ -36,15 +38,16 @@ void reduce_middle(const Tensor& x, int64_t outer, int64_t n, int64_t inner, dou
 }
 
 void broadcast_middle(const Tensor& g, int64_t outer, int64_t n, int64_t inner, double scale, const Tensor& out) {
-  SRU_DISPATCH_FLOATING(g.dtype(), "broadcast", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(g.dtype(), "broadcast", [&]<typename T>() {
+    using C = compute_t<T>;
     const T* pg = g.data<T>();
     T* po = out.data<T>();
-    const T s = static_cast<T>(scale);
+    const C s = static_cast<C>(scale);
     const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n * inner, 1));
     parallel_for(0, outer, grain, [&](int64_t lo, int64_t hi) {
       for (int64_t o = lo; o < hi; ++o)
         for (int64_t k = 0; k < n; ++k)
-          for (int64_t i = 0; i < inner; ++i) po[(o * n + k) * inner + i] = s * pg[o * inner + i];
+          for (int64_t i = 0; i < inner; ++i) po[(o * n + k) * inner + i] = T(s * C(pg[o * inner + i]));
     });
   });
 }

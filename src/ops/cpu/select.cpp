@@ -1,5 +1,6 @@
 // CPU kernel of the selection ops (see ops/select.h). The condition repeats every cond.numel()
-// elements (trailing-dim broadcasting) and may be of any dtype.
+// elements (trailing-dim broadcasting) and may be of any dtype; the values f32, f64 or bf16 (a fill value
+// rounded once to bf16).
 #include "core/parallel.h"
 #include "ops/select.h"
 
@@ -8,7 +9,7 @@ namespace sru::cpu {
 void select(const Tensor& cond, const Tensor& a, double a_value, const Tensor& b, double b_value, const Tensor& out) {
   const int64_t n = out.numel(), nc = cond.numel();
   if (n == 0) return;
-  SRU_DISPATCH_FLOATING(out.dtype(), "select", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(out.dtype(), "select", [&]<typename T>() {
     SRU_DISPATCH_ALL(cond.dtype(), "select condition", [&]<typename C>() {
       const C* pc = cond.data<C>();
       const T* pa = a.defined() ? a.data<T>() : nullptr;

@@ -6,7 +6,7 @@
 // reductions (the same result every run); the scores are multiplied by `scale` first (1 for
 // masked_softmax). The per-element math is ops/masked_softmax_math.h, the code the CPU kernel runs.
 // Forward writes y; backward writes gx (not accumulated) from g and the saved y: gx = scale * (the
-// softmax backward).
+// softmax backward). f32, f64 and bf16 rows (bf16: read as float, each output rounded once).
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/dispatch.h"
 #include "ops/masked_softmax.h"
@@ -77,7 +77,7 @@ void launch_backward(const Tensor& g, const Tensor& y, const Rows& rows, double 
 }  // namespace
 
 void masked_softmax_forward(const Tensor& x, const Tensor& mask, const MaskIndex& index, bool log, const Tensor& y) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "masked_softmax", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "masked_softmax", [&]<typename T>() {
     SRU_DISPATCH_ALL(mask.dtype(), "masked_softmax mask", [&]<typename M>() {
       launch_forward<T>(x, TensorMaskRows<M>{mask.data<M>(), index}, 1.0, log, y, "masked_softmax");
     });
@@ -86,7 +86,7 @@ void masked_softmax_forward(const Tensor& x, const Tensor& mask, const MaskIndex
 
 void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mask, const MaskIndex& index, bool log,
                              const Tensor& gx) {
-  SRU_DISPATCH_FLOATING(y.dtype(), "masked_softmax_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "masked_softmax_backward", [&]<typename T>() {
     SRU_DISPATCH_ALL(mask.dtype(), "masked_softmax mask", [&]<typename M>() {
       launch_backward<T>(g, y, TensorMaskRows<M>{mask.data<M>(), index}, 1.0, log, gx, "masked_softmax");
     });
@@ -94,20 +94,20 @@ void masked_softmax_backward(const Tensor& g, const Tensor& y, const Tensor& mas
 }
 
 void causal_softmax_forward(const Tensor& x, const CausalMask& causal, double scale, const Tensor& y) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "causal_softmax", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "causal_softmax", [&]<typename T>() {
     launch_forward<T>(x, causal, scale, false, y, "causal_softmax");
   });
 }
 
 void causal_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, double scale, const Tensor& gx) {
-  SRU_DISPATCH_FLOATING(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
     launch_backward<T>(g, y, causal, scale, false, gx, "causal_softmax");
   });
 }
 
 void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, const Tensor& mask, const MaskIndex& index,
                                    double scale, const Tensor& y) {
-  SRU_DISPATCH_FLOATING(x.dtype(), "causal_softmax", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(x.dtype(), "causal_softmax", [&]<typename T>() {
     SRU_DISPATCH_ALL(mask.dtype(), "causal_softmax mask", [&]<typename M>() {
       launch_forward<T>(x, CausalTensorMaskRows<M>{causal, TensorMaskRows<M>{mask.data<M>(), index}}, scale, false, y, "causal_softmax");
     });
@@ -116,7 +116,7 @@ void causal_masked_softmax_forward(const Tensor& x, const CausalMask& causal, co
 
 void causal_masked_softmax_backward(const Tensor& g, const Tensor& y, const CausalMask& causal, const Tensor& mask,
                                     const MaskIndex& index, double scale, const Tensor& gx) {
-  SRU_DISPATCH_FLOATING(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "causal_softmax_backward", [&]<typename T>() {
     SRU_DISPATCH_ALL(mask.dtype(), "causal_softmax mask", [&]<typename M>() {
       launch_backward<T>(g, y, CausalTensorMaskRows<M>{causal, TensorMaskRows<M>{mask.data<M>(), index}}, scale, false, gx, "causal_softmax");
     });

@@ -18,7 +18,7 @@ __global__ void select_kernel(const C* cond, long long nc, const T* a, T va, con
 void select(const Tensor& cond, const Tensor& a, double a_value, const Tensor& b, double b_value, const Tensor& out) {
   const long long n = out.numel(), nc = cond.numel();
   if (n == 0) return;
-  SRU_DISPATCH_FLOATING(out.dtype(), "select", [&]<typename T>() {
+  SRU_DISPATCH_FLOATING_BF16(out.dtype(), "select", [&]<typename T>() {
     SRU_DISPATCH_ALL(cond.dtype(), "select condition", [&]<typename C>() {
       select_kernel<<<grid_for(n), kBlock, 0, stream_of(out)>>>(
           cond.data<C>(), nc, data_or_null<T>(a), static_cast<T>(a_value),
