@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/engine.h"
 #include "autograd/node.h"
 #include "config/config.h"
 #include "nn/encoder.h"
@@ -181,6 +182,38 @@ inline void check_reorder_then_step(const EncoderVariant& v, Device device) {
   std::vector<Tensor> fresh;
   run(*e, batch_rows(prefix, rows), fresh);
   EXPECT_TRUE(outputs_equal(reordered, run(*e, next, fresh), v.dtype)) << v.name();
+}
+
+// At precision bf16 (train.precision bf16: bf16 GEMM operands, and the layers that route bf16
+// activations) a float32 encoder still answers in float32, within bf16 rounding of its float32 output,
+// and its backward runs: what follows an encoder (heads, losses) never sees a bf16 tensor it did not ask for.
+inline void check_bf16_precision_answers_in_float32(const EncoderVariant& v, Device device) {
+  if (v.dtype != DType::F32) GTEST_SKIP() << "bf16 precision applies to float32 models";
+  struct RestorePrecision {
+    MatmulPrecision before = matmul_precision();
+    ~RestorePrecision() { set_matmul_precision(before); }
+  } restore;
+  const auto encoder = build_encoder(v, device);
+  const ContractInput in = contract_input(5, 3, DType::F32, device, 41);
+  std::vector<Tensor> state;
+  set_matmul_precision(MatmulPrecision::Highest);
+  const Tensor reference = run(*encoder, in, state);
+  state.clear();
+  set_matmul_precision(MatmulPrecision::Medium);
+  Tensor x = in.x.detach().clone();
+  x.set_requires_grad(true);
+  const Tensor out = encoder->forward_sequence({x, Tensor(), in.tokens}, state);
+  ASSERT_EQ(out.dtype(), DType::F32) << v.name() << " answered in " << dtype_name(out.dtype()) << " at bf16";
+  const auto a = out.to(Device::cpu()).to_vector<double>(), b = reference.to(Device::cpu()).to_vector<double>();
+  double diff = 0, scale = 1e-6;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::abs(a[i] - b[i]));
+    scale = std::max(scale, std::abs(b[i]));
+  }
+  EXPECT_LT(diff / scale, 0.05) << v.name() << ": bf16 output too far from float32's";
+  autograd::backward({sum(out)}, {Tensor::ones({}, DType::F32, device)});
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(x.grad().dtype(), DType::F32);
 }
 
 // Every encoder has a variant that streams (else its incremental decoding would go untested).

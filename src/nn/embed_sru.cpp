@@ -6,6 +6,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embed_sru_recurrence.h"
+#include "ops/shape_ops.h"
 #include "ops/sru_math.h"
 
 namespace sru::nn {
@@ -85,6 +86,7 @@ Tensor EmbedSRU::forward_sequence(const EncoderInput& input, std::vector<Tensor>
   // As in SRU::forward: a host-made padding mask goes to x's device once, for every layer.
   const Tensor pad = input.mask_pad.defined() ? input.mask_pad.to(input.x.device()) : input.mask_pad;
   auto [h, c] = first->forward(input.x, input.tokens, layer_state(c0, 0, n, what), pad);
+  const DType out_dtype = h.dtype();  // under autocast the SRU layers above pass bf16: answered in this
   std::vector<Tensor> last_states = {c};
   for (int64_t i = 1; i < n; ++i) {
     auto [h_i, c_i] = upper[i - 1]->forward(h, layer_state(c0, i, n, what), pad);
@@ -92,7 +94,7 @@ Tensor EmbedSRU::forward_sequence(const EncoderInput& input, std::vector<Tensor>
     last_states.push_back(c_i);
   }
   state = {stack_layer_states(last_states)};
-  return h;
+  return cast(h, out_dtype);
 }
 
 SuperEmbedConversion convert_to_super_embed(const SequenceEncoder& encoder, const std::string& type,

@@ -24,6 +24,10 @@ TEST_P(CudaEncoderContract, ReorderThenStepEqualsRecomputing) {
   SKIP_WITHOUT_CUDA();
   check_reorder_then_step(GetParam(), kCuda);
 }
+TEST_P(CudaEncoderContract, Bf16PrecisionAnswersInFloat32) {
+  SKIP_WITHOUT_CUDA();
+  check_bf16_precision_answers_in_float32(GetParam(), kCuda);
+}
 
 INSTANTIATE_TEST_SUITE_P(Registered, CudaEncoderContract, ::testing::ValuesIn(encoder_variants()),
                          [](const ::testing::TestParamInfo<EncoderVariant>& info) { return info.param.name(); });
