@@ -1,8 +1,9 @@
 // CUDA kernels of the layout ops (see ops/shape_ops.h; CPU twins in ops/cpu/shape_ops.cpp).
 // copy_middle: src (outer, n_src, inner) <-> rows [at, at + rows) of dst (outer, n_dst, inner), one 2-D
 // strided copy (cudaMemcpy2DAsync: `outer` blocks of rows*inner elements), or, when a pitch is over
-// what cudaMemcpy2D takes (2^31 - 1 bytes), a copy kernel (one thread per 4- or 8-byte element). transpose_copy:
-// dst[a, j, m, i, c] = src[a, i, m, j, c], one thread per element, moved as 4- or 8-byte words.
+// what cudaMemcpy2D takes (2^31 - 1 bytes), a copy kernel (one thread per 2-, 4- or 8-byte element). transpose_copy:
+// dst[a, j, m, i, c] = src[a, i, m, j, c], one thread per element, moved as 2-, 4- or 8-byte words (bf16 and
+// f16 need the 2-byte word: a 4-byte one would move twice their bytes).
 #include <algorithm>
 #include <atomic>
 
@@ -47,6 +48,18 @@ size_t max_pitch(int device) {
   return static_cast<size_t>(cached[device].load());
 }
 
+// Runs f with W = the unsigned integer type of one element (8, 4 or 2 bytes: f64/i64, f32/i32,
+// bf16/f16), the word the copy kernels move.
+template <typename F>
+void with_element_word(size_t elem, F&& f) {
+  switch (elem) {
+    case 8: return f.template operator()<uint64_t>();
+    case 4: return f.template operator()<uint32_t>();
+    case 2: return f.template operator()<uint16_t>();
+  }
+  SRU_FAIL("layout copy: no kernel for ", elem, "-byte elements");
+}
+
 }  // namespace
 
 void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,
@@ -64,12 +77,10 @@ void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_
   }
   // Rows longer than a 2-D copy takes: a copy kernel with 64-bit indexing.
   const long long width = rows * inner, n = outer * width;
-  if (elem == 8)
-    copy_rows_kernel<<<grid_for(n), kBlock, 0, s>>>(reinterpret_cast<const uint64_t*>(from), n_src * inner,
-                                                    reinterpret_cast<uint64_t*>(to), n_dst * inner, outer, width);
-  else
-    copy_rows_kernel<<<grid_for(n), kBlock, 0, s>>>(reinterpret_cast<const uint32_t*>(from), n_src * inner,
-                                                    reinterpret_cast<uint32_t*>(to), n_dst * inner, outer, width);
+  with_element_word(elem, [&]<typename W>() {
+    copy_rows_kernel<<<grid_for(n), kBlock, 0, s>>>(reinterpret_cast<const W*>(from), n_src * inner,
+                                                    reinterpret_cast<W*>(to), n_dst * inner, outer, width);
+  });
   SRU_CUDA_LAUNCH_CHECK("copy_rows_kernel");
 }
 
@@ -77,12 +88,10 @@ void transpose_copy(const Tensor& src, const Tensor& dst, int64_t A, int64_t n0,
   const long long n = A * n0 * M * n1 * C;
   if (n == 0) return;
   const cudaStream_t s = stream_of(dst);
-  if (dtype_size(src.dtype()) == 8)
-    transpose_kernel<<<grid_for(n), kBlock, 0, s>>>(static_cast<const uint64_t*>(src.data_ptr()),
-                                                    static_cast<uint64_t*>(dst.data_ptr()), A, n0, M, n1, C);
-  else
-    transpose_kernel<<<grid_for(n), kBlock, 0, s>>>(static_cast<const uint32_t*>(src.data_ptr()),
-                                                    static_cast<uint32_t*>(dst.data_ptr()), A, n0, M, n1, C);
+  with_element_word(dtype_size(src.dtype()), [&]<typename W>() {
+    transpose_kernel<<<grid_for(n), kBlock, 0, s>>>(static_cast<const W*>(src.data_ptr()), static_cast<W*>(dst.data_ptr()),
+                                                    A, n0, M, n1, C);
+  });
   SRU_CUDA_LAUNCH_CHECK("transpose_kernel");
 }
 
