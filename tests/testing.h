@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -40,6 +41,18 @@ inline ::testing::AssertionResult values_near(const Tensor& t, const Shape& shap
 }
 
 // Asserts two tensors have equal shapes and values within tolerance.
+// The largest |a - reference| over the largest |reference| (at least 1e-6): a low-precision run's error
+// on the scale of the float32 values it approximates, not element by element.
+inline double max_error_over_largest(const Tensor& a, const Tensor& reference) {
+  const std::vector<double> x = a.to(Device::cpu()).to_vector<double>(), y = reference.to(Device::cpu()).to_vector<double>();
+  double diff = 0, scale = 1e-6;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return diff / scale;
+}
+
 inline ::testing::AssertionResult tensors_near(const Tensor& a, const Tensor& b, double atol = 1e-6,
                                                double rtol = 1e-6) {
   return values_near(a, b.shape(), b.to_vector<double>(), atol, rtol);

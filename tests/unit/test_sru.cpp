@@ -265,16 +265,6 @@ TEST(SRU, Bf16AutocastKeepsActivationsInBf16AndTracksFloat32) {
   struct RestorePrecision {
     ~RestorePrecision() { set_matmul_precision(MatmulPrecision::Highest); }
   } restore;
-  // The largest difference relative to the reference's largest magnitude.
-  const auto max_relative = [](const Tensor& a, const Tensor& reference) {
-    const std::vector<double> x = a.to_vector<double>(), y = reference.to_vector<double>();
-    double diff = 0, scale = 1e-6;
-    for (size_t i = 0; i < x.size(); ++i) {
-      diff = std::max(diff, std::abs(x[i] - y[i]));
-      scale = std::max(scale, std::abs(y[i]));
-    }
-    return diff / scale;
-  };
   for (const bool bidirectional : {false, true}) {
     for (const bool layer_norm : {false, true}) {
       SCOPED_TRACE(std::string(bidirectional ? "bidirectional" : "forward") + (layer_norm ? ", layer norm" : ""));
@@ -311,11 +301,11 @@ TEST(SRU, Bf16AutocastKeepsActivationsInBf16AndTracksFloat32) {
       ASSERT_EQ(b16.h.dtype(), DType::F32);
       const std::vector<float> h = b16.h.to_vector<float>();
       for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h[i], round_to_bf16(h[i])) << "h[" << i << "] is not a bf16 value";
-      EXPECT_LT(max_relative(b16.h, f32.h), 0.05);
+      EXPECT_LT(sru::testing::max_error_over_largest(b16.h, f32.h), 0.05);
       ASSERT_EQ(b16.grads.size(), f32.grads.size());
       for (size_t i = 0; i < f32.grads.size(); ++i) {
         ASSERT_EQ(b16.grads[i].dtype(), DType::F32) << "gradient " << i;
-        EXPECT_LT(max_relative(b16.grads[i], f32.grads[i]), 0.1) << "gradient " << i;
+        EXPECT_LT(sru::testing::max_error_over_largest(b16.grads[i], f32.grads[i]), 0.1) << "gradient " << i;
       }
     }
   }
