@@ -85,9 +85,10 @@ std::vector<Section> Config::schema() {
                      "for them): fp32; tf32 = TF32 tensor cores on a GPU (10-bit mantissas; the CPU has none and "
                      "computes FP32); bf16 = both operands of every float32 product (Linear, bmm, attention, the "
                      "SRU's W x, their backward products) rounded to BF16 (7-bit mantissas, round to nearest even), "
-                     "BF16 tensor cores on a GPU, the same rounding before sgemm on the CPU; the SRU layers also "
-                     "keep U, their recurrence's input and output and h between layers in BF16 (the stack's output "
-                     "is FP32). Sums, normalisation statistics, softmax, losses, the recurrences' state, "
+                     "BF16 tensor cores on a GPU, the same rounding before sgemm on the CPU; activations that feed "
+                     "products are BF16 as under PyTorch's autocast (Linear, attention and feed-forward outputs, "
+                     "the SRU and SRU++ layers' U, recurrence I/O and h between layers; residual streams and "
+                     "encoder outputs FP32). Sums, normalisation statistics, softmax, losses, the recurrences' state, "
                      "parameters, gradients and optimiser state stay FP32; "
                      "no loss scaling. Replaces train.matmul_precision (highest/high/medium read as fp32/tf32/bf16)",
                      precision_names()),

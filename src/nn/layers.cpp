@@ -9,6 +9,7 @@
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
 #include "ops/matmul.h"
+#include "ops/shape_ops.h"
 
 namespace sru::nn {
 
@@ -21,6 +22,15 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType 
 }
 
 Tensor Linear::forward(const Tensor& x) const {
+  // train.precision bf16 (autocast_bf16), PyTorch autocast's policy for linear: x and W as bf16, the
+  // products summed in float32, the answer in bf16 (so the activations that only feed the next GEMM,
+  // and those saved for backward, take half the bytes); W and its gradient stay float32 (the cast's
+  // backward widens). A consumer that needs float32 (layer norm's statistics, a residual add: ops
+  // promote bf16 beside float32) gets it there. Float64 layers stay float64.
+  if (autocast_bf16() && weight.dtype() == DType::F32 && x.dtype() != DType::F64) {
+    const Tensor y = matmul(cast(x, DType::BF16), cast(weight, DType::BF16), false, true);
+    return bias.defined() ? y + cast(bias, DType::BF16) : y;
+  }
   Tensor y = matmul(x, weight, false, true);
   return bias.defined() ? y + bias : y;
 }

@@ -1,6 +1,7 @@
 // Autograd wrappers of the pointwise ops: shape checks, output allocation, backward formulas.
 #include "ops/elementwise.h"
 #include "ops/dispatch.h"
+#include "ops/shape_ops.h"
 
 #include "autograd/node.h"
 
@@ -39,6 +40,12 @@ Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, double alpha) {
   return y;
 }
 
+// Autocast's type promotion (PyTorch's): a bf16 operand beside a float32 one computes in float32, e.g.
+// the residual x + sublayer(x) of a bf16 run, whose sublayer answers in bf16 while the stream stays
+// float32. The bf16 side is cast (differentiably: its gradient comes back in bf16). Any other mix of
+// dtypes stays an error naming the op (a float64 gradient check must not meet float32 silently).
+Tensor as_float32(const Tensor& t) { return t.dtype() == DType::F32 ? t : cast(t, DType::F32); }
+
 }  // namespace
 
 Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
@@ -51,6 +58,7 @@ Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (mixes_bf16_and_float32(a, b)) return add(as_float32(a), as_float32(b));
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b);
   if (autograd::needs_grad({a, b})) {
     autograd::record("AddBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
@@ -61,6 +69,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (mixes_bf16_and_float32(a, b)) return sub(as_float32(a), as_float32(b));
   Tensor out = binary_forward(BinaryOp::Sub, "sub", a, b);
   if (autograd::needs_grad({a, b})) {
     autograd::record("SubBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
@@ -71,6 +80,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (mixes_bf16_and_float32(a, b)) return mul(as_float32(a), as_float32(b));
   Tensor out = binary_forward(BinaryOp::Mul, "mul", a, b);
   if (autograd::needs_grad({a, b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -84,6 +94,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (mixes_bf16_and_float32(a, b)) return div(as_float32(a), as_float32(b));
   Tensor out = binary_forward(BinaryOp::Div, "div", a, b);
   if (autograd::needs_grad({a, b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();

@@ -4,6 +4,8 @@
 // Broadcasting: the operands' shapes must be equal, or one must equal a suffix of the other (after
 // dropping its leading 1s), e.g. (L, B, d) + (d) adds a bias row to every (l, b). The gradient of the
 // smaller operand is the incoming gradient summed over the leading dims it was broadcast across.
+// Dtypes: the operands' must match, except that a bf16 operand beside a float32 one is promoted to
+// float32 (mixed precision's residual adds, as PyTorch promotes); the result then is float32.
 #pragma once
 
 #include "core/tensor.h"

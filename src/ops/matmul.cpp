@@ -1,5 +1,6 @@
 // Autograd wrappers of matmul and bmm (see matmul.h for the backward formulas).
 #include "ops/matmul.h"
+#include "ops/shape_ops.h"
 #include "ops/dispatch.h"
 
 #include <atomic>
@@ -70,7 +71,17 @@ Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
 
 }  // namespace
 
+namespace {
+// Autocast's rule for products (PyTorch's): at precision bf16 a bf16 operand beside a float32 one makes
+// both bf16, e.g. a float32 context against a bf16 Linear's answer in the reader's attention. Outside
+// autocast a mix stays an error naming the op.
+bool autocast_mixes_bf16_and_float32(const Tensor& a, const Tensor& b) {
+  return autocast_bf16() && mixes_bf16_and_float32(a, b);
+}
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  if (autocast_mixes_bf16_and_float32(a, b)) return matmul(cast(a, DType::BF16), cast(b, DType::BF16), ta, tb);
   check_same_dtype(a, b, "matmul");
   check_same_device(a, b, "matmul");
   check_floating16(a, "matmul");
@@ -102,6 +113,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  if (autocast_mixes_bf16_and_float32(a, b)) return bmm(cast(a, DType::BF16), cast(b, DType::BF16), ta, tb);
   check_same_dtype(a, b, "bmm");
   check_same_device(a, b, "bmm");
   check_floating16(a, "bmm");

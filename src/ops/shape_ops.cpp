@@ -43,6 +43,10 @@ Tensor cast(const Tensor& x, DType dtype) {
   return y;
 }
 
+bool mixes_bf16_and_float32(const Tensor& a, const Tensor& b) {
+  return (a.dtype() == DType::BF16 && b.dtype() == DType::F32) || (a.dtype() == DType::F32 && b.dtype() == DType::BF16);
+}
+
 Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end) {
   SRU_CHECK(x.dim() >= 1, "slice: needs a tensor of rank >= 1");
   const Around a = around(x.shape(), dim, "slice");
@@ -69,6 +73,13 @@ Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end) {
 
 Tensor concat(const std::vector<Tensor>& xs, int dim) {
   SRU_CHECK(!xs.empty(), "concat: no tensors given");
+  // bf16 beside float32 concatenates in float32, as torch.cat promotes (a bf16 run's features).
+  for (const Tensor& x : xs)
+    if (mixes_bf16_and_float32(xs[0], x)) {
+      std::vector<Tensor> widened;
+      for (const Tensor& y : xs) widened.push_back(cast(y, y.dtype() == DType::BF16 ? DType::F32 : y.dtype()));
+      return concat(widened, dim);
+    }
   const Around a = around(xs[0].shape(), dim, "concat");
   Shape out_shape = xs[0].shape();
   int64_t total = 0;

@@ -21,6 +21,9 @@ Tensor reshape(const Tensor& x, const Shape& shape);  // one dim may be -1
 // x converted to `dtype` (x itself when it already is; to bf16: round to nearest even), differentiable
 // between floating dtypes: the gradient comes back converted to x's dtype. Mixed precision's casts.
 Tensor cast(const Tensor& x, DType dtype);
+// Whether one operand is bf16 and the other float32: where mixed precision promotes (element-wise ops
+// compute in float32) or, under autocast, demotes (products take both as bf16).
+bool mixes_bf16_and_float32(const Tensor& a, const Tensor& b);
 Tensor slice(const Tensor& x, int dim, int64_t start, int64_t end);
 Tensor concat(const std::vector<Tensor>& xs, int dim);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim);

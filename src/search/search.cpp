@@ -79,6 +79,14 @@ class LogProbSource {
   Tensor eos_mask_;  // (V) 1 at the eos, on the scorer's device
 };
 
+}  // namespace
+
+Tensor log_probs_of_logits(const Tensor& logits) {
+  return log_softmax(logits.dtype() == DType::BF16 ? cast(logits, DType::F32) : logits);
+}
+
+namespace {
+
 // Calls reorder unless the new rows are the old ones unchanged, or none are left.
 void reorder_if_changed(StepScorer& scorer, const std::vector<int64_t>& rows, size_t old_rows) {
   if (rows.empty()) return;  // nothing is scored again

@@ -45,6 +45,11 @@ class StepScorer {
   virtual void reorder(const std::vector<int64_t>& rows) = 0;
 };
 
+// What a scorer returns from its model's logits: log_softmax over them widened to float32 when they are
+// bf16 (a train.precision bf16 model answers in bf16; the search's scores and ranking stay float32, as
+// fairseq's get_normalized_probs takes log_softmax of logits.float()).
+Tensor log_probs_of_logits(const Tensor& logits);
+
 // B sentences to decode together.
 struct Request {
   std::vector<int64_t> first_tokens;    // one per sentence: a BOS id, or the last token of an LM's prompt

@@ -311,7 +311,8 @@ void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches, 
     // Distributed: batch i is rank i % world's, so each batch is what one process would run.
     if (distributed && index % comm_->size() != comm_->rank()) continue;
     std::vector<int64_t> lengths;
-    fn(batch, model_->forward(pad_batch(split.ids, batch, lengths), lengths).to(Device::cpu()));
+    // Float32 on the host whatever the precision (a bf16 run's head answers in bf16).
+    fn(batch, model_->forward(pad_batch(split.ids, batch, lengths), lengths).to(Device::cpu()).to(DType::F32));
   }
   model_->train(true);
 }

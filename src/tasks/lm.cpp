@@ -317,7 +317,7 @@ class LanguageModelScorer : public search::StepScorer {
   LanguageModelScorer(const LanguageModel& model, std::vector<Tensor> state) : model_(model), state_(std::move(state)) {}
   Tensor next_log_probs(const std::vector<int64_t>& last_tokens) override {
     const int64_t N = static_cast<int64_t>(last_tokens.size());
-    return log_softmax(model_.forward(Tensor::from_vector(last_tokens, {1, N}), state_));  // (N, V)
+    return search::log_probs_of_logits(model_.forward(Tensor::from_vector(last_tokens, {1, N}), state_));  // (N, V)
   }
   void reorder(const std::vector<int64_t>& rows) override { model_.reorder_state(state_, rows); }
 

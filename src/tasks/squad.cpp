@@ -278,7 +278,8 @@ data::SquadPredictions SquadTask::answer(const ReaderSplit& split, int64_t max_b
     // Distributed: batch i is rank i % world's, so each batch is what one process would run.
     if (distributed && index % comm_->size() != comm_->rank()) continue;
     const auto [start_scores, end_scores] = model_->forward(split.batch(batch));
-    const Tensor s = start_scores.to(Device::cpu()), e = end_scores.to(Device::cpu());
+    // Float32 on the host whatever the precision (a bf16 run's scores are bf16).
+    const Tensor s = start_scores.to(Device::cpu()).to(DType::F32), e = end_scores.to(Device::cpu()).to(DType::F32);
     const int64_t L = s.size(1);
     for (size_t b = 0; b < batch.size(); ++b) {
       const ReaderSplit::Example& ex = split.examples[batch[b]];

@@ -96,7 +96,7 @@ class TranslationScorer : public search::StepScorer {
   TranslationScorer(const TranslationModel& model, TranslationModel::DecoderState state)
       : model_(model), state_(std::move(state)) {}
   Tensor next_log_probs(const std::vector<int64_t>& last_tokens) override {
-    return log_softmax(model_.decode_step(last_tokens, state_));
+    return search::log_probs_of_logits(model_.decode_step(last_tokens, state_));
   }
   void reorder(const std::vector<int64_t>& rows) override { model_.reorder(state_, rows); }
 

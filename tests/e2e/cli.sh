@@ -16,6 +16,26 @@ expect_error() {
   echo "ok: exit $rc, message matches /$regex/"
 }
 tiny_run() { "$train" --config "$tiny" --set data.path="$data" "$@"; }
+# A word-for-word "translation" of generated sentences in $work/{train,valid,test}.{en,de}, and the
+# settings that train a small translation model on them.
+word_for_word_pairs() {
+  python3 - "$work" <<'PY'
+import random, sys
+random.seed(1)
+words = "the a man dog runs sits on red big park".split()
+for name, n in (("train", 1500), ("valid", 60), ("test", 60)):
+    with open(f"{sys.argv[1]}/{name}.en", "w") as en, open(f"{sys.argv[1]}/{name}.de", "w") as de:
+        for _ in range(n):
+            s = [random.choice(words) for _ in range(random.randint(2, 6))]
+            en.write(" ".join(s) + "\n")
+            de.write(" ".join("de" + w[::-1] for w in s) + "\n")
+PY
+}
+tiny_translation=(--set data.path="$work/train.en" --set data.target_path="$work/train.de"
+  --set data.valid_source="$work/valid.en" --set data.valid_target="$work/valid.de" --set data.test_source="$work/test.en"
+  --set data.test_target="$work/test.de" --set data.vocab_size=40 --set data.max_tokens=200
+  --set model.embedding_size=32 --set model.hidden_size=32 --set model.ff_size=64 --set model.num_layers=2
+  --set model.dropout=0.1 --set train.schedule=constant --set train.lr=0.005)
 
 case $case in
   bad_config)
@@ -221,23 +241,8 @@ PY
     # own), srueval evaluates the test split, translates a file and standard input (beam, greedy,
     # n-best) and scores it with bleu-score; bad parallel data, bad input to translate and a checkpoint
     # of another task are refused by name.
-    python3 - "$work" <<'PY'
-import random, sys
-random.seed(1)
-words = "the a man dog runs sits on red big park".split()
-for name, n in (("train", 1500), ("valid", 60), ("test", 60)):
-    with open(f"{sys.argv[1]}/{name}.en", "w") as en, open(f"{sys.argv[1]}/{name}.de", "w") as de:
-        for _ in range(n):
-            s = [random.choice(words) for _ in range(random.randint(2, 6))]
-            en.write(" ".join(s) + "\n")
-            de.write(" ".join("de" + w[::-1] for w in s) + "\n")
-PY
-    cfg=(--config "$src/configs/translate/multi30k-sru-4.yaml" --set data.path="$work/train.en"
-         --set data.target_path="$work/train.de" --set data.valid_source="$work/valid.en"
-         --set data.valid_target="$work/valid.de" --set data.test_source="$work/test.en"
-         --set data.test_target="$work/test.de" --set data.vocab_size=40 --set data.max_tokens=200
-         --set model.embedding_size=32 --set model.hidden_size=32 --set model.ff_size=64 --set model.num_layers=2
-         --set model.dropout=0.1 --set train.schedule=constant --set train.lr=0.005 --set train.epochs=8
+    word_for_word_pairs
+    cfg=(--config "$src/configs/translate/multi30k-sru-4.yaml" "${tiny_translation[@]}" --set train.epochs=8
          --set eval.every_steps=0 --set log.every_steps=20 --set train.threads=2 --set train.accumulate=2)
     "$train" "${cfg[@]}" --run-dir "$work/run" > "$work/train.log" 2>&1 || { tail "$work/train.log"; fail "training failed"; }
     grep -q "final: valid bleu" "$work/train.log" || fail "no final BLEU line"
@@ -414,6 +419,33 @@ PY
       || fail "train.matmul_precision=medium no longer reads: $out"
     matches 'precision: "bf16"' "$out" || fail "train.matmul_precision=medium did not read as bf16: $out"
     echo "ok: bf16 within 0.05 BPC of fp32; int8 and fp16 refused; train.matmul_precision reads as train.precision"
+    ;;
+  precision_models)
+    # train.precision bf16 through every model family and task head (Linear, attention and the SRU++
+    # transform answer in bf16; residual streams, losses and parameters stay float32): a few steps of
+    # each train, srueval evaluates the checkpoint at bf16 (the translation model decodes with beam 5)
+    # and every metric it reports is finite.
+    last_word_sentences > "$work/sents.txt"
+    word_for_word_pairs
+    sample=$src/data/squad-sample/dev-v1.1.sample.json
+    at_bf16() {
+      local name=$1; shift
+      "$train" "$@" --set train.precision=bf16 --set train.max_steps=4 --set train.threads=1 --set log.progress=false \
+        --run-dir "$work/$name" > "$work/$name.log" 2>&1 || { tail -5 "$work/$name.log"; fail "$name at bf16"; }
+      "$eval" --checkpoint "$work/$name/last.safetensors" --precision bf16 --json "$work/$name.json" > "$work/$name.eval.log" 2>&1 \
+        || { tail -5 "$work/$name.eval.log"; fail "srueval --precision bf16 of $name"; }
+      python3 -c "import json, math, sys; m = json.load(open(sys.argv[1]))['metrics']; print(sys.argv[2], m); \
+sys.exit(0 if m and all(math.isfinite(v) for v in m.values() if isinstance(v, (int, float))) else 1)" \
+        "$work/$name.json" "$name" || fail "$name: a metric is not finite at bf16"
+    }
+    at_bf16 charlm-lstm --config "$tiny" --set data.path="$data" --set model.type=lstm
+    at_bf16 charlm-srupp --config "$tiny" --set data.path="$data" --set model.type=srupp --set model.proj_size=8 \
+      --set model.num_heads=2 --set model.memory_length=16
+    at_bf16 classify --config "$src/tests/data/classify_tiny.yaml" --set data.path="$work/sents.txt" --set data.fold=0
+    at_bf16 squad --config "$src/tests/data/squad_tiny.yaml" --set data.path="$sample" --set data.valid_path="$sample"
+    at_bf16 translate-base --config "$src/configs/translate/multi30k-base.yaml" "${tiny_translation[@]}"
+    at_bf16 translate-sru --config "$src/configs/translate/multi30k-sru-4.yaml" "${tiny_translation[@]}"
+    echo "ok: every model family trains and evaluates at bf16"
     ;;
   overfit)
     # A small SRU memorises 1000 bytes of text: BPC on the very text it trained on falls near zero.

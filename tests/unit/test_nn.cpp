@@ -29,6 +29,44 @@ TEST(Layers, LinearComputesXWTransposedPlusBias) {
   for (double v : fresh.weight.to_vector<double>()) ASSERT_LE(std::abs(v), bound);
 }
 
+// train.precision bf16, PyTorch autocast's policy for linear: the answer is bf16 (x and W taken as bf16,
+// products summed in float32, the bias added and rounded once more), the gradients of W, b and x stay
+// in their own float32; at fp32 the layer is float32 as before.
+TEST(Layers, LinearUnderBf16AutocastAnswersInBf16WithFloat32Gradients) {
+  struct RestorePrecision {
+    ~RestorePrecision() { set_matmul_precision(MatmulPrecision::Highest); }
+  } restore;
+  Generator gen(41);
+  Linear lin(16, 8, true, DType::F32, gen);
+  const Tensor x = Tensor::uniform({5, 16}, -1, 1, DType::F32, gen);
+  const Tensor cotangent = Tensor::uniform({5, 8}, -1, 1, DType::F32, gen);
+  const auto run = [&](MatmulPrecision precision) {
+    set_matmul_precision(precision);
+    lin.zero_grad();
+    Tensor xi = x.clone();
+    xi.set_requires_grad(true);
+    const Tensor y = lin.forward(xi);
+    autograd::backward({sum(mul(y, cotangent))}, {Tensor::ones({}, DType::F32)});  // bf16 y promotes here
+    return std::vector<Tensor>{y.detach(), xi.grad(), lin.weight.grad(), lin.bias.grad()};
+  };
+  const std::vector<Tensor> f32 = run(MatmulPrecision::Highest), b16 = run(MatmulPrecision::Medium);
+  EXPECT_EQ(f32[0].dtype(), DType::F32);
+  ASSERT_EQ(b16[0].dtype(), DType::BF16);
+  for (size_t i = 1; i < b16.size(); ++i) EXPECT_EQ(b16[i].dtype(), DType::F32) << "gradient " << i;
+  // y = round(round(p) + round(b)) with p the float32-summed product of the rounded operands: within
+  // two roundings (2^-8 each) of |p| + |b| of the float64 math on the same rounded operands.
+  const auto rounded64 = [](const Tensor& t) { return t.to(DType::BF16).to(DType::F64); };
+  const std::vector<double> p = matmul(rounded64(x), rounded64(lin.weight), false, true).to_vector<double>();
+  const std::vector<double> bias = rounded64(lin.bias).to_vector<double>();
+  const std::vector<double> y = b16[0].to(DType::F64).to_vector<double>();
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double exact = p[i] + bias[i % 8], scale = std::abs(p[i]) + std::abs(bias[i % 8]);
+    ASSERT_NEAR(y[i], exact, 2 * std::ldexp(scale, -8) + 1e-6) << i;
+  }
+  for (size_t i = 1; i < b16.size(); ++i)
+    EXPECT_LT(sru::testing::max_error_over_largest(b16[i], f32[i]), 0.03) << "gradient " << i;
+}
+
 TEST(Layers, EmbeddingPaddingRowStartsAtZero) {
   Embedding emb(5, 3, 2);
   for (double v : emb.weight.narrow0(2, 1).to_vector<double>()) EXPECT_EQ(v, 0.0);

@@ -211,6 +211,45 @@ TEST(Bf16Kernels, LossesStatisticsAndWeightsStayFloat32) {
   EXPECT_EQ(w.grad().dtype(), DType::F32);
   const Tensor xd = x.detach(), wd = w.detach();
   expect_error_containing([&] { layer_norm(xd, wd.to(DType::BF16), Tensor()); }, "weight/bias must be f32 with x of bf16");
-  expect_error_containing([&] { add(xd, wd); }, "dtype");
   expect_error_containing([&] { topk(xd, 2); }, "expected a floating tensor (f32 or f64), got bf16");
+}
+
+// Where bf16 meets float32 (a bf16 run's sublayer answer beside its float32 residual stream): the
+// element-wise ops and concat promote to float32, as PyTorch does, each gradient coming back in its
+// operand's dtype; under autocast (precision bf16) a product takes both operands as bf16, outside it a
+// mix is refused by name; float32 beside float64 stays an error everywhere.
+TEST(Bf16Kernels, Bf16BesideFloat32PromotesAndProductsUnderAutocastTakeBothAsBf16) {
+  struct RestorePrecision {
+    ~RestorePrecision() { set_matmul_precision(MatmulPrecision::Highest); }
+  } restore;
+  Generator gen(7);
+  Tensor a = Tensor::uniform({3, 4}, -1, 1, DType::F32, gen).to(DType::BF16);
+  Tensor b = Tensor::uniform({3, 4}, -1, 1, DType::F32, gen);
+  a.set_requires_grad(true);
+  b.set_requires_grad(true);
+  const std::vector<float> fa = a.to(DType::F32).to_vector<float>(), fb = b.to_vector<float>();
+  const Tensor sum_ab = add(a, b), product_ba = mul(b, a);
+  ASSERT_EQ(sum_ab.dtype(), DType::F32);
+  ASSERT_EQ(product_ba.dtype(), DType::F32);
+  const std::vector<float> s = sum_ab.to_vector<float>(), p = product_ba.to_vector<float>();
+  for (size_t i = 0; i < s.size(); ++i) {
+    ASSERT_EQ(s[i], fa[i] + fb[i]) << i;
+    ASSERT_EQ(p[i], fb[i] * fa[i]) << i;
+  }
+  autograd::backward({sum(sum_ab)}, {Tensor::ones({}, DType::F32)});
+  EXPECT_EQ(a.grad().dtype(), DType::BF16);
+  EXPECT_EQ(b.grad().dtype(), DType::F32);
+  const Tensor joined = concat({a.detach(), b.detach()}, 0);
+  ASSERT_EQ(joined.dtype(), DType::F32);
+  EXPECT_EQ(joined.to_vector<float>()[0], fa[0]);
+  EXPECT_EQ(joined.to_vector<float>()[12], fb[0]);
+  const Tensor ad = a.detach(), bd = b.detach();
+  expect_error_containing([&] { add(bd, bd.to(DType::F64)); }, "dtypes f32 and f64 differ");
+  expect_error_containing([&] { matmul(ad, bd, false, true); }, "matmul: dtypes bf16 and f32 differ");
+  set_matmul_precision(MatmulPrecision::Medium);
+  const Tensor mixed = matmul(ad, bd, false, true), both16 = matmul(ad, bd.to(DType::BF16), false, true);
+  ASSERT_EQ(mixed.dtype(), DType::BF16);
+  EXPECT_EQ(mixed.to(DType::F32).to_vector<float>(), both16.to(DType::F32).to_vector<float>());
+  EXPECT_EQ(bmm(reshape(bd, {1, 3, 4}), reshape(ad, {1, 3, 4}), false, true).dtype(), DType::BF16);
+  expect_error_containing([&] { add(bd, bd.to(DType::F64)); }, "dtypes f32 and f64 differ");
 }
