@@ -3,6 +3,7 @@
 // cuda/optimizer.cu), through SRU_KERNEL_IN so that every operand is checked to share a device.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -30,11 +31,19 @@ Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options)
           : k == "adamax" ? OptimizerKind::Adamax
           : k == "radam"  ? OptimizerKind::RAdam
                           : OptimizerKind::RAdamW;
-  for (auto& [name, p] : params_) {
+  for (size_t k = 0; k < params_.size(); ++k) {
+    const Tensor& p = params_[k].second;
     check_floating(p, "optimizer");
     std::vector<Tensor> slots;
     for (size_t i = 0; i < slot_names_.size(); ++i) slots.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
     slots_.push_back(slots);
+    const auto same = [&](const std::vector<size_t>& group) {
+      const Tensor& q = params_[group.front()].second;
+      return q.dtype() == p.dtype() && q.device() == p.device();
+    };
+    const auto group = std::find_if(groups_.begin(), groups_.end(), same);
+    if (group == groups_.end()) groups_.push_back({k});
+    else group->push_back(k);
   }
 }
 
@@ -42,7 +51,7 @@ void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) p.set_grad(Tensor());
 }
 
-void Optimizer::step(double lr) {
+void Optimizer::step(double lr, const Tensor& clip) {
   ++step_count_;
   const double t = static_cast<double>(step_count_);
   const OptimizerOptions& o = options_;
@@ -62,13 +71,22 @@ void Optimizer::step(double lr) {
   sc.rectify = rho_t > 5.0;
   sc.rect = sc.rectify ? std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0.0;
 
-  for (size_t k = 0; k < params_.size(); ++k) {
-    const Tensor& p = params_[k].second;
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    const Tensor& s0 = slots_[k][0];
-    const Tensor& s1 = slots_[k].size() > 1 ? slots_[k][1] : slots_[k][0];  // SGD: one slot, s1 unused
-    SRU_KERNEL_IN(::sru::optim, p.device(), optimizer_update, kind_, p, g, s0, s1, sc);
+  for (const std::vector<size_t>& group : groups_) {
+    std::vector<Tensor> p, g, s0, s1;
+    for (size_t k : group) {
+      const Tensor grad = params_[k].second.grad();
+      if (!grad.defined()) continue;
+      p.push_back(params_[k].second);
+      g.push_back(grad);
+      s0.push_back(slots_[k][0]);
+      s1.push_back(slots_[k].size() > 1 ? slots_[k][1] : slots_[k][0]);  // SGD: one slot, s1 unused
+    }
+    if (p.empty()) continue;
+    const Device device = p.front().device();
+    SRU_CHECK(!clip.defined() || (clip.dtype() == DType::F64 && clip.numel() == 2), "optimizer step: clip must be the "
+              "f64 (2) [norm, factor] of grad_norm_and_clip_factor, got ", dtype_name(clip.dtype()), " ",
+              shape_str(clip.shape()));
+    SRU_KERNEL_IN(::sru::optim, device, optimizer_update, kind_, p, g, s0, s1, sc, clip);
   }
 }
 
@@ -104,27 +122,41 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
   step_count_ = step->item<int64_t>();
 }
 
-Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm) {
+Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm) {
   constexpr int64_t kBlock = 1 << 16;
-  std::vector<Tensor> grads;
+  // The gradients grouped by dtype (one reduction dispatch each), their blocks' partial sums in one
+  // buffer in parameter order within each group.
+  std::vector<std::vector<Tensor>> groups;
   int64_t blocks = 0;
   for (const auto& [name, p] : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
-    grads.push_back(g);
+    const auto same = [&](const std::vector<Tensor>& group) { return group.front().dtype() == g.dtype(); };
+    const auto group = std::find_if(groups.begin(), groups.end(), same);
+    if (group == groups.end()) groups.push_back({g});
+    else group->push_back(g);
     blocks += (g.numel() + kBlock - 1) / kBlock;
   }
-  const Device device = grads.empty() ? (params.empty() ? Device::cpu() : params[0].second.device()) : grads[0].device();
+  const Device device = groups.empty() ? (params.empty() ? Device::cpu() : params[0].second.device())
+                                       : groups[0][0].device();
   const Tensor partial = Tensor::empty({blocks}, DType::F64, device);
   int64_t at = 0;
-  for (const Tensor& g : grads) {
-    SRU_KERNEL_IN(::sru::optim, g.device(), sum_squares_blocks, g, kBlock, partial, at);
-    at += (g.numel() + kBlock - 1) / kBlock;
+  for (const std::vector<Tensor>& group : groups) {
+    int64_t group_blocks = 0;
+    for (const Tensor& g : group) group_blocks += (g.numel() + kBlock - 1) / kBlock;
+    SRU_KERNEL_IN(::sru::optim, device, sum_squares_blocks, group, kBlock, partial.narrow0(at, group_blocks));
+    at += group_blocks;
   }
   const Tensor result = Tensor::empty({2}, DType::F64, device);
   SRU_KERNEL_IN(::sru::optim, device, finish_grad_norm, partial, max_norm, result);
+  return result;
+}
+
+Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm) {
+  const Tensor result = grad_norm_and_clip_factor(params, max_norm);
   if (max_norm > 0)
-    for (const Tensor& g : grads) SRU_KERNEL_IN(::sru::optim, g.device(), scale_by_clip_factor, g, result);
+    for (const auto& [name, p] : params)
+      if (p.grad().defined()) SRU_KERNEL_IN(::sru::optim, p.device(), scale_by_clip_factor, p.grad(), result);
   return result.narrow0(0, 1).view({});
 }
 

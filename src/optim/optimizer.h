@@ -33,8 +33,12 @@ class Optimizer {
  public:
   // params: (name, tensor) of the trainable parameters (Module::named_parameters filtered).
   Optimizer(nn::NamedTensors params, OptimizerOptions options);
-  // One update with learning rate lr, from each parameter's .grad (parameters without one are skipped).
-  void step(double lr);
+  // One update with learning rate lr, from each parameter's .grad (parameters without one are skipped):
+  // one kernel dispatch per group of parameters sharing a dtype and device (a multi-tensor update; on a
+  // GPU one launch per up to 48 tensors). clip, when given, is grad_norm_and_clip_factor's result: each
+  // gradient is multiplied by its factor inside the update (as clip_grad_norm's separate scaling would,
+  // to the bit), and the gradients themselves are left as they are.
+  void step(double lr, const Tensor& clip = Tensor());
   void zero_grad();
   int64_t steps() const { return step_count_; }
 
@@ -49,6 +53,7 @@ class Optimizer {
   OptimizerOptions options_;
   OptimizerKind kind_;
   std::vector<std::vector<Tensor>> slots_;  // per parameter: the slots of this optimiser
+  std::vector<std::vector<size_t>> groups_;  // indices into params_ of one dtype and device each, in order
   std::vector<std::string> slot_names_;
   int64_t step_count_ = 0;
 };
@@ -62,21 +67,36 @@ class Optimizer {
 // returns it as a double (one value read).
 Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm);
 double clip_grad_norm(const nn::NamedTensors& params, double max_norm);
+// The global gradient norm and the clip factor, as an f64 (2) [norm, factor] tensor on the gradients'
+// device, without scaling anything: the training step hands it to Optimizer::step, whose update applies
+// the factor (one reduction dispatch per dtype group plus one to finish, instead of a scaling pass per
+// gradient). clip_grad_norm_tensor is this plus the scaling.
+Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm);
 
 // The kernels, declared once for both backends (ops/kernels.h; CPU: optim/cpu/optimizer.cpp; CUDA:
 // optim/cuda/optimizer.cu, same contracts), called through SRU_KERNEL_IN (ops/dispatch.h), which checks
 // that the operands share a device.
 SRU_DECLARE_KERNELS(
-// One optimiser step of parameter p with gradient g and slots s0, s1 (s1 unused by SGD).
-void optimizer_update(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0, const Tensor& s1,
-                      const StepScalars& scalars);
-// partial[at + i] = sum of g[j]^2 over block i (block_size elements), in double.
-void sum_squares_blocks(const Tensor& g, int64_t block_size, const Tensor& partial, int64_t at);
+// One optimiser step of the parameters p[k] (one dtype and device) with gradients g[k] and slots s0[k],
+// s1[k] (s1 unused by SGD: pass s0), each of p[k]'s shape: a multi-tensor update (the CUDA twin covers up
+// to kMaxTensorsPerLaunch tensors a launch). When clip (f64 (2), grad_norm_and_clip_factor's) is
+// defined and clip[1] != 1, each gradient element is multiplied by clip[1] (as the gradient's dtype)
+// before it is used.
+void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+                      const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalars& scalars,
+                      const Tensor& clip);
+// For the gradients g[k] (one dtype and device) in order, each cut into blocks of block_size elements:
+// partial[n] = sum of the n-th block's g^2 in double (the blocks of g[0], then of g[1], ...).
+void sum_squares_blocks(const std::vector<Tensor>& g, int64_t block_size, const Tensor& partial);
 // result (2) f64 = [norm = sqrt(sum of partial, in order), clip factor (1 when nothing is to be scaled)].
 void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result);
 // g *= result[1] (as g's dtype) unless the factor is 1.
 void scale_by_clip_factor(const Tensor& g, const Tensor& result);
 )
+
+// Tensors per multi-tensor CUDA launch: the pointer table travels as a kernel argument, within the
+// 4 KiB that every CUDA version accepts (48 x (4 pointers + 2 sizes) = 2.3 KiB).
+inline constexpr int kMaxTensorsPerLaunch = 48;
 
 // StepScalars holds no tensor (for SRU_KERNEL_IN's device check).
 template <typename F>

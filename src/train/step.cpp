@@ -90,7 +90,9 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
     const dist::GradientSync::Result sums = sync_->finish(loss, {mine.stop ? 1.0 : 0.0, mine.out_of_time ? 1.0 : 0.0});
     scalars = {sums.loss, sums.votes[0], sums.votes[1], sums.disagreement};
   }
-  const Tensor norm = optim::clip_grad_norm_tensor(optimizer_.parameters(), clip_grad_norm_);
+  // The norm and the clip factor stay on the device; the update applies the factor (no scaling pass).
+  const Tensor norm_and_factor = optim::grad_norm_and_clip_factor(optimizer_.parameters(), clip_grad_norm_);
+  const Tensor norm = norm_and_factor.narrow0(0, 1).view({});
   scalars.insert(scalars.begin() + 1, norm);
   if (sync_) comm_->await_device(norm.device());
   const std::vector<double> values = read_scalars(scalars);
@@ -111,7 +113,7 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
     if (skip_nonfinite_) task_.reset_carried_state();
     return out;
   }
-  optimizer_.step(out.lr);
+  optimizer_.step(out.lr, clip_grad_norm_ > 0 ? norm_and_factor : Tensor());
   task_.model().after_update();  // e.g. gate clipping: after every update, before anything reads the weights
   if (ema_) ema_->update(step);
   optimizer_.zero_grad();

@@ -330,6 +330,44 @@ TEST(CudaParity, OptimizerStepsAndGradientClipping) {
   }
 }
 
+// The training step's update on cuda:0 against the CPU's: the clip factor folded into the multi-tensor
+// update, over 100 parameters (three launches of at most 48 tensors, the table's binary search across
+// tensors of one, several and no chunks) and one float64 group.
+TEST(CudaParity, MultiTensorUpdateWithTheClipFactorOverManyParameters) {
+  SKIP_WITHOUT_CUDA();
+  for (const std::string kind : {"sgd", "adam", "adamax", "radamw"}) {
+    SCOPED_TRACE(kind);
+    optim::OptimizerOptions o;
+    o.kind = kind;
+    o.momentum = kind == "sgd" ? 0.9 : 0.0;
+    o.weight_decay = 0.01;
+    nn::NamedTensors cpu_params, gpu_params;
+    for (int i = 0; i < 101; ++i) {
+      const int64_t n = i == 7 ? 0 : i == 40 ? 9000 : i == 41 ? 70000 : 1 + 37 * (i % 5);
+      const Tensor init = rand_leaf({n}, 100 + i, i == 100 ? DType::F64 : DType::F32).detach();
+      cpu_params.emplace_back("p" + std::to_string(i), init.clone().set_requires_grad(true));
+      gpu_params.emplace_back("p" + std::to_string(i), init.to(kCuda).set_requires_grad(true));
+    }
+    optim::Optimizer cpu_opt(cpu_params, o), gpu_opt(gpu_params, o);
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < cpu_params.size(); ++i) {
+        Generator gen(500 + 1000 * step + i);
+        const Tensor g = Tensor::uniform(cpu_params[i].second.shape(), -1, 1, cpu_params[i].second.dtype(), gen);
+        cpu_params[i].second.set_grad(g);
+        gpu_params[i].second.set_grad(g.to(kCuda));
+      }
+      const double max_norm = step == 1 ? 1e9 : 3.0;
+      const Tensor cpu_clip = optim::grad_norm_and_clip_factor(cpu_params, max_norm);
+      const Tensor gpu_clip = optim::grad_norm_and_clip_factor(gpu_params, max_norm);
+      EXPECT_TRUE(tensors_near(gpu_clip.to(Device::cpu()), cpu_clip, 0, 1e-12)) << "step " << step;
+      cpu_opt.step(0.01, cpu_clip);
+      gpu_opt.step(0.01, gpu_clip);
+      for (size_t i = 0; i < cpu_params.size(); ++i)
+        ASSERT_TRUE(tensors_near(gpu_params[i].second, cpu_params[i].second, 1e-6, 1e-6)) << "step " << step << " " << i;
+    }
+  }
+}
+
 // The moving average of the weights (train.ema_decay) kept on cuda:0 against the CPU's: updates before
 // and after the start step, the exchange into the parameters and back.
 TEST(CudaParity, WeightEmaOnDevice) {

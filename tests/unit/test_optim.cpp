@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/kernel_count.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "testing.h"
@@ -152,6 +153,53 @@ TEST(Optim, ClipGradNormScalesToTheLimit) {
   EXPECT_DOUBLE_EQ(optim::clip_grad_norm({{"a", a}}, 100.0), a.grad().to_vector<double>()[0]) << "under the limit: unchanged";
   b.set_grad(Tensor::full({1}, std::nan(""), DType::F64));
   EXPECT_TRUE(std::isnan(optim::clip_grad_norm({{"b", b}}, 1.0)));
+}
+
+// The training step's update: the norm and clip factor left on the device (grad_norm_and_clip_factor)
+// and applied inside the multi-tensor update give the parameters and slots of clip_grad_norm's
+// scaling pass followed by the update, to the bit, for every optimiser, with the factor below and at
+// 1; one update dispatch per dtype group, one norm dispatch per group plus the finish.
+TEST(Optim, TheClipFactorFoldedIntoOneUpdatePerDtypeEqualsScalingFirst) {
+  for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam", "radamw"}) {
+    SCOPED_TRACE(kind);
+    optim::OptimizerOptions o;
+    o.kind = kind;
+    o.momentum = kind == "sgd" ? 0.9 : 0.0;
+    o.weight_decay = 0.01;
+    const auto make = [](uint64_t seed) {
+      Generator gen(seed);
+      nn::NamedTensors params;
+      params.emplace_back("big", Tensor::uniform({70000}, -1, 1, DType::F32, gen).set_requires_grad(true));  // 2 blocks
+      params.emplace_back("row", Tensor::uniform({5}, -1, 1, DType::F32, gen).set_requires_grad(true));
+      params.emplace_back("double", Tensor::uniform({3, 4}, -1, 1, DType::F64, gen).set_requires_grad(true));
+      params.emplace_back("matrix", Tensor::uniform({7, 9}, -1, 1, DType::F32, gen).set_requires_grad(true));
+      return params;
+    };
+    nn::NamedTensors scaled = make(3), folded = make(3);
+    optim::Optimizer scaled_opt(scaled, o), folded_opt(folded, o);
+    for (int step = 0; step < 4; ++step) {
+      const double max_norm = step == 2 ? 1e9 : 2.0;  // step 2: under the limit, factor 1
+      for (size_t i = 0; i < scaled.size(); ++i) {
+        Generator gen(50 + 10 * step + i);
+        const Tensor g = Tensor::uniform(scaled[i].second.shape(), -1, 1, scaled[i].second.dtype(), gen);
+        scaled[i].second.set_grad(g.clone());
+        folded[i].second.set_grad(g.clone());
+      }
+      const double norm = optim::clip_grad_norm(scaled, max_norm);
+      scaled_opt.step(0.01);
+      const uint64_t before = kernel_dispatches();
+      const Tensor norm_and_factor = optim::grad_norm_and_clip_factor(folded, max_norm);
+      folded_opt.step(0.01, norm_and_factor);
+      EXPECT_EQ(kernel_dispatches() - before, 2u + 1u + 2u) << "norm: 2 groups and the finish; update: 2 groups";
+      EXPECT_EQ(norm_and_factor.to_vector<double>()[0], norm);
+      EXPECT_EQ(norm_and_factor.to_vector<double>()[1] == 1.0, step == 2);
+      for (size_t i = 0; i < scaled.size(); ++i)
+        ASSERT_EQ(folded[i].second.to_vector<double>(), scaled[i].second.to_vector<double>())
+            << "step " << step << " " << scaled[i].first;
+    }
+    const nn::NamedTensors a = scaled_opt.state(), b = folded_opt.state();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(b[i].second.to_vector<double>(), a[i].second.to_vector<double>()) << a[i].first;
+  }
 }
 
 TEST(Schedule, HandComputedValues) {

@@ -1,12 +1,18 @@
 // CUDA kernels of the optimisers and of gradient clipping (contracts in optim/optimizer.h; CPU twins in
 // optim/cpu/optimizer.cpp).
-// optimizer_update: one thread per element runs update_element (optim/optimizer_math.h), the code the
-// CPU loop runs, on parameter p, gradient g and slots s0, s1 (all p's shape), in double arithmetic.
+// optimizer_update: a multi-tensor launch (apex's multi_tensor_apply and PyTorch's fused Adam do the
+// same) per up to kMaxTensorsPerLaunch parameters: their pointers and sizes travel in one kernel
+// argument (TensorTable), each tensor cut into chunks of kChunk elements; CUDA block c (grid-stride)
+// finds its tensor by binary search over the chunk offsets and its threads run update_element
+// (optim/optimizer_math.h, the code the CPU loop runs) over the chunk in double arithmetic, each
+// gradient multiplied first by the clip factor it reads on the device (clip[1], as the gradient's
+// dtype, when it is not 1). Reads g, w, s0, s1 and writes w, s0, s1: 28 bytes an element for f32 Adam.
 // Clipping, with no value leaving the device: sum_squares_blocks writes the sum of g[i]^2 over each
-// block of `block` elements into its place in one partial buffer (one CUDA block per block, fixed-tree
-// reduction in double); finish_grad_norm adds the partial sums of all parameters in order on one
-// thread (as the CPU does) and writes the norm and the clip factor; scale_by_clip_factor multiplies
-// each gradient by the factor it reads on the device.
+// 64 Ki-element block of each gradient into its place in one partial buffer (one CUDA block per block,
+// fixed-tree reduction in double; the same table, one launch per up to kMaxTensorsPerLaunch
+// gradients); finish_grad_norm adds the partial sums in order on one thread (as the CPU does) and
+// writes the norm and the clip factor; scale_by_clip_factor (clip_grad_norm's own scaling, outside the
+// training step) multiplies one gradient by the factor it reads on the device.
 #include "ops/cuda/kernel_util.cuh"
 #include "optim/optimizer.h"
 
@@ -14,21 +20,90 @@ namespace sru::optim::cuda {
 
 namespace {
 
+constexpr long long kChunk = 4096;  // elements of one tensor per CUDA block of the update
+
+// The tensors of one multi-tensor launch, passed by value as the kernel's argument (2.3 KiB for 48).
+template <typename T>
+struct TensorTable {
+  T* w[kMaxTensorsPerLaunch];
+  const T* g[kMaxTensorsPerLaunch];
+  T* s0[kMaxTensorsPerLaunch];
+  T* s1[kMaxTensorsPerLaunch];
+  long long n[kMaxTensorsPerLaunch];
+  long long first[kMaxTensorsPerLaunch + 1];  // pieces (chunks or norm blocks) before tensor k; [count] = all
+  int count;
+};
+
+// The tensor that piece c belongs to: the largest k with first[k] <= c (tensors of no pieces are skipped).
+template <typename T>
+__device__ int tensor_of_piece(const TensorTable<T>& t, long long c) {
+  int lo = 0, hi = t.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (t.first[mid] <= c) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 template <OptimizerKind K, typename T>
-__global__ void update_kernel(T* w, const T* g, T* s0, T* s1, long long n, StepScalars o) {
-  SRU_GRID_STRIDE(i, n) update_element<K, T>(w[i], g[i], s0[i], s1[i], o);
+__global__ void update_many_kernel(const TensorTable<T> t, const StepScalars o, const double* clip) {
+  const double factor = clip ? clip[1] : 1.0;
+  const T f = static_cast<T>(factor);
+  SRU_ROW_STRIDE(c, t.first[t.count]) {
+    const int k = tensor_of_piece(t, c);
+    const long long begin = (c - t.first[k]) * kChunk, end = begin + kChunk < t.n[k] ? begin + kChunk : t.n[k];
+    T* w = t.w[k];
+    const T* g = t.g[k];
+    T* s0 = t.s0[k];
+    T* s1 = t.s1[k];
+    for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const T grad = factor == 1.0 ? g[i] : static_cast<T>(g[i] * f);
+      update_element<K, T>(w[i], grad, s0[i], s1[i], o);
+    }
+  }
 }
 
 template <typename T>
-__global__ void block_squares_kernel(const T* g, long long n, long long block, long long blocks, double* out) {
+__global__ void block_squares_many_kernel(const TensorTable<T> t, long long block, double* out) {
   __shared__ double shared[sru::cuda::kBlock];
-  SRU_ROW_STRIDE(b, blocks) {
-    const long long begin = b * block, end = begin + block < n ? begin + block : n;
+  SRU_ROW_STRIDE(b, t.first[t.count]) {
+    const int k = tensor_of_piece(t, b);
+    const long long begin = (b - t.first[k]) * block, end = begin + block < t.n[k] ? begin + block : t.n[k];
+    const T* g = t.g[k];
     double s = 0.0;
     for (long long i = begin + threadIdx.x; i < end; i += sru::cuda::kBlock) s += static_cast<double>(g[i]) * g[i];
     s = sru::cuda::block_sum(s, shared);
     if (threadIdx.x == 0) out[b] = s;
   }
+}
+
+// Fills tables of up to kMaxTensorsPerLaunch tensors from [begin, end) of the lists (w, s0, s1 may be
+// empty: the norm reads g only), each tensor cut into pieces of `piece` elements, and calls
+// launch(table) for each; tensors without elements are left out.
+template <typename T, typename Launch>
+void for_each_table(const std::vector<Tensor>& w, const std::vector<Tensor>& g, const std::vector<Tensor>& s0,
+                    const std::vector<Tensor>& s1, long long piece, const Launch& launch) {
+  TensorTable<T> t{};
+  const auto flush = [&] {
+    if (t.count > 0) launch(t);
+    t = TensorTable<T>{};
+  };
+  for (size_t k = 0; k < g.size(); ++k) {
+    const long long n = g[k].numel();
+    if (n == 0) continue;
+    const int i = t.count;
+    t.g[i] = g[k].data<T>();
+    if (!w.empty()) {
+      t.w[i] = w[k].data<T>();
+      t.s0[i] = s0[k].data<T>();
+      t.s1[i] = s1[k].data<T>();
+    }
+    t.n[i] = n;
+    t.first[i + 1] = t.first[i] + (n + piece - 1) / piece;
+    if (++t.count == kMaxTensorsPerLaunch) flush();
+  }
+  flush();
 }
 
 __global__ void finish_norm_kernel(const double* partial, long long n, double max_norm, double* result) {
@@ -48,27 +123,32 @@ __global__ void scale_kernel(T* g, long long n, const double* result) {
 
 }  // namespace
 
-void optimizer_update(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0, const Tensor& s1,
-                      const StepScalars& scalars) {
-  const long long n = p.numel();
-  if (n == 0) return;
-  const cudaStream_t stream = sru::cuda::stream_of(p);
-  SRU_DISPATCH_FLOATING(p.dtype(), "optimizer step", [&]<typename T>() {
+void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+                      const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalars& scalars,
+                      const Tensor& clip) {
+  if (p.empty()) return;
+  const cudaStream_t stream = sru::cuda::stream_of(p.front());
+  const double* factor = clip.defined() ? clip.data<double>() : nullptr;
+  SRU_DISPATCH_FLOATING(p.front().dtype(), "optimizer step", [&]<typename T>() {
     with_optimizer_kind(kind, [&]<OptimizerKind K>() {
-      update_kernel<K, T><<<sru::cuda::grid_for(n), sru::cuda::kBlock, 0, stream>>>(p.data<T>(), g.data<T>(), s0.data<T>(),
-                                                                                    s1.data<T>(), n, scalars);
-      SRU_CUDA_LAUNCH_CHECK("optimizer update_kernel");
+      for_each_table<T>(p, g, s0, s1, kChunk, [&](const TensorTable<T>& t) {
+        update_many_kernel<K, T><<<sru::cuda::rows_grid(t.first[t.count]), sru::cuda::kBlock, 0, stream>>>(t, scalars, factor);
+        SRU_CUDA_LAUNCH_CHECK("optimizer update_many_kernel");
+      });
     });
   });
 }
 
-void sum_squares_blocks(const Tensor& g, int64_t block_size, const Tensor& partial, int64_t at) {
-  const int64_t n = g.numel(), blocks = (n + block_size - 1) / block_size;
-  if (blocks == 0) return;
-  SRU_DISPATCH_FLOATING(g.dtype(), "clip_grad_norm", [&]<typename T>() {
-    block_squares_kernel<<<sru::cuda::rows_grid(blocks), sru::cuda::kBlock, 0, sru::cuda::stream_of(g)>>>(
-        g.data<T>(), n, block_size, blocks, partial.data<double>() + at);
-    SRU_CUDA_LAUNCH_CHECK("block_squares_kernel");
+void sum_squares_blocks(const std::vector<Tensor>& grads, int64_t block_size, const Tensor& partial) {
+  if (grads.empty()) return;
+  const cudaStream_t stream = sru::cuda::stream_of(partial);
+  double* out = partial.data<double>();
+  SRU_DISPATCH_FLOATING(grads.front().dtype(), "clip_grad_norm", [&]<typename T>() {
+    for_each_table<T>({}, grads, {}, {}, block_size, [&](const TensorTable<T>& t) {
+      block_squares_many_kernel<<<sru::cuda::rows_grid(t.first[t.count]), sru::cuda::kBlock, 0, stream>>>(t, block_size, out);
+      SRU_CUDA_LAUNCH_CHECK("block_squares_many_kernel");
+      out += t.first[t.count];
+    });
   });
 }
 
