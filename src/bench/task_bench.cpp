@@ -3,11 +3,13 @@
 #include "bench/task_bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "config/config.h"
+#include "core/host_sync.h"
 #include "core/kernel_count.h"
 #include "core/cuda/runtime.h"
 #include "core/error.h"
@@ -72,9 +74,16 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     run_steps(std::min(o.warmup_steps, per_epoch));
     tokens = 0;
     const uint64_t dispatches_before = sru::kernel_dispatches();
+    const uint64_t waited_before = sru::host_wait_counts().device_wait_ns;
+    const auto wall_start = std::chrono::steady_clock::now();
     const auto t = sru::bench::time_cpu([&] { run_steps(steps); }, {0, o.repeats});
-    const double kernels_per_step = static_cast<double>(sru::kernel_dispatches() - dispatches_before) /
-                                    static_cast<double>(steps * o.repeats);
+    const double timed_steps = static_cast<double>(steps * o.repeats);
+    const double kernels_per_step = static_cast<double>(sru::kernel_dispatches() - dispatches_before) / timed_steps;
+    // The host's share: its wall time per step less the time it sat blocked in device waits (the step's
+    // loss read, the epoch's final synchronisation). On a GPU, host ms close to the step's ms means the
+    // step is bound by issuing work (the GPU idles); on the CPU nothing waits and both are the step.
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start).count();
+    const double wait_ms = static_cast<double>(sru::host_wait_counts().device_wait_ns - waited_before) / 1e6;
     const double seconds = t.median_ms / 1000.0 * static_cast<double>(per_epoch) / static_cast<double>(steps);
     if (first_seconds == 0) first_seconds = seconds;
     Row row{std::filesystem::path(path).stem().string(), device.str(), {}};
@@ -86,6 +95,8 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
     row.set("ranks", comm.size());
     row.set("kernels_per_step", kernels_per_step);  // dispatches (core/kernel_count.h); on a GPU each is >= 1 launch
+    row.set("ms_per_step", wall_ms / timed_steps);
+    row.set("host_ms_per_step", (wall_ms - wait_ms) / timed_steps).set("wait_ms_per_step", wait_ms / timed_steps);
     if (device.is_cuda()) {
       const double peak = static_cast<double>(sru::cuda::allocator_stats(device.index).peak_allocated);
       row.set("peak_device_mb", peak / (1 << 20));

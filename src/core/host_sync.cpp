@@ -2,6 +2,7 @@
 #include "core/host_sync.h"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 
 #include "core/cuda/runtime.h"
@@ -10,7 +11,7 @@ namespace sru {
 
 namespace {
 
-std::atomic<uint64_t> value_reads{0}, device_waits{0};
+std::atomic<uint64_t> value_reads{0}, device_waits{0}, device_wait_ns{0};
 std::mutex recorder_mutex;
 std::atomic<bool> recording{false};  // checked before taking the mutex: counting stays cheap
 std::vector<std::string> recorded;
@@ -28,20 +29,26 @@ void count_value_read(const char* what) {
   value_reads.fetch_add(1, std::memory_order_relaxed);
   note("value read", what);
 }
-void count_device_wait(const char* what) {
+static uint64_t steady_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+TimedDeviceWait::TimedDeviceWait(const char* what) {
   device_waits.fetch_add(1, std::memory_order_relaxed);
   note("device wait", what);
+  start_ns_ = steady_ns();
 }
+TimedDeviceWait::~TimedDeviceWait() { device_wait_ns.fetch_add(steady_ns() - start_ns_, std::memory_order_relaxed); }
 }  // namespace detail
 
-HostWaitCounts host_wait_counts() { return {value_reads.load(), device_waits.load()}; }
+HostWaitCounts host_wait_counts() { return {value_reads.load(), device_waits.load(), device_wait_ns.load()}; }
 
 HostWaitRecorder::HostWaitRecorder() {
   std::lock_guard<std::mutex> lock(recorder_mutex);
   SRU_CHECK(!recording, "HostWaitRecorder: another recorder is active");
   recording = true;
   recorded.clear();
-  start_ = {value_reads.load(), device_waits.load()};
+  start_ = {value_reads.load(), device_waits.load(), device_wait_ns.load()};
 }
 
 HostWaitRecorder::~HostWaitRecorder() {
@@ -50,7 +57,8 @@ HostWaitRecorder::~HostWaitRecorder() {
 }
 
 HostWaitCounts HostWaitRecorder::counts() const {
-  return {value_reads.load() - start_.value_reads, device_waits.load() - start_.device_waits};
+  return {value_reads.load() - start_.value_reads, device_waits.load() - start_.device_waits,
+          device_wait_ns.load() - start_.device_wait_ns};
 }
 
 std::vector<std::string> HostWaitRecorder::events() const {

@@ -4,7 +4,7 @@
 //                  to the CPU, read_scalars): each is a host wait when the tensor lives on a GPU, and
 //                  the same calls are made on the CPU, so a CPU run counts what a GPU run would wait on;
 //   device_waits — host-blocking CUDA calls (stream and event synchronisation, blocking copies,
-//                  cudaFree): only CUDA builds on a GPU make them.
+//                  cudaFree): only CUDA builds on a GPU make them; their wall time is summed too.
 // Also read_scalars: several scalars to the host with one wait (the step's loss and gradient norm).
 #pragma once
 
@@ -19,6 +19,7 @@ namespace sru {
 struct HostWaitCounts {
   uint64_t value_reads = 0;
   uint64_t device_waits = 0;
+  uint64_t device_wait_ns = 0;  // wall time the host spent blocked in the device waits
 };
 
 // Totals since the process started (all threads).
@@ -47,7 +48,19 @@ std::vector<double> read_scalars(const std::vector<Tensor>& scalars);
 
 namespace detail {
 void count_value_read(const char* what);
-void count_device_wait(const char* what);
+// Counts a device wait and times it: construct right before the blocking CUDA call, in a scope that
+// ends right after it. The time goes to HostWaitCounts::device_wait_ns, from which srubench train-epoch
+// tells the host's own milliseconds per step (issuing work) from the milliseconds it waited.
+class TimedDeviceWait {
+ public:
+  explicit TimedDeviceWait(const char* what);
+  ~TimedDeviceWait();
+  TimedDeviceWait(const TimedDeviceWait&) = delete;
+  TimedDeviceWait& operator=(const TimedDeviceWait&) = delete;
+
+ private:
+  uint64_t start_ns_;
+};
 }  // namespace detail
 
 }  // namespace sru

@@ -366,8 +366,12 @@ PY
         || { cat "$work/count.log"; fail "srubench train-epoch $config"; }
       python3 - "$work/count.json" "$config" "$baseline" <<'PY' || fail "$config dispatches more kernels per step than before"
 import json, sys
-n = json.load(open(sys.argv[1]))["rows"][0]["kernels_per_step"]
-print(f"{sys.argv[2]}: {n:g} kernels per step (at most {sys.argv[3]})")
+row = json.load(open(sys.argv[1]))["rows"][0]
+n = row["kernels_per_step"]
+print(f"{sys.argv[2]}: {n:g} kernels per step (at most {sys.argv[3]}); ms per step {row['ms_per_step']:.2f}, "
+      f"host {row['host_ms_per_step']:.2f}, waiting {row['wait_ms_per_step']:.2f}")
+# On the CPU nothing waits for a device: the host's share is the whole step.
+assert row["wait_ms_per_step"] == 0 and row["host_ms_per_step"] == row["ms_per_step"] > 0, row
 sys.exit(0 if n <= float(sys.argv[3]) else 1)
 PY
     }

@@ -8,6 +8,9 @@
 // cuda_kernels_read_nothing_back.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "autograd/engine.h"
 #include "core/host_sync.h"
 #include "nn/lstm.h"
@@ -65,4 +68,17 @@ TEST(HostWaitsPerStep, PaddedRecurrencesReadNothing) {
   autograd::backward(sum(sru.forward(x, Tensor(), mask).first));
   autograd::backward(sum(lstm.forward(x, Tensor(), Tensor(), mask).output));
   EXPECT_EQ(recorder.counts().value_reads, 0u) << listed(recorder.events());
+}
+
+// A device wait is counted and timed (what srubench train-epoch subtracts from the step's wall time to
+// show the host's own milliseconds): the recorder sees its count, its name and at least its duration.
+TEST(HostWaits, TimedDeviceWaitsAreCountedNamedAndTimed) {
+  HostWaitRecorder recorder;
+  {
+    const detail::TimedDeviceWait wait("a test's wait");
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  EXPECT_EQ(recorder.counts().device_waits, 1u);
+  EXPECT_GE(recorder.counts().device_wait_ns, 3'000'000u);
+  EXPECT_EQ(recorder.events(), std::vector<std::string>{"device wait: a test's wait"});
 }

@@ -42,7 +42,7 @@ class DeviceMemory : public RawMemory {
   }
   void release(void* ptr, size_t) override {
     CUDA_CHECK(cudaSetDevice(device_));
-    ::sru::detail::count_device_wait("cudaFree (cached memory returned to the driver)");
+    const ::sru::detail::TimedDeviceWait wait("cudaFree (cached memory returned to the driver)");
     CUDA_CHECK(cudaFree(ptr));
   }
 

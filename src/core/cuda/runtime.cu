@@ -149,8 +149,10 @@ void wait_for_stream(int device, const char* what, const std::function<void(cuda
       CUDA_CHECK(cudaMemsetAsync(s.error_slots, 0xFF, n * sizeof(unsigned long long), stream));
       pending.swap(s.pending_errors);
     }
-    ::sru::detail::count_device_wait(what);
-    CUDA_CHECK(cudaStreamSynchronize(stream));
+    {
+      const ::sru::detail::TimedDeviceWait wait(what);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
     positions.assign(s.error_slots_host, s.error_slots_host + n);
     if (collect) collect();
   }
@@ -181,8 +183,10 @@ StagingChunk* free_staging_chunk(DeviceState& s, size_t n) {
     // Budget spent: wait for a big enough chunk's copy (counted), if there is such a chunk.
     for (StagingChunk& c : s.staging)
       if (c.size >= n) {
-        ::sru::detail::count_device_wait("cudaEventSynchronize (staging buffers all in flight)");
-        CUDA_CHECK(cudaEventSynchronize(c.done));
+        {
+          const ::sru::detail::TimedDeviceWait wait("cudaEventSynchronize (staging buffers all in flight)");
+          CUDA_CHECK(cudaEventSynchronize(c.done));
+        }
         c.in_flight = false;
         return &c;
       }
@@ -361,8 +365,10 @@ double time_on_stream_ms(int device, const std::function<void()>& fn) {
   CUDA_CHECK(cudaEventRecord(start, ctx.stream));
   fn();
   CUDA_CHECK(cudaEventRecord(stop, ctx.stream));
-  ::sru::detail::count_device_wait("cudaEventSynchronize (timing)");
-  CUDA_CHECK(cudaEventSynchronize(stop));
+  {
+    const ::sru::detail::TimedDeviceWait wait("cudaEventSynchronize (timing)");
+    CUDA_CHECK(cudaEventSynchronize(stop));
+  }
   float ms = 0;
   CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   CUDA_CHECK(cudaEventDestroy(start));
