@@ -11,9 +11,12 @@ namespace sru::autograd {
 
 namespace {
 
-// out-of-place a + b for gradient buffers (same shape and dtype); keeps engine free of the ops layer.
-Tensor add_buffers(const Tensor& a, const Tensor& b) {
+// a + b for gradient buffers (same shape and dtype); keeps the engine free of the ops layer. When the
+// buffer a is this slot's alone (sole_owner), b is added into it: one dispatch instead of a copy and an
+// add, the same values.
+Tensor add_buffers(Tensor& a, const Tensor& b) {
   check_same_shape(a, b, "gradient accumulation");
+  if (sole_owner(a)) return a.add_(b);
   Tensor sum = a.clone();
   sum.add_(b);
   return sum;

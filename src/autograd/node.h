@@ -112,6 +112,10 @@ class NoGradGuard {
 // True when grad mode is on and any defined input requires grad.
 bool needs_grad(std::initializer_list<Tensor> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
+// Whether t is the only handle of its data: one handle of its TensorImpl and no other TensorImpl (a
+// view, a detached copy, a saved tensor) over its storage. The engine then uses a gradient buffer in
+// place (accumulating into it, or making it a leaf's .grad) instead of copying it first.
+inline bool sole_owner(const Tensor& t) { return t.impl().use_count() == 1 && t.impl()->storage.use_count() == 1; }
 // The edge through which a gradient for t flows: its grad_fn, or its leaf accumulator, or none.
 Edge gradient_edge(const Tensor& t);
 // Makes `outputs` results of a FunctionNode named `name` over `inputs` with backward `fn`.
