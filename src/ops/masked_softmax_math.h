@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cmath>
+#include <type_traits>
 
 #include "core/hd.h"
 
@@ -93,25 +94,31 @@ void visit_tensors(const CausalMask&, F&&) {}
 
 // A row is reduced in two passes, max then sum of exp; masked elements take no part. A row whose
 // max is -inf (every element masked) has logsumexp -inf and counts as fully masked.
-SRU_HD double masked_max_term(double x, bool masked) { return masked ? -INFINITY : x; }
-SRU_HD double masked_exp_term(double x, double row_max, bool masked) { return masked ? 0.0 : std::exp(x - row_max); }
+// The per-element math, in the compute type A: double by default (the CPU kernel, and the CUDA block
+// kernel, whose arguments convert), float in the CUDA warp kernel over float32 and bf16 rows (A given
+// explicitly; std::type_identity_t keeps A from being deduced from the arguments).
+template <typename A = double>
+SRU_HD A masked_max_term(std::type_identity_t<A> x, bool masked) { return masked ? A(-INFINITY) : x; }
+template <typename A = double>
+SRU_HD A masked_exp_term(std::type_identity_t<A> x, std::type_identity_t<A> row_max, bool masked) {
+  return masked ? A(0) : std::exp(x - row_max);
+}
 
-// Forward: softmax y = exp(x - lse), log y = x - lse; masked elements and fully masked rows give
-// 0 (softmax) or -inf (log).
-SRU_HD double masked_softmax_value(double x, double lse, bool masked, bool log_out) {
-  if (masked || lse == -INFINITY) return log_out ? -INFINITY : 0.0;
-  const double v = x - lse;
+template <typename A = double>
+SRU_HD A masked_softmax_value(std::type_identity_t<A> x, std::type_identity_t<A> lse, bool masked, bool log_out) {
+  if (masked || lse == A(-INFINITY)) return log_out ? A(-INFINITY) : A(0);
+  const A v = x - lse;
   return log_out ? v : std::exp(v);
 }
 
-// Backward: dot = sum over unmasked c of (log ? g_c : g_c y_c); then
-//   softmax dx = y (g - dot),  log dx = g - exp(y) dot,  and exactly 0 at masked elements
-// (whatever the incoming gradient holds there, so an -inf output never produces NaN).
-SRU_HD double masked_softmax_dot_term(double g, double y, bool masked, bool log_out) {
-  return masked ? 0.0 : (log_out ? g : g * y);
+template <typename A = double>
+SRU_HD A masked_softmax_dot_term(std::type_identity_t<A> g, std::type_identity_t<A> y, bool masked, bool log_out) {
+  return masked ? A(0) : (log_out ? g : g * y);
 }
-SRU_HD double masked_softmax_grad(double g, double y, double dot, bool masked, bool log_out) {
-  if (masked) return 0.0;
+template <typename A = double>
+SRU_HD A masked_softmax_grad(std::type_identity_t<A> g, std::type_identity_t<A> y, std::type_identity_t<A> dot,
+                             bool masked, bool log_out) {
+  if (masked) return A(0);
   return log_out ? g - std::exp(y) * dot : y * (g - dot);
 }
 

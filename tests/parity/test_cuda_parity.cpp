@@ -483,8 +483,8 @@ TEST(CudaParity, SruModuleOnDevice) {
 }
 
 // masked_softmax / masked_log_softmax with every mask broadcast form and mask dtype; rows of 300
-// (more than one pass of a block) and of 5 (most threads idle); fully masked rows and rows with one
-// unmasked entry. The random output weights reach the masked positions too, so the CUDA backward
+// (several passes of a warp's lanes) and of 5 (most lanes idle) through the warp-per-row kernel, rows
+// of 1,500 through the block-per-row one; fully masked rows and rows with one unmasked entry. The random output weights reach the masked positions too, so the CUDA backward
 // must ignore them as the CPU does.
 TEST(CudaParity, MaskedSoftmaxEveryBroadcastForm) {
   SKIP_WITHOUT_CUDA();
@@ -493,7 +493,7 @@ TEST(CudaParity, MaskedSoftmaxEveryBroadcastForm) {
   };
   const std::vector<Case> cases = {{{4, 3, 300}, {4, 1, 300}}, {{6, 5, 300}, {5, 300}}, {{7, 300}, {7, 300}},
                                    {{2, 3, 4, 300}, {2, 1, 1, 300}}, {{4, 5, 300}, {1, 5, 1}}, {{9, 5}, {9, 5}},
-                                   {{3, 4, 5}, {5}}};
+                                   {{3, 4, 5}, {5}}, {{3, 1500}, {3, 1500}}};
   uint64_t seed = 200;
   for (DType dt : {DType::F32, DType::F64})
     for (const Case& c : cases)
