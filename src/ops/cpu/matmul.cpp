@@ -13,23 +13,16 @@
 
 namespace sru::cpu {
 
-void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
-          const Tensor& c, int64_t batch, double alpha, double beta) {
+namespace {
+
+// The product over float32 / float64 storage; round_operands: both operands taken as bfloat16 values
+// (float32 scratch copies of the spans the products read), the CPU twin of precision bf16's GEMMs.
+void float_gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
+                const Tensor& c, int64_t batch, double alpha, double beta, bool round_operands) {
   const int64_t M = ta ? ca : ra, K = ta ? ra : ca, N = tb ? rb : cb;
-  SRU_CHECK((tb ? cb : rb) == K, "gemm: inner dimensions differ (", K, " vs ", (tb ? cb : rb), ")");
-  if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ca, cb, N, batch);
-  if (c.dtype() == DType::BF16) {
-    SRU_CHECK(a.dtype() == DType::BF16 && b.dtype() == DType::BF16, "gemm: bf16 C needs bf16 operands, got ",
-              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-    Tensor c32 = beta == 0 ? Tensor::empty(c.shape(), DType::F32) : c.to(DType::F32);
-    gemm(a.to(DType::F32), ra, ca, ta, b.to(DType::F32), rb, cb, tb, c32, batch, alpha, beta);
-    Tensor(c).copy_(c32.to(DType::BF16));
-    return;
-  }
   adapt_threads();  // the thread count the tiles below are spread over
-  // Medium: both operands as bfloat16 values, in float32 scratch copies of the spans the products read.
   Tensor a16, b16;
-  if (c.dtype() == DType::F32 && matmul_precision() == MatmulPrecision::Medium && M > 0 && N > 0 && K > 0) {
+  if (round_operands && c.dtype() == DType::F32 && M > 0 && N > 0 && K > 0) {
     a16 = Tensor::empty({batch * ra * ca}, DType::F32);
     b16 = Tensor::empty({batch * rb * cb}, DType::F32);
     round_to_bf16_values(a.data<float>(), a16.data<float>(), a16.numel());
@@ -60,6 +53,26 @@ void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int
     else
       for (int64_t i = 0; i < batch; ++i) product(i);
   });
+}
+
+}  // namespace
+
+void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
+          const Tensor& c, int64_t batch, double alpha, double beta) {
+  const int64_t M = ta ? ca : ra, K = ta ? ra : ca, N = tb ? rb : cb;
+  SRU_CHECK((tb ? cb : rb) == K, "gemm: inner dimensions differ (", K, " vs ", (tb ? cb : rb), ")");
+  if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ca, cb, N, batch);
+  if (c.dtype() == DType::BF16) {
+    // bf16 storage: the operands widened (already bfloat16 values: no rounding pass), FP32 sums, C
+    // rounded once.
+    SRU_CHECK(a.dtype() == DType::BF16 && b.dtype() == DType::BF16, "gemm: bf16 C needs bf16 operands, got ",
+              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+    Tensor c32 = beta == 0 ? Tensor::empty(c.shape(), DType::F32) : c.to(DType::F32);
+    float_gemm(a.to(DType::F32), ra, ca, ta, b.to(DType::F32), rb, cb, tb, c32, batch, alpha, beta, false);
+    Tensor(c).copy_(c32.to(DType::BF16));
+    return;
+  }
+  float_gemm(a, ra, ca, ta, b, rb, cb, tb, c, batch, alpha, beta, matmul_precision() == MatmulPrecision::Medium);
 }
 
 }  // namespace sru::cpu
