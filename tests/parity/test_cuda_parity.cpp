@@ -215,6 +215,11 @@ TEST(CudaParity, ShapeOpsAndSelect) {
   expect_parity(one([](const Inputs& v) { return concat({v[0], v[1]}, 1); }), {x, y}, 1e-6);
   expect_parity(one([](const Inputs& v) { return transpose(v[0], 0, 2); }), {x}, 1e-6);
   expect_parity(one([](const Inputs& v) { return transpose(v[0], 0, 1); }), {rand_leaf({4, 6, 5}, 19, DType::F64)}, 1e-12);
+  // Rows of C >= 8 words go to the warp-per-row kernel: a head split (L, B, H, dh) -> (B, L, H, dh)
+  // with C = H dh = 120, a middle transpose with C = 40, and float64 rows of 9.
+  expect_parity(one([](const Inputs& v) { return transpose(v[0], 0, 1); }), {rand_leaf({5, 7, 3, 40}, 21)}, 1e-6);
+  expect_parity(one([](const Inputs& v) { return transpose(v[0], 1, 2); }), {rand_leaf({2, 5, 7, 40}, 22)}, 1e-6);
+  expect_parity(one([](const Inputs& v) { return transpose(v[0], 0, 1); }), {rand_leaf({6, 4, 9}, 23, DType::F64)}, 1e-12);
   const Tensor cond = Tensor::from_vector(std::vector<int32_t>{1, 0, 0, 1, 1}, {5});
   expect_parity(one([](const Inputs& v) { return where(v[2], v[0], v[1]); }), {x, rand_leaf({4, 6, 5}, 20), cond}, 1e-6);
   expect_parity(one([](const Inputs& v) { return masked_fill(v[0], v[1], -3.5); }), {x, cond.to(DType::F32)}, 1e-6);
