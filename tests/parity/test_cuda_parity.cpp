@@ -188,6 +188,9 @@ TEST(CudaParity, DropoutMasksAreBitIdentical) {
     const Tensor m_cpu = dropout_mask({3, 1001}, p, DType::F32, g1);
     const Tensor m_gpu = dropout_mask({3, 1001}, p, DType::F32, g2, kCuda);
     EXPECT_EQ(m_gpu.to_vector<float>(), m_cpu.to_vector<float>()) << "p = " << p;
+    Generator g3(79), g4(79);  // float64 masks, an element count that ends mid-block (4 words a block)
+    EXPECT_EQ(dropout_mask({1, 1001}, p, DType::F64, g4, kCuda).to_vector<double>(),
+              dropout_mask({1, 1001}, p, DType::F64, g3).to_vector<double>()) << "p = " << p;
   }
   // A data-parallel rank's rows (batch shard), time-major: rows 3..5 of a batch of 7.
   Generator g1(78), g2(78);

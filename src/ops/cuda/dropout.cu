@@ -1,7 +1,10 @@
 // CUDA kernel filling a dropout mask: element j is keep = 1/(1-p) when the Philox uniform of
 // (seed, offset, window.global_index(j)) is >= p, else 0 (core/philox.h; the window selects a batch
 // shard's rows, ops/dropout.h). The CPU twin (ops/cpu/dropout.cpp) computes the same function, so a
-// seed gives the same mask on both devices. One thread per element.
+// seed gives the same mask on both devices. Without a shard (the window is the identity) a thread per
+// Philox block of 4 words writes elements 4b..4b+3 from one philox4x32_10 call; with a shard, a thread
+// per element (each computing the block of its word). The per-element kernel ran at 129 GB/s on an H200
+// (1.6 ms of a wmt-base step): ten Philox rounds per element, three of every four words thrown away.
 #include "core/philox.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/dropout.h"
@@ -16,12 +19,29 @@ __global__ void dropout_mask_kernel(unsigned long long seed, unsigned long long 
     m[i] = philox::u32_to_unit_float(philox::random_u32(seed, offset, window.global_index(i))) >= threshold ? keep : T(0);
   }
 }
+template <typename T>
+__global__ void dropout_mask_blocks_kernel(unsigned long long seed, unsigned long long offset, float threshold, T keep,
+                                           T* m, long long n) {
+  SRU_GRID_STRIDE(b, (n + 3) / 4) {
+    const philox::U32x4 words = philox::philox4x32_10(offset + static_cast<unsigned long long>(b), 0, seed);
+    const long long first = 4 * b;
+    for (int k = 0; k < 4 && first + k < n; ++k)
+      m[first + k] = philox::u32_to_unit_float(words.v[k]) >= threshold ? keep : T(0);
+  }
+}
 }  // namespace
 
 void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window) {
   const long long n = mask.numel();
   if (n == 0) return;
+  const bool identity = window.first == 0 && window.span == window.global_span;
   SRU_DISPATCH_FLOATING(mask.dtype(), "dropout_mask", [&]<typename T>() {
+    if (identity) {
+      dropout_mask_blocks_kernel<<<grid_for((n + 3) / 4), kBlock, 0, stream_of(mask)>>>(
+          seed, offset, static_cast<float>(p), static_cast<T>(1.0 / (1.0 - p)), mask.data<T>(), n);
+      SRU_CUDA_LAUNCH_CHECK("dropout_mask_blocks_kernel");
+      return;
+    }
     dropout_mask_kernel<<<grid_for(n), kBlock, 0, stream_of(mask)>>>(seed, offset, static_cast<float>(p),
                                                                     static_cast<T>(1.0 / (1.0 - p)), mask.data<T>(), n,
                                                                     window);
