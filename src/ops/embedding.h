@@ -1,7 +1,8 @@
 // Embedding lookup: out[..., :] = weight[indices[...], :].
 // Shapes: weight (V, D), indices (...) i64 or i32 -> out (..., D).
 // Backward: scatter-add of the output gradient rows into a zeroed (V, D) gradient; rows of
-// padding_idx (when >= 0) get no gradient. Deterministic: each thread owns a range of columns.
+// padding_idx (when >= 0) get no gradient. Deterministic, no atomics: on the CPU each thread owns a
+// range of columns; on a GPU each index's positions (sorted) are summed in a fixed order (cuda/embedding.cu).
 #pragma once
 
 #include <string>

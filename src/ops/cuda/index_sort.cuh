@@ -1,8 +1,9 @@
 // The index sort of the deterministic scatter-adds without atomics (the embedding's backward in
 // ops/cuda/embedding.cu, index_select's index_add in ops/cuda/index.cu): the (index, position) pairs of an
 // index tensor sorted by index with cub's stable radix sort, so each index's positions form one run in
-// position order, and a kernel thread at the start of a run adds the run's rows in that order, as the CPU
-// does (deterministic, and the same sums). An index outside [0, n) is keyed n: the forward pass recorded it
+// position order: index_add's kernel thread at the start of a run adds the run's rows in that order, as
+// the CPU does (deterministic, and the same sums); the embedding's backward splits long runs over 8
+// lanes, added in lane order (deterministic; its sums differ from the CPU's by rounding). An index outside [0, n) is keyed n: the forward pass recorded it
 // in the device error log, which reports it at the next host wait — possibly after this backward pass has
 // run; keyed n, it sorts after every valid index and the adding kernels skip it, never writing through it.
 #pragma once

@@ -22,7 +22,9 @@ namespace {
 
 constexpr long long kChunk = 4096;  // elements of one tensor per CUDA block of the update
 
-// The tensors of one multi-tensor launch, passed by value as the kernel's argument (2.3 KiB for 48).
+// The tensors of one multi-tensor launch, passed by value as the kernel's argument (2.3 KiB for 48;
+// __grid_constant__, so that indexing it by a run-time tensor number reads the argument in place
+// instead of copying it to each thread's local memory).
 template <typename T>
 struct TensorTable {
   T* w[kMaxTensorsPerLaunch];
@@ -46,8 +48,14 @@ __device__ int tensor_of_piece(const TensorTable<T>& t, long long c) {
   return lo;
 }
 
+// g * f rounded to T as a store would round it: the intrinsics are never contracted into a fused
+// multiply-add with the update's arithmetic (nvcc contracts by default), so the folded factor equals
+// the scaling pass's to the bit in float64 too.
+__device__ inline float rounded_product(float g, float f) { return __fmul_rn(g, f); }
+__device__ inline double rounded_product(double g, double f) { return __dmul_rn(g, f); }
+
 template <OptimizerKind K, typename T>
-__global__ void update_many_kernel(const TensorTable<T> t, const StepScalars o, const double* clip) {
+__global__ void update_many_kernel(const __grid_constant__ TensorTable<T> t, const StepScalars o, const double* clip) {
   const double factor = clip ? clip[1] : 1.0;
   const T f = static_cast<T>(factor);
   SRU_ROW_STRIDE(c, t.first[t.count]) {
@@ -58,14 +66,14 @@ __global__ void update_many_kernel(const TensorTable<T> t, const StepScalars o, 
     T* s0 = t.s0[k];
     T* s1 = t.s1[k];
     for (long long i = begin + threadIdx.x; i < end; i += blockDim.x) {
-      const T grad = factor == 1.0 ? g[i] : static_cast<T>(g[i] * f);
+      const T grad = factor == 1.0 ? g[i] : rounded_product(g[i], f);
       update_element<K, T>(w[i], grad, s0[i], s1[i], o);
     }
   }
 }
 
 template <typename T>
-__global__ void block_squares_many_kernel(const TensorTable<T> t, long long block, double* out) {
+__global__ void block_squares_many_kernel(const __grid_constant__ TensorTable<T> t, long long block, double* out) {
   __shared__ double shared[sru::cuda::kBlock];
   SRU_ROW_STRIDE(b, t.first[t.count]) {
     const int k = tensor_of_piece(t, b);
@@ -78,7 +86,7 @@ __global__ void block_squares_many_kernel(const TensorTable<T> t, long long bloc
   }
 }
 
-// Fills tables of up to kMaxTensorsPerLaunch tensors from [begin, end) of the lists (w, s0, s1 may be
+// Fills tables of up to kMaxTensorsPerLaunch tensors from the lists in order (w, s0, s1 may be
 // empty: the norm reads g only), each tensor cut into pieces of `piece` elements, and calls
 // launch(table) for each; tensors without elements are left out.
 template <typename T, typename Launch>
