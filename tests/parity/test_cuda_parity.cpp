@@ -100,6 +100,10 @@ TEST(CudaParity, Elementwise) {
     // A bias-like operand over many rows: its gradient is a column sum over 3000 rows (several chunks).
     expect_parity(one([](const Inputs& x) { return x[0] + x[1]; }), {rand_leaf({3000, 7}, 21, dt), rand_leaf({7}, 22, dt)},
                   tol);
+    // ... and over 70 columns (three tiles of the finish's 32 columns, the last partial) and 4000 rows
+    // (250 chunks: more than its 8 lanes, each adding many).
+    expect_parity(one([](const Inputs& x) { return x[0] + x[1]; }),
+                  {rand_leaf({4000, 70}, 23, dt), rand_leaf({70}, 24, dt)}, tol);
     expect_parity(one([](const Inputs& x) {
                     return exp(x[0]) + log(x[1]) + tanh(x[0]) + sigmoid(x[0] * 3.0) + relu(x[0]) - x[0] +
                            pow_scalar(x[1], 1.5) + (2.0 - x[0]) + 3.0 / x[1] + (x[0] + 0.5);
