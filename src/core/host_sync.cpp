@@ -80,4 +80,11 @@ std::vector<double> read_scalars(const std::vector<Tensor>& scalars) {
   return out;
 }
 
+void read_scalars(const std::vector<ScalarRead>& reads) {
+  std::vector<Tensor> scalars;
+  for (const ScalarRead& r : reads) scalars.push_back(r.value);
+  const std::vector<double> values = read_scalars(scalars);
+  for (size_t i = 0; i < reads.size(); ++i) *reads[i].into = values[i];
+}
+
 }  // namespace sru

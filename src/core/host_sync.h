@@ -46,6 +46,14 @@ class HostWaitRecorder {
 // cuda::reserve_error_slot): it throws the first one, with the message the CPU kernel would throw.
 std::vector<double> read_scalars(const std::vector<Tensor>& scalars);
 
+// read_scalars with named destinations: each one-element tensor's value goes into its double, so that a
+// caller reads fields by name instead of by position in a list (one host wait for all of them).
+struct ScalarRead {
+  Tensor value;
+  double* into;
+};
+void read_scalars(const std::vector<ScalarRead>& reads);
+
 namespace detail {
 void count_value_read(const char* what);
 // Counts a device wait and times it: construct right before the blocking CUDA call, in a scope that

@@ -84,25 +84,31 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
     }
   }
   const StepVotes mine = votes ? votes() : StepVotes{};
-  std::vector<Tensor> scalars = {loss};
+  // What the step reads back, by name, with one host wait: the loss and the gradient norm, and in
+  // data-parallel training the ranks' vote counts and their disagreement.
+  double loss_value = 0, norm_value = 0, stop_votes = 0, out_of_time_votes = 0, disagreement = 0;
+  std::vector<ScalarRead> reads;
   if (sync_) {
     // The sums over the ranks: gradients (each parameter's .grad now views its sum), loss, votes.
     const dist::GradientSync::Result sums = sync_->finish(loss, {mine.stop ? 1.0 : 0.0, mine.out_of_time ? 1.0 : 0.0});
-    scalars = {sums.loss, sums.votes[0], sums.votes[1], sums.disagreement};
+    reads = {{sums.loss, &loss_value}, {sums.votes[0], &stop_votes}, {sums.votes[1], &out_of_time_votes},
+             {sums.disagreement, &disagreement}};
+  } else {
+    reads = {{loss, &loss_value}};
   }
   // The norm and the clip factor stay on the device; the update applies the factor (no scaling pass).
   const Tensor norm_and_factor = optim::grad_norm_and_clip_factor(optimizer_.parameters(), clip_grad_norm_);
   const Tensor norm = norm_and_factor.narrow0(0, 1).view({});
-  scalars.insert(scalars.begin() + 1, norm);
+  reads.push_back({norm, &norm_value});
   if (sync_) comm_->await_device(norm.device());
-  const std::vector<double> values = read_scalars(scalars);
-  out.loss = values[0];
-  out.grad_norm = std::isfinite(out.loss) ? values[1] : std::numeric_limits<double>::quiet_NaN();
+  read_scalars(reads);
+  out.loss = loss_value;
+  out.grad_norm = std::isfinite(out.loss) ? norm_value : std::numeric_limits<double>::quiet_NaN();
   out.votes = mine;
   if (sync_) {
-    out.votes = {values[2] > 0, values[3] > 0};
-    dist::check_collective(values[4] == 0, "data parallel: the ranks' backward passes reached different parameters "
-                                           "(a parameter got a gradient on some ranks only), so their updates would differ");
+    out.votes = {stop_votes > 0, out_of_time_votes > 0};
+    dist::check_collective(disagreement == 0, "data parallel: the ranks' backward passes reached different parameters "
+                                              "(a parameter got a gradient on some ranks only), so their updates would differ");
   }
   const bool finite = std::isfinite(out.loss) && std::isfinite(out.grad_norm);
   if (!finite) {
