@@ -282,21 +282,50 @@ if [ "$quick" != 1 ]; then
       train --config "${paper[@]}" --data $data --steps 20
   done
 fi
+# Translation at the paper's model sizes on Multi30k (carry data/multi30k: scripts/get_data.sh multi30k
+# --mirror DIR), one update a batch of up to 5,120 target tokens: ours at tf32 and bf16, then torch's
+# nn.Transformer base at its fastest settings on batches of 328 pairs of 16 / 15 tokens, unpadded.
+m30k=data/multi30k
+translate_sets=(--set data.path=$m30k/train.en.gz --set data.target_path=$m30k/train.de.gz
+  --set data.valid_source=$m30k/val.en.gz --set data.valid_target=$m30k/val.de.gz
+  --set data.test_source=$m30k/test_2016_flickr.en.gz --set data.test_target=$m30k/test_2016_flickr.de.gz
+  --set data.vocab_size=8000 --set train.accumulate=1 --set train.device=cuda)
+if [ -s $m30k/train.en.gz ]; then
+  for precision in tf32 bf16; do
+    bench "translate_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
+      --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 --json "$out/translate_epoch_$precision.json"
+  done
+  if [ "$quick" != 1 ]; then
+    for peer in "--matmul-precision high" "--amp bf16" "--amp fp16"; do
+      name=peer_translate_$(echo "$peer" | awk '{print $2}')
+      # shellcheck disable=SC2086  # $peer is an option and its value
+      bench "$name" python3 scripts/gpu_peer_bench.py $peer --repeats 3 --json "$out/$name.json" \
+        translate --config configs/translate/wmt-base.yaml --vocab 8000 --steps 20
+    done
+  fi
+else
+  verdicts+=("translation benchmarks: skipped ($m30k not carried)")
+fi
 # 2. Where a paper-size step's time goes: every kernel of 3 steps (1 warm-up + 2) under Nsight Compute,
 # grouped by name (scripts/ncu_kernel_table.py), against the step time measured above.
-profile_step() {  # PRECISION TIMED_JSON
-  local csv="$out/ncu_train_$1.csv" step_ms
-  bench "ncu_train_$1" ncu --clock-control none --csv --print-units base --print-kernel-base function --log-file "$csv" \
+profile_step() {  # NAME TIMED_JSON IMPL STEPS SRUBENCH-ARGS...
+  local name=$1 timed=$2 impl=$3 steps=$4 csv="$out/ncu_train_$1.csv" step_ms
+  shift 4
+  bench "ncu_train_$name" ncu --clock-control none --csv --print-units base --print-kernel-base function --log-file "$csv" \
     --metrics gpu__time_duration.sum,dram__bytes.sum $build/srubench --warm-up-seconds 0 train-epoch \
-    --config=configs/enwik8.yaml --set train.device=cuda --set train.precision="$1" --set data.path=$data \
-    --steps 2 --warmup-steps 1 --repeats 1
-  step_ms=$(python3 -c 'import json, sys; r = [r for r in json.load(open(sys.argv[1]))["rows"] if r["impl"] == "enwik8"][0]
-print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$2" 2> /dev/null || echo 0)
-  [ -s "$csv" ] && bench "ncu_train_$1_table" python3 scripts/ncu_kernel_table.py "$csv" --steps 3 --step-ms "$step_ms"
+    "$@" --steps $(( steps - 1 )) --warmup-steps 1 --repeats 1
+  step_ms=$(python3 -c 'import json, sys; r = [r for r in json.load(open(sys.argv[1]))["rows"] if r["impl"] == sys.argv[2]][0]
+print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/null || echo 0)
+  [ -s "$csv" ] && bench "ncu_train_${name}_table" python3 scripts/ncu_kernel_table.py "$csv" --steps "$steps" --step-ms "$step_ms"
 }
 if command -v ncu > /dev/null && [ "$quick" != 1 ]; then
-  profile_step bf16 "$out/train_epoch_bf16.json"
-  profile_step tf32 "$out/train_epoch_tf32.json"
+  for precision in bf16 tf32; do
+    profile_step "$precision" "$out/train_epoch_$precision.json" enwik8 3 --config=configs/enwik8.yaml \
+      --set train.device=cuda --set train.precision="$precision" --set data.path=$data
+  done
+  [ -s $m30k/train.en.gz ] && profile_step wmt_base_tf32 "$out/translate_epoch_tf32.json" wmt-base 2 \
+    --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=tf32
 fi
 # 3. The layer grid and the small configs, ours and the peers'.
 sizes=(--lengths 32 128 256 --hidden 256 512 1024 --batch 32)

@@ -15,12 +15,19 @@
 #          batches and detached) at the sizes of our YAML configs, on the same bytes, in chars/s, at
 #          PyTorch's fastest settings: on a GPU fused Adam (one launch for all parameters) and foreach
 #          clipping; --amp fp16 (autocast with GradScaler, and the reference SRU's
-#          amp_recurrence_fp16) or --amp bf16 (autocast, no scaler) for mixed precision.
+#          amp_recurrence_fp16) or --amp bf16 (autocast, no scaler) for mixed precision;
+#   translate: torch's nn.Transformer at the sizes of a translate YAML config (configs/translate/wmt-base.yaml:
+#          6 + 6 layers, d 512, ff 2048, 8 heads, post-norm, dropout 0.1, ReLU), one embedding shared by
+#          source, target and output (a shared vocabulary, --vocab as our data.vocab_size), sinusoidal
+#          positions, cross-entropy with the config's label smoothing, fused Adam: a training step over
+#          --batch sentence pairs of --src-len / --tgt-len tokens with no padding (the peer's best case;
+#          ours pads its length-bucketed batches), in target tokens/s, at --matmul-precision or --amp.
 # The reference package is imported from --sru-src (a folder holding the `sru` package, v2.6).
 # Usage: python3 scripts/gpu_peer_bench.py --sru-src DIR layer --lengths 32 128 256 --hidden 256 512 1024
 #        python3 scripts/gpu_peer_bench.py --device cpu --threads 2 --warmup 2 --repeats 7 layer --lengths 32 128 --hidden 256 512
 #        python3 scripts/gpu_peer_bench.py --sru-src DIR train --config configs/enwik8-small.yaml --data FILE
 #        python3 scripts/gpu_peer_bench.py --sru-src DIR --amp fp16 train --config configs/enwik8.yaml --data FILE
+#        python3 scripts/gpu_peer_bench.py --amp bf16 translate --config configs/translate/wmt-base.yaml --vocab 8000
 import argparse
 import json
 import statistics
@@ -205,6 +212,82 @@ def train_bench(a, sru):
     return rows
 
 
+class Seq2SeqTransformer(nn.Module):
+    """nn.Transformer with one shared embedding (scaled by sqrt(d)), sinusoidal positions and a tied output
+    layer, as fairseq's and OpenNMT-py's Transformer base with a shared vocabulary."""
+
+    def __init__(self, vocab, m, max_len=512):
+        super().__init__()
+        d = m["hidden_size"]
+        self.d = d
+        self.embedding = nn.Embedding(vocab, d)
+        nn.init.normal_(self.embedding.weight, std=d ** -0.5)
+        position = torch.arange(max_len).unsqueeze(1)
+        rate = torch.exp(torch.arange(0, d, 2) * (-torch.log(torch.tensor(10000.0)) / d))
+        table = torch.zeros(max_len, d)
+        table[:, 0::2], table[:, 1::2] = torch.sin(position * rate), torch.cos(position * rate)
+        self.register_buffer("positions", table)
+        self.drop = nn.Dropout(m.get("dropout", 0.1))
+        self.transformer = nn.Transformer(d, m["num_heads"], m["num_layers"], m["num_layers"], m["ff_size"],
+                                          m.get("dropout", 0.1), batch_first=True, norm_first=m.get("pre_norm", False))
+
+    def embed(self, tokens):
+        return self.drop(self.embedding(tokens) * self.d ** 0.5 + self.positions[:tokens.size(1)])
+
+    def forward(self, src, tgt_in):
+        causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), device=tgt_in.device)
+        h = self.transformer(self.embed(src), self.embed(tgt_in), tgt_mask=causal, tgt_is_causal=True)
+        return h @ self.embedding.weight.t()
+
+
+def translate_bench(a):
+    import yaml
+
+    rows = []
+    print("| config | params | target tokens/s | ms/step | peak MB |")
+    print("|---|---|---|---|---|")
+    for path in a.config:
+        cfg = yaml.safe_load(open(path))
+        m = cfg["model"]
+        torch.manual_seed(1)
+        model = Seq2SeqTransformer(a.vocab, m).to(DEVICE)
+        params = sum(p.numel() for p in model.parameters())
+        t = cfg.get("train", {})
+        opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, t.get("beta2", 0.999)), fused=True)
+        scaler = torch.amp.GradScaler("cuda", enabled=a.amp == "fp16")
+        autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
+        loss_fn = nn.CrossEntropyLoss(label_smoothing=t.get("label_smoothing", 0.0))
+        clip = t.get("clip_grad_norm", 0.0)
+        # Tokens 1..vocab-1 (0 would be padding); a new batch each step, drawn once ahead of the timing.
+        batches = [(torch.randint(1, a.vocab, (a.batch, a.src_len), device=DEVICE),
+                    torch.randint(1, a.vocab, (a.batch, a.tgt_len + 1), device=DEVICE)) for _ in range(8)]
+        state = {"i": 0}
+
+        def step():
+            src, tgt = batches[state["i"] % len(batches)]
+            state["i"] += 1
+            opt.zero_grad(set_to_none=False)
+            with torch.autocast("cuda", dtype=autocast_dtype, enabled=autocast_dtype is not None):
+                logits = model(src, tgt[:, :-1])
+                loss = loss_fn(logits.float().reshape(-1, a.vocab), tgt[:, 1:].reshape(-1))
+            scaler.scale(loss).backward()
+            if clip > 0:
+                scaler.unscale_(opt)
+                nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
+            scaler.step(opt)
+            scaler.update()
+
+        model.train()
+        torch.cuda.reset_peak_memory_stats()
+        ms = time_ms(lambda: [step() for _ in range(a.steps)], 1, a.repeats) / a.steps
+        mb = torch.cuda.max_memory_allocated() / 2**20
+        tokens = a.batch * a.tgt_len / (ms / 1000)
+        rows.append({"config": path, "params": params, "target_tokens_per_s": tokens, "ms_per_step": ms,
+                     "peak_mb": mb, "amp": a.amp, "batch": a.batch, "src_len": a.src_len, "tgt_len": a.tgt_len})
+        print(f"| {path} | {params} | {tokens:.0f} | {ms:.2f} | {mb:.0f} |", flush=True)
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description="PyTorch peers of srubench, on a GPU or the CPU")
     p.add_argument("--sru-src", default="", help="folder holding the reference `sru` package")
@@ -230,6 +313,13 @@ def main():
     tp.add_argument("--config", nargs="+", required=True)
     tp.add_argument("--data", required=True)
     tp.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
+    xp = sub.add_parser("translate")
+    xp.add_argument("--config", nargs="+", required=True)
+    xp.add_argument("--vocab", type=int, default=8000, help="the shared vocabulary (our data.vocab_size)")
+    xp.add_argument("--batch", type=int, default=328, help="sentence pairs a step")
+    xp.add_argument("--src-len", type=int, default=16)
+    xp.add_argument("--tgt-len", type=int, default=15, help="target tokens a sentence (the decoder's input is as long)")
+    xp.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
     a = p.parse_args()
     global DEVICE, CLOCK
     DEVICE = a.device
@@ -239,8 +329,10 @@ def main():
         CLOCK = time.process_time
     if a.matmul_precision != "highest" and DEVICE == "cpu":
         p.error("--matmul-precision is for a GPU: our CPU products stay FP32 (torch's CPU ones would change)")
-    if a.amp != "none" and (DEVICE == "cpu" or a.cmd != "train"):
-        p.error("--amp is for train on a GPU")
+    if a.amp != "none" and (DEVICE == "cpu" or a.cmd == "layer"):
+        p.error("--amp is for train and translate on a GPU")
+    if a.cmd == "translate" and DEVICE == "cpu":
+        p.error("translate is for a GPU")
     if a.matmul_precision == "medium":
         p.error("--matmul-precision medium has no like-for-like peer: torch runs CUDA float32 matmuls at medium "
                 "as TF32 (ours as BF16); compare at highest or high")
@@ -255,7 +347,8 @@ def main():
               f"matmul precision {a.matmul_precision}" + (" (TF32 off)" if a.matmul_precision == "highest" else "")
               + (f", AMP {a.amp}" if a.amp != "none" else ""))
     sru = import_reference_sru(a.sru_src)
-    rows = layer_bench(a, sru) if a.cmd == "layer" else train_bench(a, sru)
+    benches = {"layer": lambda: layer_bench(a, sru), "train": lambda: train_bench(a, sru), "translate": lambda: translate_bench(a)}
+    rows = benches[a.cmd]()
     if a.json:
         json.dump([dict(r, matmul_precision=a.matmul_precision) for r in rows], open(a.json, "w"), indent=1)
 
