@@ -241,28 +241,25 @@ bench() {  # NAME COMMAND...
   pack_logs
 }
 data=data/enwik8-sample/enwik8.head1M
+# The wmt configs on Multi30k (carry data/multi30k: scripts/get_data.sh multi30k --mirror DIR), one update
+# a batch of up to 5,120 target tokens.
+m30k=data/multi30k
+translate_sets=(--set data.path=$m30k/train.en.gz --set data.target_path=$m30k/train.de.gz
+  --set data.valid_source=$m30k/val.en.gz --set data.valid_target=$m30k/val.de.gz
+  --set data.test_source=$m30k/test_2016_flickr.en.gz --set data.test_target=$m30k/test_2016_flickr.de.gz
+  --set data.vocab_size=8000 --set train.accumulate=1 --set train.device=cuda)
 # PyTorch's own 16-bit conversions and safetensors writer, for tests/unit/test_float16.cpp to read ours
 # against (the committed tests/data/fixtures/torch_float16.safetensors comes from here).
 bench torch_float16 python3 tests/data/fixtures/make_torch_float16.py "$final_out/torch_float16.safetensors"
 if [ "$mode" = focus ]; then
-  # The recurrence with bf16 I/O beside float32 and the copy (srubench rows), its kernels under Nsight
-  # Compute, and the paper-size step at bf16 as a check that nothing else moved.
-  bench recurrence_bf16 $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths 32 128 256 \
-    --hidden 256 512 1024 --batch 32 --repeats 20 --impls recurrence recurrence_bf16 copy --json "$out/recurrence_bf16.json"
-  # The paper's char-LM layer (L 100, B 128, d 1312): 168k threads, 2.5 waves, where bytes may bind.
-  bench recurrence_bf16_paper $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths 100 \
-    --hidden 1312 --batch 128 --repeats 20 --impls recurrence recurrence_bf16 copy --json "$out/recurrence_bf16_paper.json"
-  if command -v ncu > /dev/null; then
-    for shape in "256 1024 32" "100 1312 128"; do
-      read -r L d B <<< "$shape"
-      bench "ncu_recurrence_bf16_$L" ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes.sum \
-        $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --lengths "$L" --hidden "$d" --batch "$B" \
-        --impls recurrence recurrence_bf16 --warmup 1 --repeats 1
-    done
-  fi
-  bench train_epoch_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8.yaml \
-    --set train.device=cuda --set train.precision=bf16 --set data.path=$data --steps 20 --warmup-steps 3 \
-    --repeats 3 --json "$out/train_epoch_bf16.json"
+  # Where the host's time goes in the host-bound steps (srubench train-epoch --host-profile: host time per
+  # op between marks), the unary op's call sites apart (SRU_HOST_PROFILE_CONTEXT), and the cuDNN LSTM's calls.
+  [ -s $m30k/train.en.gz ] && SRU_HOST_PROFILE_CONTEXT=unary bench host_profile_wmt_base_tf32 $build/srubench \
+    --warm-up-seconds 0 train-epoch --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" \
+    --set train.precision=tf32 --steps 10 --warmup-steps 3 --repeats 1 --host-profile
+  bench host_profile_enwik8_lstm_tf32 $build/srubench --warm-up-seconds 0 train-epoch \
+    --config=configs/enwik8-lstm.yaml --set train.device=cuda --set train.precision=tf32 --set data.path=$data \
+    --steps 10 --warmup-steps 3 --repeats 1 --host-profile
   say "done"
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0
@@ -282,14 +279,8 @@ if [ "$quick" != 1 ]; then
       train --config "${paper[@]}" --data $data --steps 20
   done
 fi
-# Translation at the paper's model sizes on Multi30k (carry data/multi30k: scripts/get_data.sh multi30k
-# --mirror DIR), one update a batch of up to 5,120 target tokens: ours at tf32 and bf16, then torch's
+# Translation at the paper's model sizes (the `translate_sets` above): ours at tf32 and bf16, then torch's
 # nn.Transformer base at its fastest settings on batches of 328 pairs of 16 / 15 tokens, unpadded.
-m30k=data/multi30k
-translate_sets=(--set data.path=$m30k/train.en.gz --set data.target_path=$m30k/train.de.gz
-  --set data.valid_source=$m30k/val.en.gz --set data.valid_target=$m30k/val.de.gz
-  --set data.test_source=$m30k/test_2016_flickr.en.gz --set data.test_target=$m30k/test_2016_flickr.de.gz
-  --set data.vocab_size=8000 --set train.accumulate=1 --set train.device=cuda)
 if [ -s $m30k/train.en.gz ]; then
   for precision in tf32 bf16; do
     bench "translate_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch \

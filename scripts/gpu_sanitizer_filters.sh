@@ -12,5 +12,9 @@
 sanitizer_big_tests='CudaHardening.LoopsBeyondOneGrid:CudaHardening.ConcatAndSliceWithRowsOver2GiB:CudaHardening.CopiesToTheDeviceDoNotWait'
 sanitizer_memcheck_filter="-$sanitizer_big_tests"
 sanitizer_initcheck_filter="-$sanitizer_big_tests:CudaParity.MatmulPrecision*:CudaParity.LstmsAtMatmulPrecisionHigh"
+# The encoders at train.precision bf16, the same blindness: on an H200 (2026-11-28) 2-byte reads of bf16
+# GEMM results (the SRU recurrence's U, its casts and gradient sums) and cuDNN's elemWiseRNNcell, 3,000
+# printed; the test's values are checked against float32 and pass over NaN-filled memory.
+sanitizer_initcheck_filter+=":*EncoderContract.Bf16PrecisionAnswersInFloat32*"
 sanitizer_racecheck_filter='*Sru*:CudaParity.SoftmaxAndCrossEntropy:CudaParity.LayerNorm:CudaParity.Reductions'
 sanitizer_racecheck_filter+=':CudaParity.OptimizerStepsAndGradientClipping:CudaHardening.TinyWidthsAndEmptyInnerDimension'

@@ -103,6 +103,9 @@ int main(int argc, char** argv) {
   epoch_cmd->add_option("--repeats", epoch.repeats, "Timed repeats (the median is reported)")->capture_default_str()
       ->check(CLI::PositiveNumber);
   epoch_cmd->add_option("--json", json_path, "Also write the rows as JSON to this file");
+  epoch_cmd->add_flag("--host-profile", epoch.host_profile,
+                      "Then as many steps again with every dispatch's host time recorded: a table of the host's "
+                      "time per op (where a host-bound GPU step goes)");
 
   sru::bench::EvalBenchOptions eval;
   auto* eval_cmd = cli.add_subcommand("eval", "Inference: evaluation of checkpoints on a split, and their encoder "

@@ -24,6 +24,39 @@
 
 namespace sru::bench {
 
+namespace {
+// Runs `steps` steps under the host profile and prints its table: the host time charged to each op's
+// marks (from its mark to the next: allocation, autograd records, argument checks and the launch), per
+// step, largest first, then the rest and the total.
+template <typename F>
+void print_host_profile(const std::string& impl, const F& run_steps, int64_t steps, int top) {
+  start_host_profile();
+  run_steps();
+  const std::vector<HostProfileEntry> entries = stop_host_profile();
+  double total_us = 0;
+  for (const HostProfileEntry& e : entries) total_us += e.total_us;
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  std::printf("# host profile: %s, %lld steps, %.3f host ms a step between its first and last mark\n", impl.c_str(),
+              static_cast<long long>(steps), total_us / n / 1000);
+  std::printf("| op | marks/step | us/step | us/mark | share |\n|---|---|---|---|---|\n");
+  double rest_us = 0, rest_marks = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const HostProfileEntry& e = entries[i];
+    if (static_cast<int>(i) >= top) {
+      rest_us += e.total_us;
+      rest_marks += static_cast<double>(e.marks);
+      continue;
+    }
+    std::printf("| %s | %.1f | %.1f | %.2f | %.1f%% |\n", e.name.c_str(), static_cast<double>(e.marks) / n,
+                e.total_us / n, e.total_us / static_cast<double>(e.marks), 100 * e.total_us / std::max(total_us, 1e-9));
+  }
+  if (rest_marks > 0)
+    std::printf("| (%zu more) | %.1f | %.1f | %.2f | %.1f%% |\n", entries.size() - static_cast<size_t>(top),
+                rest_marks / n, rest_us / n, rest_us / rest_marks, 100 * rest_us / std::max(total_us, 1e-9));
+  std::fflush(stdout);
+}
+}  // namespace
+
 // Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or
 // --steps steps, scaled to an epoch) per repeat after untimed warm-up steps. Each step is srutrain's
 // (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule, and the same
@@ -102,6 +135,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
       row.set("peak_device_mb", peak / (1 << 20));
     }
     report.add(row);
+    if (o.host_profile) print_host_profile(row.impl, [&] { run_steps(steps); }, steps, o.host_profile_top);
   }
 }
 

@@ -17,6 +17,10 @@ struct EpochBenchOptions {
   int64_t steps = 0;  // 0 = whole epochs
   int64_t warmup_steps = 10;
   int repeats = 3;
+  // After the timed repeats, `steps` more steps under the host profile (core/kernel_count.h): a table
+  // of host time per op, the `host_profile_top` largest.
+  bool host_profile = false;
+  int host_profile_top = 30;
 };
 
 // Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or

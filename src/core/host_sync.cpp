@@ -1,6 +1,8 @@
 // Host-wait counters and read_scalars (see host_sync.h).
 #include "core/host_sync.h"
 
+#include "core/kernel_count.h"
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -36,9 +38,13 @@ static uint64_t steady_ns() {
 TimedDeviceWait::TimedDeviceWait(const char* what) {
   device_waits.fetch_add(1, std::memory_order_relaxed);
   note("device wait", what);
+  host_profile_mark(what);
   start_ns_ = steady_ns();
 }
-TimedDeviceWait::~TimedDeviceWait() { device_wait_ns.fetch_add(steady_ns() - start_ns_, std::memory_order_relaxed); }
+TimedDeviceWait::~TimedDeviceWait() {
+  device_wait_ns.fetch_add(steady_ns() - start_ns_, std::memory_order_relaxed);
+  host_profile_mark("(host work after a device wait)");
+}
 }  // namespace detail
 
 HostWaitCounts host_wait_counts() { return {value_reads.load(), device_waits.load(), device_wait_ns.load()}; }

@@ -180,7 +180,7 @@ Tensor Tensor::to(Device target) const {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   Tensor t = empty(shape(), target, device());
-  detail::count_kernel_dispatch();
+  detail::count_kernel_dispatch("convert");
   if (device().is_cuda()) {
     cuda::convert(*this, t);
     return t;
@@ -234,7 +234,7 @@ Tensor Tensor::narrow0(int64_t start, int64_t length) const {
 }
 
 Tensor& Tensor::zero_() {
-  detail::count_kernel_dispatch();
+  detail::count_kernel_dispatch("zero_");
   if (device().is_cuda()) {
     cuda::zero(*this);
     return *this;
@@ -244,7 +244,7 @@ Tensor& Tensor::zero_() {
 }
 
 Tensor& Tensor::fill_(double value) {
-  detail::count_kernel_dispatch();
+  detail::count_kernel_dispatch("fill_");
   if (device().is_cuda()) {
     cuda::fill(*this, value);
     return *this;
@@ -264,7 +264,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
             " does not match destination ", str());
   // A copy within a device is a kernel; one between host and device (a batch's upload, a value read) is
   // a transfer that a CPU run does not make, so it is not counted (core/kernel_count.h).
-  if (device() == src.device()) detail::count_kernel_dispatch();
+  if (device() == src.device()) detail::count_kernel_dispatch("copy_");
   if (device().is_cuda() || src.device().is_cuda()) {
     cuda::copy_bytes(data_ptr(), device(), src.data_ptr(), src.device(), nbytes());
     return *this;
@@ -277,7 +277,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   SRU_CHECK(other.numel() == numel() && other.dtype() == dtype(), "add_: ", other.str(),
             " does not match ", str());
   check_same_device(*this, other, "add_");
-  detail::count_kernel_dispatch();
+  detail::count_kernel_dispatch("add_");
   if (device().is_cuda()) {
     cuda::add_scaled(*this, other, alpha);
     return *this;
@@ -296,7 +296,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 }
 
 Tensor& Tensor::mul_(double factor) {
-  detail::count_kernel_dispatch();
+  detail::count_kernel_dispatch("mul_");
   if (device().is_cuda()) {
     cuda::scale(*this, factor);
     return *this;
@@ -313,7 +313,7 @@ Tensor& Tensor::mul_(double factor) {
 
 Tensor& Tensor::clamp_(double low, double high) {
   SRU_CHECK(low <= high, "clamp_: low (", low, ") must not exceed high (", high, ")");
-  detail::count_kernel_dispatch();
+  detail::count_kernel_dispatch("clamp_");
   if (device().is_cuda()) {
     cuda::clamp(*this, low, high);
     return *this;

@@ -67,7 +67,7 @@ template <typename Cpu, typename Cuda, typename... Args>
 decltype(auto) run_kernel(Device device, const char* kernel, const Cpu& cpu_fn, [[maybe_unused]] const Cuda& cuda_fn,
                           Args&&... args) {
   check_operand_devices(device, kernel, args...);
-  count_kernel_dispatch();
+  count_kernel_dispatch(kernel);
 #if defined(SRU_WITH_CUDA)
   if (device.is_cuda()) return cuda_fn(std::forward<Args>(args)...);
 #endif

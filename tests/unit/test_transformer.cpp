@@ -240,6 +240,11 @@ TEST(SinusoidalPositions, SinAtEvenAndCosAtOddColumnsForEveryBatchRow) {
   for (int b = 0; b < 3; ++b)
     for (int i = 0; i < 4; ++i) EXPECT_NEAR(p[b * 4 + i], row2[i], 1e-15);
   EXPECT_NEAR(p[3 * 4], std::sin(3.0), 1e-15);
+  // One batch row, and no positions or no batch rows: the shapes asked for.
+  EXPECT_EQ(sinusoidal_positions(2, 2, 1, 4, DType::F64, Device::cpu()).to_vector<double>(),
+            (std::vector<double>{p[0], p[1], p[2], p[3], p[12], p[13], p[14], p[15]}));
+  EXPECT_EQ(sinusoidal_positions(0, 0, 3, 4, DType::F32, Device::cpu()).shape(), (Shape{0, 3, 4}));
+  EXPECT_EQ(sinusoidal_positions(0, 2, 0, 4, DType::F32, Device::cpu()).shape(), (Shape{2, 0, 4}));
   // Any position: 100000 is as good as 0.
   EXPECT_NEAR(sinusoidal_positions(100000, 1, 1, 4, DType::F64, Device::cpu()).to_vector<double>()[0],
               std::sin(100000.0), 1e-9);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/kernel_count.h"
 #include "core/block_pool.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
@@ -32,7 +33,9 @@ class DeviceMemory : public RawMemory {
   void* allocate(size_t nbytes) override {
     CUDA_CHECK(cudaSetDevice(device_));
     void* p = nullptr;
+    ::sru::detail::host_profile_mark("cudaMalloc (a new segment for the caching allocator)");
     const cudaError_t err = cudaMalloc(&p, nbytes);
+    ::sru::detail::host_profile_mark("(host work after cudaMalloc)");
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not sticky: clear it
       return nullptr;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/kernel_count.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/cuda/runtime.h"
@@ -193,7 +194,10 @@ StagingChunk* free_staging_chunk(DeviceState& s, size_t n) {
     return nullptr;
   }
   StagingChunk c;
-  if (cudaMallocHost(reinterpret_cast<void**>(&c.host), size) != cudaSuccess) {
+  ::sru::detail::host_profile_mark("cudaMallocHost (a new pinned staging chunk)");
+  const cudaError_t pinned = cudaMallocHost(reinterpret_cast<void**>(&c.host), size);
+  ::sru::detail::host_profile_mark("(host work after cudaMallocHost)");
+  if (pinned != cudaSuccess) {
     cudaGetLastError();  // no pinned memory to be had: the caller copies directly
     return nullptr;
   }
@@ -208,6 +212,7 @@ StagingChunk* free_staging_chunk(DeviceState& s, size_t n) {
 void copy_to_device(void* dst, const void* src, size_t n, int device) {
   DeviceState& s = state_of(device);
   const cudaStream_t stream = context(device).stream;
+  ::sru::detail::host_profile_mark("copy_to_device");
   if (n <= kStagingMaxCopy) {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (StagingChunk* c = free_staging_chunk(s, n)) {

@@ -7,6 +7,7 @@
 // y (forward) and dx (backward) are zeroed before the calls: cuDNN does not promise to write the steps
 // past a sequence's length, and the CPU LSTM's values there are exact zeros. Sizes cuDNN takes as int
 // are checked (checked_int) rather than truncated.
+#include "core/kernel_count.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/lstm_cudnn.h"
 #include "ops/matmul.h"
@@ -133,11 +134,13 @@ class RnnCall {
 CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                   const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths,
                                   bool training, const Tensor& y, const Tensor& hy, const Tensor& cy) {
+  ::sru::detail::host_profile_mark("lstm_cudnn_forward (descriptors, weight copies, cudnnRNNForward)");
   const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
   const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   CudnnLstmSaved saved;
   saved.tensor_op_math = matmul_precision() != MatmulPrecision::Highest;
   const RnnCall call(x, H, D, lengths, mode, saved.tensor_op_math);
+  ::sru::detail::host_profile_mark("(lstm_cudnn_forward: weight copies, scratch, lengths to the device)");
   const cudaStream_t stream = stream_of(x);
   saved.weight_space = scratch_bytes(call.weight_bytes_, x.device());
   call.transfer(saved.weight_space.data_ptr(), dirs, true, stream);
@@ -148,11 +151,13 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
   // Steps past a sequence's length: cuDNN is not documented to write them there; the CPU LSTM's are
   // exact zeros, so start from zeros.
   Tensor(y).zero_();
+  ::sru::detail::host_profile_mark("cudnnRNNForward");
   CUDNN_CHECK(cudnnRNNForward(call.handle_, call.rnn_, mode, saved.device_lengths.data<int32_t>(), call.x_desc_,
                               x.data_ptr(), call.y_desc_, y.data_ptr(), call.h_desc_, data_ptr_or_null(h0), hy.data_ptr(),
                               call.h_desc_, data_ptr_or_null(c0), cy.data_ptr(), call.weight_bytes_,
                               saved.weight_space.data_ptr(), call.work_bytes_, work.data_ptr(),
                               training ? call.reserve_bytes_ : 0, training ? saved.reserve_space.data_ptr() : nullptr));
+  ::sru::detail::host_profile_mark("(lstm_cudnn_forward after cudnnRNNForward: descriptors destroyed)");
   return saved;
 }
 
@@ -162,6 +167,7 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
                                                       const Tensor& y, const Tensor& dy, const Tensor& dhy,
                                                       const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
                                                       const Tensor& dc0) {
+  ::sru::detail::host_profile_mark("lstm_cudnn_backward (descriptors, cudnnRNNBackwardData/Weights, copies)");
   const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
   const RnnCall call(x, H, D, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math);
   const cudaStream_t stream = stream_of(x);
@@ -169,6 +175,7 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
   // dx at steps past a sequence's length: nothing in cuDNN promises to write it, and dx comes from a
   // recycled block; those steps get no gradient, as on the CPU.
   Tensor(dx).zero_();
+  ::sru::detail::host_profile_mark("cudnnRNNBackwardData_v8");
   CUDNN_CHECK(cudnnRNNBackwardData_v8(call.handle_, call.rnn_, saved.device_lengths.data<int32_t>(), call.y_desc_,
                                       y.data_ptr(), dy.data_ptr(), call.x_desc_, dx.data_ptr(), call.h_desc_,
                                       data_ptr_or_null(h0), data_ptr_or_null(dhy), data_ptr_or_null(dh0), call.h_desc_,
@@ -177,6 +184,7 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
                                       call.reserve_bytes_, saved.reserve_space.data_ptr()));
   Tensor dweight = scratch_bytes(call.weight_bytes_, x.device());
   CUDA_CHECK(cudaMemsetAsync(dweight.data_ptr(), 0, call.weight_bytes_, stream));
+  ::sru::detail::host_profile_mark("cudnnRNNBackwardWeights_v8");
   CUDNN_CHECK(cudnnRNNBackwardWeights_v8(call.handle_, call.rnn_, CUDNN_WGRAD_MODE_ADD,
                                          saved.device_lengths.data<int32_t>(), call.x_desc_, x.data_ptr(), call.h_desc_,
                                          data_ptr_or_null(h0), call.y_desc_, y.data_ptr(), call.weight_bytes_,
@@ -187,6 +195,7 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
     auto like = [](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
     grads.push_back({like(p.weight_ih), like(p.weight_hh), like(p.bias_ih), like(p.bias_hh)});
   }
+  ::sru::detail::host_profile_mark("(lstm_cudnn_backward: gradient copies, descriptors destroyed)");
   call.transfer(dweight.data_ptr(), grads, false, stream);
   return grads;
 }
