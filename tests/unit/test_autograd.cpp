@@ -2,9 +2,12 @@
 // no-grad mode, freed graphs, multi-root backward, and release of saved tensors.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "autograd/engine.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "core/kernel_count.h"
 #include "ops/ops.h"
 #include "testing.h"
 
@@ -149,4 +152,28 @@ TEST(Gradcheck, DetectsAWrongGradient) {
   const auto result = autograd::gradcheck(autograd::SingleFn(wrong_cube), {sru::testing::leaf({4}, 1)});
   EXPECT_FALSE(result.ok);
   EXPECT_NE(result.message.find("analytic"), std::string::npos);
+}
+
+// The host profile (core/kernel_count.h): each dispatch leaves a mark named after its kernel, the time to
+// the next mark is charged to it, and stopping returns the names with their counts, largest time first.
+TEST(HostProfile, ChargesTheTimeBetweenMarksToTheEarlierOnesName) {
+  const Tensor a = Tensor::ones({4, 3}), b = Tensor::ones({3});
+  start_host_profile();
+  Tensor c = add(a, b);
+  c = add(c, b);
+  c = relu(c);
+  const std::vector<HostProfileEntry> entries = stop_host_profile();
+  std::map<std::string, uint64_t> marks;
+  for (const HostProfileEntry& e : entries) {
+    marks[e.name] = e.marks;
+    EXPECT_GE(e.total_us, 0.0) << e.name;
+  }
+  // Three dispatches, two intervals: both adds charged to "binary"; relu, the last mark, has no successor.
+  EXPECT_EQ(marks["binary"], 2u);
+  EXPECT_EQ(marks.count("unary"), 0u);
+  for (size_t i = 1; i < entries.size(); ++i) EXPECT_GE(entries[i - 1].total_us, entries[i].total_us);
+  // Off again: nothing recorded until the next start.
+  c = add(c, b);
+  start_host_profile();
+  EXPECT_TRUE(stop_host_profile().empty());
 }
