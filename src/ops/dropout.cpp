@@ -1,8 +1,9 @@
-// Dropout and dropout masks; the product and its gradient reuse mul().
+// Dropout (the mask drawn inside apply_dropout, forward and backward) and dropout masks.
 #include "ops/dropout.h"
 #include "ops/dispatch.h"
 
-#include "ops/elementwise.h"
+#include "autograd/node.h"
+
 #include "ops/shape_ops.h"
 
 namespace sru {
@@ -38,12 +39,22 @@ Tensor dropout_mask(const Shape& shape, double p, DType dtype, Generator& gen, D
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen, int batch_dim) {
   check_floating16(x, "dropout");
   if (!training || p == 0.0) return x;
-  // bf16: the product in float32 with a float32 mask (1 / (1 - p) is not a bf16 value: a bf16 mask would
-  // scale every kept element by its rounding), rounded once; the same mask as float32's.
-  if (x.dtype() == DType::BF16)
-    return cast(mul(cast(x, DType::F32), dropout_mask(x.shape(), p, DType::F32, gen, x.device(), batch_dim)),
-                DType::BF16);
-  return mul(x, dropout_mask(x.shape(), p, x.dtype(), gen, x.device(), batch_dim));
+  SRU_CHECK(p > 0.0 && p < 1.0, "dropout probability must be in [0, 1), got ", p);
+  // The numbers of the mask dropout_mask would draw here (same window, same words reserved), applied in
+  // the kernel. bf16: float math with a float scale (1 / (1 - p) is not a bf16 value), rounded once.
+  int64_t words = 0;
+  const MaskWindow window = mask_window(x.shape(), gen.batch_shard(), batch_dim, words);
+  const uint64_t seed = gen.seed(), offset = gen.reserve(static_cast<uint64_t>(words));
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  SRU_KERNEL(x.device(), apply_dropout, seed, offset, p, x, y, window);
+  if (autograd::needs_grad({x})) {
+    autograd::record("DropoutBackward", {x}, {y}, [seed, offset, p, window](const std::vector<Tensor>& g) {
+      Tensor gx = Tensor::empty(g[0].shape(), g[0].dtype(), g[0].device());
+      SRU_KERNEL(g[0].device(), apply_dropout, seed, offset, p, g[0], gx, window);
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return y;
 }
 
 }  // namespace sru

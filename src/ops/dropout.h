@@ -2,7 +2,10 @@
 // Shapes: x any; the mask has x's shape (or, for variational dropout, a caller-made mask of a
 // trailing shape, e.g. (B, d) shared across time, applied with mul()).
 // Element i keeps when uniform(seed, offset, i) >= p, so CPU and CUDA masks agree for a seed.
-// Backward: dx = g * m (the mask is saved).
+// dropout() keeps no mask: one kernel draws each element's number and multiplies (apply_dropout), and
+// the backward draws the same numbers from the saved (seed, offset): dx = g * m. Versus a stored mask
+// (fill_dropout_mask, then mul): one launch instead of two each way, 4 bytes an element not written,
+// read twice and held until backward, and at bf16 no float32 round trip (two casts each way).
 //
 // Batch shards (data-parallel training, core/rng.h): when the generator says this process computes
 // rows [first, first + count) of a batch of `rows`, a mask of this process's shape draws the numbers
@@ -46,6 +49,9 @@ MaskWindow mask_window(const Shape& shape, const BatchShard& shard, int batch_di
 // CUDA device.
 SRU_DECLARE_KERNELS(
 void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window);
+// out = in * m, m the mask fill_dropout_mask writes for the same arguments, computed in compute_t (float
+// for bf16, with a float m as a float32 mask's) and rounded once: dropout's product and its gradient.
+void apply_dropout(uint64_t seed, uint64_t offset, double p, const Tensor& in, const Tensor& out, const MaskWindow& window);
 )
 
 }  // namespace sru

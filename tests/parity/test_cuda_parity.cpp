@@ -209,6 +209,31 @@ TEST(CudaParity, DropoutMasksAreBitIdentical) {
   EXPECT_EQ(m_gpu.to_vector<float>(), m_cpu.to_vector<float>());
 }
 
+// dropout() draws its mask inside apply_dropout: forward and gradient bit-identical to the CPU twin's,
+// without a shard (a thread per Philox block, an element count that ends mid-block) and with one.
+TEST(CudaParity, DropoutDrawnInTheKernelIsBitIdentical) {
+  SKIP_WITHOUT_CUDA();
+  for (const DType dtype : {DType::F32, DType::F64, DType::BF16})
+    for (const bool shard : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (shard ? ", batch shard" : ""));
+      const Tensor x = rand_leaf({5, 3, 333}, 80, DType::F64).detach().to(dtype);
+      const Tensor g = rand_leaf({5, 3, 333}, 81, DType::F64).detach().to(dtype);
+      std::vector<std::vector<double>> outputs, grads;
+      for (const Device device : {Device::cpu(), kCuda}) {
+        Generator gen(82);
+        if (shard) gen.set_batch_shard({7, 3, 3});
+        Tensor leaf = x.to(device);
+        leaf.set_requires_grad(true);
+        const Tensor y = dropout(leaf, 0.4, true, gen, shard ? 1 : 0);
+        autograd::backward({y}, {g.to(device)});
+        outputs.push_back(y.to(DType::F64).to_vector<double>());
+        grads.push_back(leaf.grad().to(DType::F64).to_vector<double>());
+      }
+      EXPECT_EQ(outputs[1], outputs[0]);
+      EXPECT_EQ(grads[1], grads[0]);
+    }
+}
+
 TEST(CudaParity, LayerNorm) {
   SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::F32, DType::F64}) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "autograd/engine.h"
 #include "core/float16.h"
@@ -385,6 +386,52 @@ TEST(Dropout, MaskIsThePhiloxFunctionOfTheIndex) {
     }
   }
   set_num_threads(0);
+}
+
+// dropout() draws its mask inside the kernel (apply_dropout): output and gradient equal the product with
+// the stored mask of the same generator state, bit for bit, NaN and -0 included, in every dtype and under
+// a batch shard, and the generator advances by the same words.
+TEST(Dropout, DrawnInTheKernelEqualsTheStoredMasksProductBitForBit) {
+  for (const DType dtype : {DType::F32, DType::F64, DType::BF16})
+    for (const bool shard : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (shard ? ", batch shard" : ""));
+      Generator values(3);
+      std::vector<double> v = Tensor::uniform({5, 6, 9}, -2, 2, DType::F64, values).to_vector<double>();
+      v[7] = std::nan("");
+      v[8] = -0.0;
+      v[9] = -1e30;
+      const Tensor x = Tensor::from_vector(v, {5, 6, 9}).to(dtype).detach();
+      Tensor leaf = x.clone();
+      leaf.set_requires_grad(true);
+      Generator fused(17), stored(17);
+      fused.reserve(3);
+      stored.reserve(3);
+      if (shard) {  // time-major (L, B, d): rows 2..7 of a batch of 10
+        fused.set_batch_shard({10, 2, 6});
+        stored.set_batch_shard({10, 2, 6});
+      }
+      const int batch_dim = shard ? 1 : 0;
+      const Tensor y = dropout(leaf, 0.3, true, fused, batch_dim);
+      const DType mask_dtype = dtype == DType::BF16 ? DType::F32 : dtype;
+      const Tensor mask = dropout_mask(x.shape(), 0.3, mask_dtype, stored, Device::cpu(), batch_dim);
+      const auto product = [&](const Tensor& t) { return mul(t.to(mask_dtype), mask).to(dtype); };
+      EXPECT_EQ(fused.offset(), stored.offset());
+      const auto bits = [](const Tensor& t) {
+        const Tensor w = t.to(DType::F64);
+        std::vector<uint64_t> out;
+        for (double d : w.to_vector<double>()) {
+          uint64_t b;
+          std::memcpy(&b, &d, sizeof b);
+          out.push_back(std::isnan(d) ? 0x7ff8000000000000ull : b);
+        }
+        return out;
+      };
+      EXPECT_EQ(bits(y), bits(product(x)));
+      Generator grads(4);
+      const Tensor g = Tensor::uniform(x.shape(), -1, 1, DType::F64, grads).to(dtype);
+      autograd::backward({y}, {g});
+      EXPECT_EQ(bits(leaf.grad()), bits(product(g)));
+    }
 }
 
 // Data-parallel ranks (batch shards) draw exactly their rows of the whole batch's mask, wherever the
