@@ -248,6 +248,53 @@ Hypothesis make_hypothesis(std::vector<int64_t> tokens, double log_prob, bool fi
   return h;
 }
 
+// The (rows, V) scores of a step: each live row's next-token log-probabilities plus its beam score.
+Tensor beam_step_scores(LogProbSource& source, const Request& request, const std::vector<BeamRow>& rows,
+                        const std::vector<int64_t>& live, int64_t per, int64_t step) {
+  const auto N = static_cast<int64_t>(rows.size());
+  std::vector<int64_t> last(N);
+  for (int64_t r = 0; r < N; ++r)
+    last[r] = rows[r].tokens.empty() ? request.first_tokens[live[r / per]] : rows[r].tokens.back();
+  // Summed in float64: the scores then equal greedy's host sums exactly (see search.h).
+  Tensor scores = source.next(last, step).to(DType::F64);
+  if (step == 0) return scores;
+  // Each row's beam score added to its V log-probs. The elementwise ops broadcast trailing dims only,
+  // so add the (N) scores to the (V, N) transpose.
+  std::vector<double> beam_scores(N);
+  for (int64_t r = 0; r < N; ++r) beam_scores[r] = rows[r].score;
+  const Tensor column = Tensor::from_vector(beam_scores, {N}, DType::F64).to(scores.device());
+  return transpose(add(transpose(scores, 0, 1), column), 0, 1);
+}
+
+// One sentence's step: its K best candidates (`values` and `flat`, row-major over its `per` rows of V
+// tokens, rows from `first_row`), best first. Those ending in EOS among the first beam_size go to
+// `finished`; up to beam_size others continue, with their parent rows.
+struct Expansion {
+  std::vector<BeamRow> rows;
+  std::vector<int64_t> parents;
+  bool best_is_eos = false;
+};
+Expansion expand_sentence(const std::vector<BeamRow>& rows, const double* values, const int64_t* flat, int64_t K,
+                          int64_t V, int64_t first_row, int64_t beam_size, int64_t eos, double alpha, NBest& finished) {
+  Expansion e;
+  for (int64_t c = 0; c < K && static_cast<int64_t>(e.rows.size()) < beam_size; ++c) {
+    const double v = values[c];
+    check_not_nan(v, "beam");
+    if (v == kNegInf) break;  // sorted: only impossible candidates (masked, padding rows) remain
+    const int64_t parent = first_row + flat[c] / V, token = flat[c] % V;
+    if (token == eos) {
+      if (c == 0) e.best_is_eos = true;
+      if (c < beam_size) finished.push_back(make_hypothesis(rows[parent].tokens, v, true, alpha));
+      continue;
+    }
+    BeamRow row{rows[parent].tokens, v};
+    row.tokens.push_back(token);
+    e.rows.push_back(std::move(row));
+    e.parents.push_back(parent);
+  }
+  return e;
+}
+
 }  // namespace
 
 std::vector<NBest> beam(StepScorer& scorer, const Request& request, const BeamOptions& o) {
@@ -269,21 +316,8 @@ std::vector<NBest> beam(StepScorer& scorer, const Request& request, const BeamOp
   int64_t per = 1;
   LogProbSource source(scorer, request, "beam");
   for (int64_t step = 0; !live.empty(); ++step) {
-    const auto N = static_cast<int64_t>(rows.size());
-    std::vector<int64_t> last(N);
-    for (int64_t r = 0; r < N; ++r)
-      last[r] = rows[r].tokens.empty() ? request.first_tokens[live[r / per]] : rows[r].tokens.back();
-    // Summed in float64: the scores then equal greedy's host sums exactly (see search.h).
-    Tensor scores = source.next(last, step).to(DType::F64);
+    const Tensor scores = beam_step_scores(source, request, rows, live, per, step);
     const int64_t V = source.vocab();
-    if (step > 0) {
-      // Each row's beam score added to its V log-probs. The elementwise ops broadcast trailing dims
-      // only, so add the (N) scores to the (V, N) transpose.
-      std::vector<double> beam_scores(N);
-      for (int64_t r = 0; r < N; ++r) beam_scores[r] = rows[r].score;
-      const Tensor column = Tensor::from_vector(beam_scores, {N}, DType::F64).to(scores.device());
-      scores = transpose(add(transpose(scores, 0, 1), column), 0, 1);
-    }
     const auto S = static_cast<int64_t>(live.size());
     const int64_t K = std::min(2 * beam_size, per * V);
     const TopK top = topk(scores.view({S, per * V}), K);
@@ -295,39 +329,22 @@ std::vector<NBest> beam(StepScorer& scorer, const Request& request, const BeamOp
     for (int64_t g = 0; g < S; ++g) {
       const int64_t s = live[g];
       const bool at_max = step + 1 >= request.max_length(s);
-      bool best_is_eos = false;
-      std::vector<BeamRow> continuing;
-      std::vector<int64_t> continuing_parents;
-      for (int64_t c = 0; c < K && static_cast<int64_t>(continuing.size()) < beam_size; ++c) {
-        const double v = values[g * K + c];
-        check_not_nan(v, "beam");
-        if (v == kNegInf) break;  // sorted: only impossible candidates (masked, padding rows) remain
-        const int64_t parent = g * per + flat[g * K + c] / V, token = flat[g * K + c] % V;
-        if (token == request.eos) {
-          if (c == 0) best_is_eos = true;
-          if (c < beam_size) finished[s].push_back(make_hypothesis(rows[parent].tokens, v, true, alpha));
-          continue;
-        }
-        BeamRow row{rows[parent].tokens, v};
-        row.tokens.push_back(token);
-        continuing.push_back(std::move(row));
-        continuing_parents.push_back(parent);
-      }
-      const bool best_done = best_is_eos && static_cast<int64_t>(finished[s].size()) >= o.n_best;
-      if (best_done || at_max || continuing.empty()) {
+      Expansion e = expand_sentence(rows, &values[g * K], &flat[g * K], K, V, g * per, beam_size, request.eos, alpha,
+                                    finished[s]);
+      const bool best_done = e.best_is_eos && static_cast<int64_t>(finished[s].size()) >= o.n_best;
+      if (best_done || at_max || e.rows.empty()) {
         if (at_max)
-          for (BeamRow& row : continuing)
-            finished[s].push_back(make_hypothesis(std::move(row.tokens), row.score, false, alpha));
+          for (BeamRow& row : e.rows) finished[s].push_back(make_hypothesis(std::move(row.tokens), row.score, false, alpha));
         continue;
       }
       // Keep beam_size rows per sentence (the (S, beam_size * V) view needs it): pad with impossible rows.
-      while (static_cast<int64_t>(continuing.size()) < beam_size) {
-        continuing.push_back(BeamRow{continuing.front().tokens, kNegInf});
-        continuing_parents.push_back(continuing_parents.front());
+      while (static_cast<int64_t>(e.rows.size()) < beam_size) {
+        e.rows.push_back(BeamRow{e.rows.front().tokens, kNegInf});
+        e.parents.push_back(e.parents.front());
       }
       for (int64_t i = 0; i < beam_size; ++i) {
-        next_rows.push_back(std::move(continuing[i]));
-        parents.push_back(continuing_parents[i]);
+        next_rows.push_back(std::move(e.rows[i]));
+        parents.push_back(e.parents[i]);
       }
       next_live.push_back(s);
     }
