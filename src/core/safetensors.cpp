@@ -76,8 +76,9 @@ void save(const std::string& path, const std::vector<std::pair<std::string, Tens
 
 namespace {
 
-// Reads and checks a whole safetensors file from `in` (file_size bytes); `path` names it in errors.
-File read_file(std::istream& in, uint64_t file_size, const std::string& path) {
+// The header of a safetensors file: its 8-byte size, then that many bytes of JSON (an object); the
+// header's size comes back in `header_bytes`.
+nlohmann::json read_header(std::istream& in, uint64_t file_size, const std::string& path, uint64_t& header_bytes) {
   SRU_CHECK(file_size >= 8, "'", path, "' is not a safetensors file: only ", file_size, " bytes (truncated?)");
   unsigned char size_bytes[8];
   in.read(reinterpret_cast<char*>(size_bytes), 8);
@@ -95,13 +96,59 @@ File read_file(std::istream& in, uint64_t file_size, const std::string& path) {
     SRU_FAIL("'", path, "': the header is not valid JSON (corrupted file?): ", e.what());
   }
   SRU_CHECK(header.is_object(), "'", path, "': the header is not a JSON object");
-  const uint64_t data_size = file_size - 8 - n;
+  header_bytes = n;
+  return header;
+}
 
+// Where a tensor's bytes lie in the data buffer.
+struct Span {
+  uint64_t begin, end;
+  std::string name;
+};
+
+// One header entry's tensor, checked (dtype, shape, byte range inside the data_size data bytes that
+// start at data_start) and read; its byte range comes back in `span`.
+Tensor read_entry(std::istream& in, const std::string& name, const nlohmann::json& e, const std::string& where,
+                  uint64_t data_start, uint64_t data_size, Span& span) {
+  SRU_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"), where,
+            ": entry needs dtype, shape and data_offsets");
+  // Integers only (a float would be cast out of range), and sizes checked before any product: a
+  // shape whose element count overflows must not pass as a small one.
+  auto is_count = [](const nlohmann::json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); };
+  const auto& shape_json = e.at("shape");
+  const auto& offsets = e.at("data_offsets");
+  SRU_CHECK(e.at("dtype").is_string(), where, ": dtype must be a string");
+  SRU_CHECK(shape_json.is_array() && std::all_of(shape_json.begin(), shape_json.end(), is_count), where,
+            ": shape must be a list of non-negative integers, got ", shape_json.dump());
+  SRU_CHECK(offsets.is_array() && offsets.size() == 2 && is_count(offsets[0]) && is_count(offsets[1]), where,
+            ": data_offsets must be two non-negative integers, got ", offsets.dump());
+  const DType dtype = parse_dtype(e.at("dtype").get<std::string>(), where);
+  span = Span{offsets[0].get<uint64_t>(), offsets[1].get<uint64_t>(), name};
+  SRU_CHECK(span.begin <= span.end && span.end <= data_size, where, ": byte range [", span.begin, ", ", span.end,
+            ") lies outside the ", data_size, " data bytes (truncated file?)");
+  uint64_t expected = dtype_size(dtype);
+  Shape shape;
+  for (const auto& d : shape_json) {
+    const uint64_t dim = d.get<uint64_t>();
+    SRU_CHECK(!__builtin_mul_overflow(expected, dim, &expected) && dim <= (uint64_t{1} << 62), where, ": shape ",
+              shape_json.dump(), " holds more bytes than any file");
+    shape.push_back(static_cast<int64_t>(dim));
+  }
+  SRU_CHECK(span.end - span.begin == expected, where, ": ", span.end - span.begin, " bytes for shape ",
+            shape_str(shape), " of ", dtype_name(dtype), " (expected ", expected, ")");
+  Tensor t = Tensor::empty(shape, dtype);
+  in.seekg(static_cast<std::streamoff>(data_start + span.begin));
+  in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(expected));
+  SRU_CHECK(in.good() || expected == 0, where, ": cannot read its data");
+  return t;
+}
+
+// Reads and checks a whole safetensors file from `in` (file_size bytes); `path` names it in errors.
+File read_file(std::istream& in, uint64_t file_size, const std::string& path) {
+  uint64_t n = 0;
+  const nlohmann::json header = read_header(in, file_size, path, n);
+  const uint64_t data_size = file_size - 8 - n;
   File file;
-  struct Span {
-    uint64_t begin, end;
-    std::string name;
-  };
   std::vector<Span> spans;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
@@ -112,41 +159,8 @@ File read_file(std::istream& in, uint64_t file_size, const std::string& path) {
       }
       continue;
     }
-    const std::string where = "'" + path + "', tensor '" + it.key() + "'";
-    const auto& e = it.value();
-    SRU_CHECK(e.is_object() && e.contains("dtype") && e.contains("shape") && e.contains("data_offsets"), where,
-              ": entry needs dtype, shape and data_offsets");
-    Span span{0, 0, it.key()};
-    Shape shape;
-    DType dtype;
-    // Integers only (a float would be cast out of range), and sizes checked before any product: a
-    // shape whose element count overflows must not pass as a small one.
-    auto is_count = [](const nlohmann::json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); };
-    const auto& shape_json = e.at("shape");
-    const auto& offsets = e.at("data_offsets");
-    SRU_CHECK(e.at("dtype").is_string(), where, ": dtype must be a string");
-    SRU_CHECK(shape_json.is_array() && std::all_of(shape_json.begin(), shape_json.end(), is_count), where,
-              ": shape must be a list of non-negative integers, got ", shape_json.dump());
-    SRU_CHECK(offsets.is_array() && offsets.size() == 2 && is_count(offsets[0]) && is_count(offsets[1]), where,
-              ": data_offsets must be two non-negative integers, got ", offsets.dump());
-    dtype = parse_dtype(e.at("dtype").get<std::string>(), where);
-    span.begin = offsets[0].get<uint64_t>();
-    span.end = offsets[1].get<uint64_t>();
-    SRU_CHECK(span.begin <= span.end && span.end <= data_size, where, ": byte range [", span.begin, ", ", span.end,
-              ") lies outside the ", data_size, " data bytes (truncated file?)");
-    uint64_t expected = dtype_size(dtype);
-    for (const auto& d : shape_json) {
-      const uint64_t dim = d.get<uint64_t>();
-      SRU_CHECK(!__builtin_mul_overflow(expected, dim, &expected) && dim <= (uint64_t{1} << 62), where, ": shape ",
-                shape_json.dump(), " holds more bytes than any file");
-      shape.push_back(static_cast<int64_t>(dim));
-    }
-    SRU_CHECK(span.end - span.begin == expected, where, ": ", span.end - span.begin, " bytes for shape ",
-              shape_str(shape), " of ", dtype_name(dtype), " (expected ", expected, ")");
-    Tensor t = Tensor::empty(shape, dtype);
-    in.seekg(static_cast<std::streamoff>(8 + n + span.begin));
-    in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(expected));
-    SRU_CHECK(in.good() || expected == 0, where, ": cannot read its data");
+    Span span{0, 0, {}};
+    const Tensor t = read_entry(in, it.key(), it.value(), "'" + path + "', tensor '" + it.key() + "'", 8 + n, data_size, span);
     spans.push_back(span);
     file.tensors.emplace_back(it.key(), t);
   }
