@@ -254,6 +254,43 @@ Tensor cache_cursor(const KeyValueCache& cache) {
   return Tensor::from_vector(std::vector<int64_t>{cache.start, cache.length}, {2});
 }
 
+// The A attention layers' key/value caches of a decoding pass, rings of M positions: empty, or loaded
+// from a carried state of 2 + 2A tensors (c, the cursor, then K and V of each layer).
+std::vector<KeyValueCache> decoding_caches(const std::vector<Tensor>& state, bool given_cache, int64_t A, int64_t M,
+                                           Device device) {
+  std::vector<KeyValueCache> caches(static_cast<size_t>(A));
+  std::vector<int64_t> cursor = {0, 0};
+  if (given_cache) {
+    cursor = state[1].to(Device::cpu()).to_vector<int64_t>();
+    SRU_CHECK(cursor.size() == 2 && cursor[1] <= M, "SRU++: the decoding cache's cursor must be [start, length <= ",
+              M, "], got ", shape_str(state[1].shape()));
+  }
+  for (size_t a = 0; a < caches.size(); ++a) {
+    caches[a].max_length = M;
+    if (given_cache) {
+      caches[a].load(state, 2 + 2 * a, device);
+      caches[a].start = cursor[0];
+      caches[a].length = cursor[1];
+    }
+  }
+  return caches;
+}
+
+// What every attention layer of a pass shares: causality, the evaluation window, and the key padding
+// of an (L, B) padding mask.
+AttentionContext shared_attention_context(const SRUppOptions& options, bool training, const Tensor& pad, int64_t L,
+                                          int64_t B) {
+  AttentionContext context;
+  context.causal = options.causal;
+  context.window = !training && options.same_length && options.memory_length > 0 ? options.memory_length : -1;
+  if (pad.defined()) {
+    SRU_CHECK(pad.dim() == 2 && pad.size(0) == L && pad.size(1) == B, "SRU++: mask_pad must be (L, B) = (", L, ", ", B,
+              "), got ", shape_str(pad.shape()));
+    context.key_padding = transpose(pad, 0, 1);  // (B, L)
+  }
+  return context;
+}
+
 }  // namespace
 
 Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
@@ -280,33 +317,9 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
   const Tensor pad = input.mask_pad.defined() ? input.mask_pad.to(x0.device()) : Tensor();
   SRU_CHECK(!(pad.defined() && with_memory), "SRU++: memory (model.memory_length) is for token streams without "
             "padding; this input has a padding mask");
-  AttentionContext context;
-  context.causal = options.causal;
-  context.window = !is_training() && options.same_length && with_memory ? M : -1;
-  if (pad.defined()) {
-    SRU_CHECK(pad.dim() == 2 && pad.size(0) == L && pad.size(1) == B, "SRU++: mask_pad must be (L, B) = (", L, ", ", B,
-              "), got ", shape_str(pad.shape()));
-    context.key_padding = transpose(pad, 0, 1);  // (B, L)
-  }
-
+  AttentionContext context = shared_attention_context(options, is_training(), pad, L, B);
   std::vector<KeyValueCache> caches;
-  if (decoding) {
-    caches.resize(static_cast<size_t>(A));
-    std::vector<int64_t> cursor = {0, 0};
-    if (given_cache) {
-      cursor = state[1].to(Device::cpu()).to_vector<int64_t>();
-      SRU_CHECK(cursor.size() == 2 && cursor[1] <= M, "SRU++: the decoding cache's cursor must be [start, length <= ",
-                M, "], got ", shape_str(state[1].shape()));
-    }
-    for (size_t a = 0; a < caches.size(); ++a) {
-      caches[a].max_length = M;
-      if (given_cache) {
-        caches[a].load(state, 2 + 2 * a, x0.device());
-        caches[a].start = cursor[0];
-        caches[a].length = cursor[1];
-      }
-    }
-  }
+  if (decoding) caches = decoding_caches(state, given_cache, A, M, x0.device());
 
   Tensor x = input_to_hidden ? input_to_hidden->forward(x0) : x0;
   std::vector<Tensor> last_c, memories;
