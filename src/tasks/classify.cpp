@@ -123,6 +123,42 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
 
 // ---- task ----
 
+namespace {
+
+// The training, validation and test sentences: a cross-validation fold of data.path (with a validation
+// share of its training part) when there is no data.test_path, else the given files (validation from
+// data.valid_path or a share of the training data).
+void read_splits(const config::Config& cfg, const ClassifyOptions& d, std::vector<data::LabeledSentence>& train_s,
+                 std::vector<data::LabeledSentence>& valid_s, std::vector<data::LabeledSentence>& test_s) {
+  std::vector<data::LabeledSentence> all = read_sentences(cfg.data.path, "data.path");
+  const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
+  if (d.test_path.empty()) {
+    SRU_CHECK(d.valid_path.empty(), "data.valid_path is set but data.test_path is not: cross-validation holds out "
+              "data.valid_fraction of each fold's training part instead (clear data.valid_path, or set data.test_path)");
+    SRU_CHECK(d.fold >= 0, "data.fold is -1 (all folds): a single run trains one fold; srutrain runs every fold "
+              "when it is given the config (set data.fold to choose one)");
+    SRU_CHECK(d.fold < d.folds, "data.fold ", d.fold, " is out of range: data.folds is ", d.folds);
+    const auto split = data::cross_validation_split(static_cast<int64_t>(all.size()), d.folds, d.fold,
+                                                    d.valid_fraction, seed);
+    train_s = pick(all, split.train), valid_s = pick(all, split.valid), test_s = pick(all, split.test);
+  } else {
+    test_s = read_sentences(d.test_path, "data.test_path");
+    if (!d.valid_path.empty()) {
+      train_s = std::move(all);
+      valid_s = read_sentences(d.valid_path, "data.valid_path");
+    } else {
+      const auto split = data::holdout_split(static_cast<int64_t>(all.size()), d.valid_fraction, seed);
+      train_s = pick(all, split.train), valid_s = pick(all, split.valid);
+    }
+  }
+  SRU_CHECK(!valid_s.empty(), "no validation examples: data.valid_fraction is ", d.valid_fraction,
+            " of ", train_s.size(), " training sentences (raise it, or set data.valid_path)");
+  SRU_CHECK(!train_s.empty(), "no training examples in '", cfg.data.path, "'");
+}
+
+}  // namespace
+
+
 ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, const TaskContext& context)
     : cfg_(cfg),
       options_(cfg.task_as<ClassifyOptions>()),
@@ -132,32 +168,7 @@ ClassifyTask::ClassifyTask(const config::Config& cfg, Generator& gen, const Task
   const bool load_data = context.load_data;
   const safetensors::File* checkpoint = context.checkpoint;
   std::vector<data::LabeledSentence> train_s, valid_s, test_s;
-  if (load_data) {
-    std::vector<data::LabeledSentence> all = read_sentences(cfg.data.path, "data.path");
-    const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
-    if (d.test_path.empty()) {
-      SRU_CHECK(d.valid_path.empty(), "data.valid_path is set but data.test_path is not: cross-validation holds out "
-                "data.valid_fraction of each fold's training part instead (clear data.valid_path, or set data.test_path)");
-      SRU_CHECK(d.fold >= 0, "data.fold is -1 (all folds): a single run trains one fold; srutrain runs every fold "
-                "when it is given the config (set data.fold to choose one)");
-      SRU_CHECK(d.fold < d.folds, "data.fold ", d.fold, " is out of range: data.folds is ", d.folds);
-      const auto split = data::cross_validation_split(static_cast<int64_t>(all.size()), d.folds, d.fold,
-                                                      d.valid_fraction, seed);
-      train_s = pick(all, split.train), valid_s = pick(all, split.valid), test_s = pick(all, split.test);
-    } else {
-      test_s = read_sentences(d.test_path, "data.test_path");
-      if (!d.valid_path.empty()) {
-        train_s = std::move(all);
-        valid_s = read_sentences(d.valid_path, "data.valid_path");
-      } else {
-        const auto split = data::holdout_split(static_cast<int64_t>(all.size()), d.valid_fraction, seed);
-        train_s = pick(all, split.train), valid_s = pick(all, split.valid);
-      }
-    }
-    SRU_CHECK(!valid_s.empty(), "no validation examples: data.valid_fraction is ", d.valid_fraction,
-              " of ", train_s.size(), " training sentences (raise it, or set data.valid_path)");
-    SRU_CHECK(!train_s.empty(), "no training examples in '", cfg.data.path, "'");
-  }
+  if (load_data) read_splits(cfg, d, train_s, valid_s, test_s);
 
   int64_t num_classes = 0;
   if (checkpoint) {

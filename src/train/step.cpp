@@ -40,14 +40,7 @@ int64_t batches_of_step(int64_t first, int64_t batches, int64_t accumulate) {
   return std::min(accumulate, batches - first);
 }
 
-StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
-                              const std::function<StepVotes()>& votes) {
-  SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
-  StepOutcome out;
-  out.lr = optim::learning_rate(schedule_, step, epoch);
-  // Backward and clipping run before the loss is looked at, so that the loss and the gradient norm come
-  // to the host together: the step's one host wait on a GPU. A non-finite loss gives non-finite
-  // gradients, which clipping leaves alone and the update below never uses.
+Tensor TrainingStep::forward_backward(int64_t first, int64_t count, StepOutcome& out) {
   Tensor loss;  // the step's mean loss (this rank's, scaled as its gradients, in data-parallel training)
   if (count == 1) {
     const tasks::StepResult r = task_.forward_step(first);
@@ -83,6 +76,18 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
       }
     }
   }
+  return loss;
+}
+
+StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
+                              const std::function<StepVotes()>& votes) {
+  SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
+  StepOutcome out;
+  out.lr = optim::learning_rate(schedule_, step, epoch);
+  // Backward and clipping run before the loss is looked at, so that the loss and the gradient norm come
+  // to the host together: the step's one host wait on a GPU. A non-finite loss gives non-finite
+  // gradients, which clipping leaves alone and the update below never uses.
+  const Tensor loss = forward_backward(first, count, out);
   const StepVotes mine = votes ? votes() : StepVotes{};
   // What the step reads back, by name, with one host wait: the loss and the gradient norm, and in
   // data-parallel training the ranks' vote counts and their disagreement.

@@ -75,6 +75,9 @@ class TrainingStep {
   WeightEma* ema() { return ema_.get(); }
 
  private:
+  // Forward and backward of the step's `count` batches from `first` (accumulated, scaled to the mean over
+  // every loss term); returns the step's loss on the device and adds the batches' tokens to out.tokens.
+  Tensor forward_backward(int64_t first, int64_t count, StepOutcome& out);
   tasks::Task& task_;
   optim::Optimizer& optimizer_;
   double clip_grad_norm_;
