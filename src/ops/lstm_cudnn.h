@@ -37,6 +37,8 @@ namespace cuda {
 // the forward's descriptor allowed tensor-op math (the backward's must be the same descriptor, whatever
 // the matmul precision is by then).
 struct CudnnLstmSaved {
+  // device_lengths: the sequence lengths on the device, for cuDNN before 8.9.1 only (later ones read the
+  // data descriptors' host lengths, and a device copy made the host wait: see ops/cuda/lstm_cudnn.cu).
   Tensor weight_space, reserve_space, device_lengths;
   bool tensor_op_math = false;
 };

@@ -26,6 +26,20 @@ Tensor scratch_bytes(size_t bytes, Device device) {
   return Tensor::empty({static_cast<int64_t>(std::max<size_t>(bytes, 4) + 3) / 4}, DType::F32, device);
 }
 
+// The devSeqLengths argument of cudnnRNNForward / BackwardData_v8 / BackwardWeights_v8: null from cuDNN
+// 8.9.1 on, which no longer needs it (the data descriptors hold the lengths; PyTorch passes null too).
+// With a device copy, the host sat in each forward and backward-data call of cuDNN 9.19 for 2.4 ms, until
+// the GPU had caught up (the enwik8-lstm step on an H200, srubench train-epoch --host-profile,
+// 2026-11-28); that the device lengths cause the wait is the hypothesis docs/gpu-notes.md puts to the
+// next lease.
+const int32_t* device_seq_lengths([[maybe_unused]] const CudnnLstmSaved& saved) {
+#if CUDNN_VERSION >= 8901
+  return nullptr;
+#else
+  return saved.device_lengths.data<int32_t>();
+#endif
+}
+
 // The descriptors of one call. Destroyed with the object.
 class RnnCall {
  public:
@@ -145,14 +159,16 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
   saved.weight_space = scratch_bytes(call.weight_bytes_, x.device());
   call.transfer(saved.weight_space.data_ptr(), dirs, true, stream);
   saved.reserve_space = scratch_bytes(call.reserve_bytes_, x.device());
+#if CUDNN_VERSION < 8901
   saved.device_lengths =
       Tensor::from_vector(std::vector<int32_t>(lengths.begin(), lengths.end()), {x.size(1)}, DType::I32).to(x.device());
+#endif
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
   // Steps past a sequence's length: cuDNN is not documented to write them there; the CPU LSTM's are
   // exact zeros, so start from zeros.
   Tensor(y).zero_();
   ::sru::detail::host_profile_mark("cudnnRNNForward");
-  CUDNN_CHECK(cudnnRNNForward(call.handle_, call.rnn_, mode, saved.device_lengths.data<int32_t>(), call.x_desc_,
+  CUDNN_CHECK(cudnnRNNForward(call.handle_, call.rnn_, mode, device_seq_lengths(saved), call.x_desc_,
                               x.data_ptr(), call.y_desc_, y.data_ptr(), call.h_desc_, data_ptr_or_null(h0), hy.data_ptr(),
                               call.h_desc_, data_ptr_or_null(c0), cy.data_ptr(), call.weight_bytes_,
                               saved.weight_space.data_ptr(), call.work_bytes_, work.data_ptr(),
@@ -176,7 +192,7 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
   // recycled block; those steps get no gradient, as on the CPU.
   Tensor(dx).zero_();
   ::sru::detail::host_profile_mark("cudnnRNNBackwardData_v8");
-  CUDNN_CHECK(cudnnRNNBackwardData_v8(call.handle_, call.rnn_, saved.device_lengths.data<int32_t>(), call.y_desc_,
+  CUDNN_CHECK(cudnnRNNBackwardData_v8(call.handle_, call.rnn_, device_seq_lengths(saved), call.y_desc_,
                                       y.data_ptr(), dy.data_ptr(), call.x_desc_, dx.data_ptr(), call.h_desc_,
                                       data_ptr_or_null(h0), data_ptr_or_null(dhy), data_ptr_or_null(dh0), call.h_desc_,
                                       data_ptr_or_null(c0), data_ptr_or_null(dcy), data_ptr_or_null(dc0), call.weight_bytes_,
@@ -186,7 +202,7 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
   CUDA_CHECK(cudaMemsetAsync(dweight.data_ptr(), 0, call.weight_bytes_, stream));
   ::sru::detail::host_profile_mark("cudnnRNNBackwardWeights_v8");
   CUDNN_CHECK(cudnnRNNBackwardWeights_v8(call.handle_, call.rnn_, CUDNN_WGRAD_MODE_ADD,
-                                         saved.device_lengths.data<int32_t>(), call.x_desc_, x.data_ptr(), call.h_desc_,
+                                         device_seq_lengths(saved), call.x_desc_, x.data_ptr(), call.h_desc_,
                                          data_ptr_or_null(h0), call.y_desc_, y.data_ptr(), call.weight_bytes_,
                                          dweight.data_ptr(), call.work_bytes_, work.data_ptr(), call.reserve_bytes_,
                                          saved.reserve_space.data_ptr()));
