@@ -128,7 +128,7 @@ export TORCH_EXTENSIONS_DIR=/tmp/torch_ext TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=8
 # benchmarks and the profile's kernel times; no peers, no initcheck.
 quick=${LEASE_QUICK:-0}
 ref_pid=
-if [ "$quick" != 1 ] && [ "$mode" = run ]; then
+if [ "$quick" != 1 ]; then  # run and focus (profile has left above)
   ( cd $carry/sru_ref && timeout 300 python3 -c 'import sru' ) > "$out/sru_ref_build.log" 2>&1 &
   ref_pid=$!
 fi
@@ -244,22 +244,55 @@ data=data/enwik8-sample/enwik8.head1M
 # The wmt configs on Multi30k (carry data/multi30k: scripts/get_data.sh multi30k --mirror DIR), one update
 # a batch of up to 5,120 target tokens.
 m30k=data/multi30k
-translate_sets=(--set data.path=$m30k/train.en.gz --set data.target_path=$m30k/train.de.gz
-  --set data.valid_source=$m30k/val.en.gz --set data.valid_target=$m30k/val.de.gz
-  --set data.test_source=$m30k/test_2016_flickr.en.gz --set data.test_target=$m30k/test_2016_flickr.de.gz
+translate_sets=(--set "data.path=$m30k/train.en.gz" --set "data.target_path=$m30k/train.de.gz"
+  --set "data.valid_source=$m30k/val.en.gz" --set "data.valid_target=$m30k/val.de.gz"
+  --set "data.test_source=$m30k/test_2016_flickr.en.gz" --set "data.test_target=$m30k/test_2016_flickr.de.gz"
   --set data.vocab_size=8000 --set train.accumulate=1 --set train.device=cuda)
 # PyTorch's own 16-bit conversions and safetensors writer, for tests/unit/test_float16.cpp to read ours
 # against (the committed tests/data/fixtures/torch_float16.safetensors comes from here).
 bench torch_float16 python3 tests/data/fixtures/make_torch_float16.py "$final_out/torch_float16.safetensors"
+# Where a paper-size step's time goes: every kernel of 3 steps (1 warm-up + 2) under Nsight Compute,
+# grouped by name (scripts/ncu_kernel_table.py), against the step time measured above.
+profile_step() {  # NAME TIMED_JSON IMPL STEPS SRUBENCH-ARGS...
+  local name=$1 timed=$2 impl=$3 steps=$4 csv="$out/ncu_train_$1.csv" step_ms
+  shift 4
+  bench "ncu_train_$name" ncu --clock-control none --csv --print-units base --print-kernel-base function --log-file "$csv" \
+    --metrics gpu__time_duration.sum,dram__bytes.sum $build/srubench --warm-up-seconds 0 train-epoch \
+    "$@" --steps $(( steps - 1 )) --warmup-steps 1 --repeats 1
+  step_ms=$(python3 -c 'import json, sys; r = [r for r in json.load(open(sys.argv[1]))["rows"] if r["impl"] == sys.argv[2]][0]
+print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/null || echo 0)
+  [ -s "$csv" ] && bench "ncu_train_${name}_table" python3 scripts/ncu_kernel_table.py "$csv" --steps "$steps" --step-ms "$step_ms"
+}
 if [ "$mode" = focus ]; then
-  # Where the host's time goes in the host-bound steps (srubench train-epoch --host-profile: host time per
-  # op between marks), the unary op's call sites apart (SRU_HOST_PROFILE_CONTEXT), and the cuDNN LSTM's calls.
-  [ -s $m30k/train.en.gz ] && SRU_HOST_PROFILE_CONTEXT=unary bench host_profile_wmt_base_tf32 $build/srubench \
-    --warm-up-seconds 0 train-epoch --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" \
-    --set train.precision=tf32 --steps 10 --warmup-steps 3 --repeats 1 --host-profile
-  bench host_profile_enwik8_lstm_tf32 $build/srubench --warm-up-seconds 0 train-epoch \
-    --config=configs/enwik8-lstm.yaml --set train.device=cuda --set train.precision=tf32 --set data.path=$data \
-    --steps 10 --warmup-steps 3 --repeats 1 --host-profile
+  # The changes of 2026-11-28 after the lease (docs/gpu-notes.md, their predictions): the translation step
+  # without the host-built position table and with dropout drawn in its kernel, and the cuDNN LSTM
+  # without device sequence lengths; each with the host profile, beside its PyTorch peer in this call.
+  [ -s $m30k/train.en.gz ] && for precision in tf32 bf16; do
+    bench "translate_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
+      --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 --host-profile \
+      --json "$out/translate_epoch_$precision.json"
+  done
+  [ -s $m30k/train.en.gz ] && for peer in "--matmul-precision high" "--amp bf16"; do
+    name=peer_translate_$(echo "$peer" | awk '{print $2}')
+    # shellcheck disable=SC2086  # $peer is an option and its value
+    bench "$name" python3 scripts/gpu_peer_bench.py $peer --repeats 3 --json "$out/$name.json" \
+      translate --config configs/translate/wmt-base.yaml --vocab 8000 --steps 20
+  done
+  for precision in tf32 bf16; do
+    bench "train_epoch_lstm_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/enwik8-lstm.yaml --config=configs/enwik8.yaml --set train.device=cuda \
+      --set train.precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --host-profile \
+      --json "$out/train_epoch_lstm_$precision.json"
+  done
+  for peer in "--matmul-precision high" "--amp fp16"; do
+    name=peer_train_$(echo "$peer" | awk '{print $2}')
+    # shellcheck disable=SC2086  # $peer is an option and its value
+    bench "$name" python3 scripts/gpu_peer_bench.py $peer --sru-src $carry/sru_ref --repeats 3 --json "$out/$name.json" \
+      train --config configs/enwik8-lstm.yaml configs/enwik8.yaml --data $data --steps 20
+  done
+  command -v ncu > /dev/null && [ -s $m30k/train.en.gz ] && profile_step wmt_base_tf32 "$out/translate_epoch_tf32.json" \
+    wmt-base 2 --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=tf32
   say "done"
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0
@@ -298,18 +331,7 @@ if [ -s $m30k/train.en.gz ]; then
 else
   verdicts+=("translation benchmarks: skipped ($m30k not carried)")
 fi
-# 2. Where a paper-size step's time goes: every kernel of 3 steps (1 warm-up + 2) under Nsight Compute,
-# grouped by name (scripts/ncu_kernel_table.py), against the step time measured above.
-profile_step() {  # NAME TIMED_JSON IMPL STEPS SRUBENCH-ARGS...
-  local name=$1 timed=$2 impl=$3 steps=$4 csv="$out/ncu_train_$1.csv" step_ms
-  shift 4
-  bench "ncu_train_$name" ncu --clock-control none --csv --print-units base --print-kernel-base function --log-file "$csv" \
-    --metrics gpu__time_duration.sum,dram__bytes.sum $build/srubench --warm-up-seconds 0 train-epoch \
-    "$@" --steps $(( steps - 1 )) --warmup-steps 1 --repeats 1
-  step_ms=$(python3 -c 'import json, sys; r = [r for r in json.load(open(sys.argv[1]))["rows"] if r["impl"] == sys.argv[2]][0]
-print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/null || echo 0)
-  [ -s "$csv" ] && bench "ncu_train_${name}_table" python3 scripts/ncu_kernel_table.py "$csv" --steps "$steps" --step-ms "$step_ms"
-}
+# 2. Where a paper-size step's time goes (profile_step, above).
 if command -v ncu > /dev/null && [ "$quick" != 1 ]; then
   for precision in bf16 tf32; do
     profile_step "$precision" "$out/train_epoch_$precision.json" enwik8 3 --config=configs/enwik8.yaml \
