@@ -293,6 +293,9 @@ if [ "$mode" = focus ]; then
   done
   command -v ncu > /dev/null && [ -s $m30k/train.en.gz ] && profile_step wmt_base_tf32 "$out/translate_epoch_tf32.json" \
     wmt-base 2 --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=tf32
+  # The char-LM at bf16: the batch sums and bf16 gradient sums (their kernels' rows).
+  command -v ncu > /dev/null && profile_step bf16 "$out/train_epoch_lstm_bf16.json" enwik8 3 \
+    --config=configs/enwik8.yaml --set train.device=cuda --set train.precision=bf16 --set data.path=$data
   say "done"
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0

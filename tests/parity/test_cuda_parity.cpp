@@ -72,6 +72,26 @@ TEST(CudaTensor, SixteenBitStorageConvertsAsOnTheCpu) {
   }
 }
 
+// bf16 add_ (the engine's gradient sums): eight elements a thread where both tensors are 16-byte aligned,
+// element by element otherwise and in the last partial group; float math rounded once, as on the CPU
+// (within one bf16 step where the GPU's fused multiply-add rounds differently).
+TEST(CudaTensor, Bf16AddScaledAlignedUnalignedAndTail) {
+  SKIP_WITHOUT_CUDA();
+  for (const int64_t n : {int64_t{4099}, int64_t{64}, int64_t{5}})
+    for (const int64_t offset : {int64_t{0}, int64_t{1}}) {  // 1: a view 2 bytes past an aligned block
+      SCOPED_TRACE("n " + std::to_string(n) + ", offset " + std::to_string(offset));
+      Generator g1(90), g2(91);
+      const Tensor a = Tensor::uniform({n + 1}, -4, 4, DType::F32, g1).to(DType::BF16);
+      const Tensor b = Tensor::uniform({n + 1}, -4, 4, DType::F32, g2).to(DType::BF16);
+      Tensor cpu = a.clone().narrow0(offset, n), gpu = a.to(kCuda).narrow0(offset, n);
+      cpu.add_(b.narrow0(offset, n), -0.75);
+      gpu.add_(b.to(kCuda).narrow0(offset, n), -0.75);
+      const std::vector<float> got = gpu.to(DType::F32).to_vector<float>(), want = cpu.to(DType::F32).to_vector<float>();
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(got[i], want[i], std::abs(want[i]) / 128 + 1e-30) << "element " << i;
+    }
+}
+
 TEST(CudaTensor, CachingAllocatorReusesFreedBlocks) {
   SKIP_WITHOUT_CUDA();
   if (!cuda::allocator_caches()) GTEST_SKIP() << "SRU_CUDA_NO_CACHING is set";
