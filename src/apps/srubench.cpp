@@ -268,9 +268,12 @@ int run(const BenchCommand& command, const SharedOptions& shared, const std::vec
   sru::set_num_threads(shared.threads);
   const std::string name = command.cmd->get_name();
   const sru::Device device = sru::Device::parse(shared.device);
-  std::string cuda_commands;
+  std::vector<std::string> cuda_names;
   for (const BenchCommand& c : commands)
-    if (c.measures_cuda) cuda_commands += (cuda_commands.empty() ? "" : ", ") + c.cmd->get_name();
+    if (c.measures_cuda) cuda_names.push_back(c.cmd->get_name());
+  std::string cuda_commands;  // "a, b, c and d"
+  for (size_t i = 0; i < cuda_names.size(); ++i)
+    cuda_commands += (i == 0 ? "" : i + 1 == cuda_names.size() ? " and " : ", ") + cuda_names[i];
   SRU_CHECK(device.is_cpu() || command.measures_cuda, "srubench ", name, ": --device ", shared.device,
             " is not supported: only ", cuda_commands, " measure CUDA devices");
   SRU_CHECK(!(cpu_time && device.is_cuda()), "srubench sru-vs-lstm: --cpu-time measures the CPU only; a CUDA device "

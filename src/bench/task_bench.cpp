@@ -31,8 +31,9 @@ namespace {
 template <typename F>
 void print_host_profile(const std::string& impl, const F& run_steps, int64_t steps, int top) {
   start_host_profile();
-  run_steps();
+  run_steps();  // on every rank: the steps hold collectives
   const std::vector<HostProfileEntry> entries = stop_host_profile();
+  if (!sru::dist::world().is_root()) return;  // rank 0 reports, as the tables
   double total_us = 0;
   for (const HostProfileEntry& e : entries) total_us += e.total_us;
   const double n = static_cast<double>(std::max<int64_t>(steps, 1));

@@ -164,16 +164,11 @@ TEST(HostProfile, ChargesTheTimeBetweenMarksToTheEarlierOnesName) {
   c = relu(c);
   const std::vector<HostProfileEntry> entries = stop_host_profile();
   std::map<std::string, uint64_t> marks;
-  for (const HostProfileEntry& e : entries) {
-    marks[e.name] = e.marks;
-    EXPECT_GE(e.total_us, 0.0) << e.name;
-  }
+  for (const HostProfileEntry& e : entries) marks[e.name] = e.marks;
   // Three dispatches, two intervals: both adds charged to "binary"; relu, the last mark, has no successor.
-  EXPECT_EQ(marks["binary"], 2u);
-  EXPECT_EQ(marks.count("unary"), 0u);
-  for (size_t i = 1; i < entries.size(); ++i) EXPECT_GE(entries[i - 1].total_us, entries[i].total_us);
-  // Off again: nothing recorded until the next start.
+  EXPECT_EQ(marks, (std::map<std::string, uint64_t>{{"binary", 2}}));
+  // Off after a stop: dispatches leave no marks (a stop without a new start returns none).
   c = add(c, b);
-  start_host_profile();
+  c = relu(c);
   EXPECT_TRUE(stop_host_profile().empty());
 }
