@@ -151,6 +151,22 @@ def detach(hidden):
     return tuple(h.detach() for h in hidden) if isinstance(hidden, tuple) else hidden.detach()
 
 
+def amp_tools(a):
+    """(GradScaler, autocast dtype or None) for --amp: fp16 scales the loss, bf16 does not."""
+    scaler = torch.amp.GradScaler("cuda", enabled=a.amp == "fp16")
+    return scaler, {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
+
+
+def update(loss, model, opt, scaler, clip, foreach):
+    """PyTorch's training update at its fastest settings: (scaled) backward, foreach clipping, fused step."""
+    scaler.scale(loss).backward()
+    if clip > 0:
+        scaler.unscale_(opt)
+        nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=foreach)
+    scaler.step(opt)
+    scaler.update()
+
+
 def train_bench(a, sru):
     import numpy as np  # here, so that the layer rows need torch alone
     import yaml
@@ -173,8 +189,7 @@ def train_bench(a, sru):
         # A fixed learning rate: the schedule does not change the time of a step. Fused Adam on a GPU.
         opt = torch.optim.Adam(model.parameters(), lr=1e-4, weight_decay=cfg["train"].get("weight_decay", 0.0),
                                fused=gpu)
-        scaler = torch.amp.GradScaler("cuda", enabled=a.amp == "fp16")
-        autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
+        scaler, autocast_dtype = amp_tools(a)
         clip = cfg["train"].get("clip_grad_norm", 0.0)
         n = (len(ids) - 1) // B * B
         xs = torch.from_numpy(ids[:n].reshape(B, -1).T.copy()).to(DEVICE)
@@ -192,12 +207,7 @@ def train_bench(a, sru):
                 out, hidden = model(x, detach(state["hidden"]))
                 loss = loss_fn(out.float(), y.reshape(-1))
             state["hidden"] = hidden
-            scaler.scale(loss).backward()
-            if clip > 0:
-                scaler.unscale_(opt)
-                nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=gpu)
-            scaler.step(opt)
-            scaler.update()
+            update(loss, model, opt, scaler, clip, foreach=gpu)
             return loss
 
         model.train()
@@ -254,8 +264,7 @@ def translate_bench(a):
         params = sum(p.numel() for p in model.parameters())
         t = cfg.get("train", {})
         opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, t.get("beta2", 0.999)), fused=True)
-        scaler = torch.amp.GradScaler("cuda", enabled=a.amp == "fp16")
-        autocast_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
+        scaler, autocast_dtype = amp_tools(a)
         loss_fn = nn.CrossEntropyLoss(label_smoothing=t.get("label_smoothing", 0.0))
         clip = t.get("clip_grad_norm", 0.0)
         # Tokens 1..vocab-1 (0 would be padding); a new batch each step, drawn once ahead of the timing.
@@ -270,12 +279,7 @@ def translate_bench(a):
             with torch.autocast("cuda", dtype=autocast_dtype, enabled=autocast_dtype is not None):
                 logits = model(src, tgt[:, :-1])
                 loss = loss_fn(logits.float().reshape(-1, a.vocab), tgt[:, 1:].reshape(-1))
-            scaler.scale(loss).backward()
-            if clip > 0:
-                scaler.unscale_(opt)
-                nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
-            scaler.step(opt)
-            scaler.update()
+            update(loss, model, opt, scaler, clip, foreach=True)
 
         model.train()
         torch.cuda.reset_peak_memory_stats()

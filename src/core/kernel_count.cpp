@@ -33,23 +33,22 @@ void start_host_profile() {
 std::vector<HostProfileEntry> stop_host_profile() {
   std::lock_guard<std::mutex> lock(profile_mutex);
   profiling.store(false, std::memory_order_relaxed);
-  // Names are literals, but one literal may sit at two addresses (two translation units): group by text.
-  std::map<std::string, HostProfileEntry> by_name;
-  for (size_t i = 0; i + 1 < marks.size(); ++i) {
-    HostProfileEntry& e = by_name[marks[i].first];
+  // Charges the interval from mark i to mark i + 1 to `key`.
+  const auto charge = [](std::map<std::string, HostProfileEntry>& to, const std::string& key, size_t i) {
+    HostProfileEntry& e = to[key];
     e.marks += 1;
     e.total_us += std::chrono::duration<double, std::micro>(marks[i + 1].second - marks[i].second).count();
-  }
+  };
+  // Names are literals, but one literal may sit at two addresses (two translation units): group by text.
+  std::map<std::string, HostProfileEntry> by_name;
+  for (size_t i = 0; i + 1 < marks.size(); ++i) charge(by_name, marks[i].first, i);
   // SRU_HOST_PROFILE_CONTEXT=NAME: the marks of NAME split by the marks before and after them, as
   // "before > NAME > after" lines (which of an op's call sites holds the host).
   if (const char* probe = std::getenv("SRU_HOST_PROFILE_CONTEXT")) {
     std::map<std::string, HostProfileEntry> sites;
-    for (size_t i = 0; i + 1 < marks.size(); ++i) {
-      if (std::string(marks[i].first) != probe) continue;
-      HostProfileEntry& e = sites[std::string(i > 0 ? marks[i - 1].first : "(start)") + " > " + probe + " > " + marks[i + 1].first];
-      e.marks += 1;
-      e.total_us += std::chrono::duration<double, std::micro>(marks[i + 1].second - marks[i].second).count();
-    }
+    for (size_t i = 0; i + 1 < marks.size(); ++i)
+      if (std::string(marks[i].first) == probe)
+        charge(sites, std::string(i > 0 ? marks[i - 1].first : "(start)") + " > " + probe + " > " + marks[i + 1].first, i);
     for (auto& [site, e] : sites)
       std::printf("# host profile context: %s: %llu marks, %.1f us\n", site.c_str(), static_cast<unsigned long long>(e.marks), e.total_us);
   }
