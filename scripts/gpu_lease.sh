@@ -266,7 +266,8 @@ print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/
 if [ "$mode" = focus ]; then
   # The changes of 2026-11-28 after the lease (docs/gpu-notes.md, their predictions): the translation step
   # without the host-built position table and with dropout drawn in its kernel, and the cuDNN LSTM
-  # without device sequence lengths; each with the host profile, beside its PyTorch peer in this call.
+  # without device sequence lengths and at bf16 (CUDNN_DATA_BFLOAT16); each with the host profile,
+  # beside its PyTorch peer in this call.
   [ -s $m30k/train.en.gz ] && for precision in tf32 bf16; do
     bench "translate_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
       --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \

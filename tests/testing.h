@@ -15,9 +15,22 @@
 
 #include "autograd/gradcheck.h"
 #include "core/tensor.h"
+#include "ops/matmul.h"
 #include "ops/shape_ops.h"
 
 namespace sru::testing {
+
+// Sets the process's matmul precision (train.precision) for one scope, then puts back the one before.
+class PrecisionScope {
+ public:
+  explicit PrecisionScope(MatmulPrecision p) : before_(matmul_precision()) { set_matmul_precision(p); }
+  ~PrecisionScope() { set_matmul_precision(before_); }
+  PrecisionScope(const PrecisionScope&) = delete;
+  PrecisionScope& operator=(const PrecisionScope&) = delete;
+
+ private:
+  MatmulPrecision before_;
+};
 
 // Tensors of literal values for the tests, one per dtype: f64({1, 2, 3, 4}, {2, 2}), i64({2, 0}, {2}).
 inline Tensor f32(std::vector<double> v, Shape s) { return Tensor::from_vector(v, s, DType::F32); }

@@ -48,10 +48,14 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
     if (s->defined())
       SRU_CHECK(s->shape() == (Shape{n_layers, B, out}), "LSTM: initial state must be (", n_layers, ", ", B, ", ", out,
                 "), got ", shape_str(s->shape()));
+  // train.precision bf16 over float32 parameters (lstm.h); the composed oracle and float64 stay as they are.
+  const bool bf16 = autocast_bf16() && x.dtype() != DType::F64 && layers_[0][0].weight_ih.dtype() == DType::F32;
 #if defined(SRU_WITH_CUDA)
-  if (x.device().is_cuda()) return forward_cudnn(x, h0, c0, mask_pad);
+  if (x.device().is_cuda())
+    return forward_cudnn(x, h0, c0, mask_pad, bf16 && cuda::lstm_cudnn_supports_bf16(x.device().index));
 #endif
   const bool composed = implementation_ == LSTMImplementation::Composed;
+  const bool bf16_fused = bf16 && !composed;
   const std::vector<Tensor> pad = composed ? padding_masks(mask_pad, H, x.dtype()) : std::vector<Tensor>();
 
   Tensor input = x;
@@ -61,7 +65,8 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
     for (int64_t dir = 0; dir < D; ++dir) {
       auto initial = [&](const Tensor& s) { return s.defined() ? slice(time_step(s, l), 1, dir * H, dir * H + H) : Tensor(); };
       const DirectionResult r = composed ? direction_composed(layers_[l][dir], input, initial(h0), initial(c0), pad, dir == 1)
-                                         : direction_fused(layers_[l][dir], input, initial(h0), initial(c0), mask_pad, dir == 1);
+                                         : direction_fused(layers_[l][dir], input, initial(h0), initial(c0), mask_pad,
+                                                           dir == 1, bf16_fused);
       outputs.push_back(r.output);
       hs.push_back(r.h);
       cs.push_back(r.c);
@@ -71,14 +76,33 @@ RecurrentOutput LSTM::forward(const Tensor& x, const Tensor& h0, const Tensor& c
     c_last.push_back(reshape(D == 1 ? cs[0] : concat(cs, 1), {1, B, out}));
     if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_, 1);  // (L, B, out)
   }
-  return {input, concat(h_last, 0), concat(c_last, 0)};
+  return {cast(input, x.dtype()), concat(h_last, 0), concat(c_last, 0)};
 }
 
+namespace {
+
+// t rounded to bfloat16 values, kept in float32 (undefined stays undefined); gradients pass straight
+// through, rounded to bf16 as a bf16 tensor's would be.
+Tensor bf16_values(const Tensor& t) { return t.defined() ? cast(cast(t, DType::BF16), DType::F32) : Tensor(); }
+
+}  // namespace
+
 LSTM::DirectionResult LSTM::direction_fused(const Direction& p, const Tensor& input, const Tensor& h0, const Tensor& c0,
-                                            const Tensor& mask_pad, bool reverse) const {
-  const LstmRecurrenceResult r = lstm_recurrence(matmul(input, p.weight_ih, false, true), p.weight_hh,
-                                                 p.bias_ih + p.bias_hh, h0, c0, mask_pad, reverse);
-  return {r.output, r.h, r.c};
+                                            const Tensor& mask_pad, bool reverse, bool bf16) const {
+  if (!bf16) {
+    const LstmRecurrenceResult r = lstm_recurrence(matmul(input, p.weight_ih, false, true), p.weight_hh,
+                                                   p.bias_ih + p.bias_hh, h0, c0, mask_pad, reverse);
+    return {r.output, r.h, r.c};
+  }
+  // cuDNN's bf16 LSTM, as far as its inputs and outputs show: x, the weights, both biases and the
+  // initial state are bf16; the products of bf16 operands sum in float32; c is float32 inside and bf16
+  // when returned. (Whether cuDNN rounds the input projection before adding the recurrent one is not
+  // documented; here it does, as the bf16 GEMM's result.)
+  const Tensor gates_x = cast(matmul(cast(input, DType::BF16), cast(p.weight_ih, DType::BF16), false, true), DType::F32);
+  const LstmRecurrenceResult r =
+      lstm_recurrence(gates_x, bf16_values(p.weight_hh), bf16_values(p.bias_ih) + bf16_values(p.bias_hh),
+                      bf16_values(h0), bf16_values(c0), mask_pad, reverse, LstmHidden::Bf16Values);
+  return {cast(r.output, DType::BF16), r.h, bf16_values(r.c)};
 }
 
 // Per step: a recurrent GEMM, the gates split into four, and the cell update from elementwise ops.
@@ -112,7 +136,8 @@ LSTM::DirectionResult LSTM::direction_composed(const Direction& p, const Tensor&
 #if defined(SRU_WITH_CUDA)
 // One cuDNN call per layer: initial states (B, D*H) per layer become cuDNN's (D, B, H) and back;
 // mask_pad (on the CPU, or read back from the device: one host wait) becomes per-sequence lengths.
-RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad) const {
+RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad,
+                                    bool bf16) const {
   const int64_t H = options.hidden_size, D = options.bidirectional ? 2 : 1, out = D * H;
   const int64_t n_layers = static_cast<int64_t>(layers_.size()), L = x.size(0), B = x.size(1);
   std::vector<int32_t> lengths(B, static_cast<int32_t>(L));
@@ -131,22 +156,26 @@ RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Ten
       lengths[b] = static_cast<int32_t>(len);
     }
   }
+  // At bf16 every operand of the cuDNN call is bf16 (cuDNN's data type is one for all); the casts'
+  // backward widens the weight and state gradients to float32.
+  const DType io = bf16 ? DType::BF16 : x.dtype();
   auto to_cudnn = [&](const Tensor& s, int64_t l) {  // (layers, B, D*H) -> layer l as (D, B, H)
-    return s.defined() ? transpose(reshape(time_step(s, l), {B, D, H}), 0, 1) : Tensor();
+    return s.defined() ? cast(transpose(reshape(time_step(s, l), {B, D, H}), 0, 1), io) : Tensor();
   };
-  auto from_cudnn = [&](const Tensor& s) { return reshape(transpose(s, 0, 1), {1, B, out}); };
-  Tensor input = x;
+  auto from_cudnn = [&](const Tensor& s) { return cast(reshape(transpose(s, 0, 1), {1, B, out}), x.dtype()); };
+  Tensor input = cast(x, io);
   std::vector<Tensor> h_last, c_last;
   for (int64_t l = 0; l < n_layers; ++l) {
     std::vector<LstmDirectionWeights> dirs;
-    for (const Direction& p : layers_[l]) dirs.push_back({p.weight_ih, p.weight_hh, p.bias_ih, p.bias_hh});
+    for (const Direction& p : layers_[l])
+      dirs.push_back({cast(p.weight_ih, io), cast(p.weight_hh, io), cast(p.bias_ih, io), cast(p.bias_hh, io)});
     const LstmLayerResult r = lstm_cudnn_layer(input, to_cudnn(h0, l), to_cudnn(c0, l), dirs, lengths);
     input = r.output;
     h_last.push_back(from_cudnn(r.h));
     c_last.push_back(from_cudnn(r.c));
     if (l + 1 < n_layers) input = dropout(input, options.dropout, is_training(), *gen_, 1);  // (L, B, out)
   }
-  return {input, concat(h_last, 0), concat(c_last, 0)};
+  return {cast(input, x.dtype()), concat(h_last, 0), concat(c_last, 0)};
 }
 #endif
 

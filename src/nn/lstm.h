@@ -13,6 +13,15 @@
 // and mask_pad is best made on the CPU: cuDNN takes the lengths on the host, so a device mask costs a
 // host wait to read back. set_implementation(Composed) runs the recurrence as basic autograd ops per
 // step instead (the previous CPU implementation, kept as the fused op's test oracle and benchmark row).
+//
+// train.precision bf16 (autocast_bf16, float32 parameters): on a GPU of compute capability 8.0 or later
+// cuDNN runs at CUDNN_DATA_BFLOAT16 (x, the weights cast per call, h0 / c0 and the outputs in bf16; FP32
+// math and tensor cores), older cards keep float32 at TF32 math. The CPU (fused) is its twin: x and
+// the weights rounded to bf16, the input projection a bf16 GEMM, h_t rounded to bf16 values at every
+// step (ops/lstm_recurrence.h, LstmHidden::Bf16Values), c in float32; layer outputs bf16 between layers
+// (dropout included), the returned output and states float32. Parameters and their gradients stay
+// float32 (the casts' backward widens). PyTorch's autocast instead runs its cuDNN LSTM at fp16 under
+// either autocast dtype (aten/src/ATen/cudnn/AutocastRNN.cpp).
 #pragma once
 
 #include <memory>
@@ -62,10 +71,12 @@ class LSTM : public SequenceEncoder {
   struct DirectionResult {
     Tensor output, h, c;  // (L, B, H), (B, H), (B, H)
   };
-  RecurrentOutput forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad) const;
-  // One direction of one layer on the CPU; h0, c0 (B, H) or undefined.
+  RecurrentOutput forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad,
+                                bool bf16) const;
+  // One direction of one layer on the CPU; h0, c0 (B, H) or undefined. bf16: cuDNN's bf16 LSTM's twin
+  // (output bf16, h and c float32 holding bf16 values).
   DirectionResult direction_fused(const Direction& p, const Tensor& input, const Tensor& h0, const Tensor& c0,
-                                  const Tensor& mask_pad, bool reverse) const;
+                                  const Tensor& mask_pad, bool reverse, bool bf16) const;
   DirectionResult direction_composed(const Direction& p, const Tensor& input, const Tensor& h0, const Tensor& c0,
                                      const std::vector<Tensor>& pad, bool reverse) const;
   LSTMImplementation implementation_ = LSTMImplementation::Fused;

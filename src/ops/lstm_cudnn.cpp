@@ -2,14 +2,20 @@
 #include "ops/lstm_cudnn.h"
 
 #include "autograd/node.h"
+#include "core/cuda/device_info.h"
 
 namespace sru {
+
+bool cuda::lstm_cudnn_supports_bf16(int index) { return compute_capability(index) >= 80; }
 
 LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                  const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths) {
   SRU_CHECK(x.device().is_cuda(), "lstm_cudnn_layer: x must be on a CUDA device, got ", x.device().str());
   SRU_CHECK(x.dim() == 3, "lstm_cudnn_layer: x must be (L, B, n_in), got ", shape_str(x.shape()));
   SRU_CHECK(dirs.size() == 1 || dirs.size() == 2, "lstm_cudnn_layer: 1 or 2 directions, got ", dirs.size());
+  SRU_CHECK(x.dtype() != DType::BF16 || cuda::lstm_cudnn_supports_bf16(x.device().index),
+            "lstm_cudnn_layer: cuDNN's LSTM takes bf16 from compute capability 8.0, ", x.device().str(), " has ",
+            cuda::compute_capability(x.device().index) / 10, ".", cuda::compute_capability(x.device().index) % 10);
   const int64_t L = x.size(0), B = x.size(1), n_in = x.size(2), H = dirs[0].weight_hh.size(1);
   const int64_t D = static_cast<int64_t>(dirs.size());
   for (const LstmDirectionWeights& p : dirs) {
@@ -25,6 +31,7 @@ LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor
     if (s->defined()) {
       SRU_CHECK(s->shape() == (Shape{D, B, H}), "lstm_cudnn_layer: initial state must be (", D, ", ", B, ", ", H,
                 "), got ", shape_str(s->shape()));
+      check_same_dtype(x, *s, "lstm_cudnn_layer");
       check_same_device(x, *s, "lstm_cudnn_layer");
     }
   SRU_CHECK(static_cast<int64_t>(lengths.size()) == B, "lstm_cudnn_layer: ", lengths.size(), " lengths for batch ", B);

@@ -10,7 +10,10 @@
 //
 // cuDNN keeps the weights in one flat buffer: each call packs the named parameters into it (8 device
 // copies per direction; bytes small next to the layer's GEMMs) and backward unpacks the flat weight
-// gradient into per-parameter gradients. Math: FP32 with FMA only (no TF32), like the SRU's GEMMs.
+// gradient into per-parameter gradients. Math: FP32 with FMA only (no TF32), like the SRU's GEMMs;
+// TF32 tensor cores allowed at matmul precision high or medium. bf16 tensors (all of them: cuDNN has
+// one data type per call) run at CUDNN_DATA_BFLOAT16 with FP32 math on tensor cores, on devices where
+// lstm_cudnn_supports_bf16; float64 at double.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +35,10 @@ LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor
                                  const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths);
 
 namespace cuda {
+
+// Whether cuDNN's LSTM takes bf16 on CUDA device `index`: compute capability 8.0 or later (bf16 tensor
+// cores; PyTorch's supportsBFloat16RNNWithCuDNN draws the same line).
+bool lstm_cudnn_supports_bf16(int index);
 
 // What the forward pass leaves for backward: the packed weights, cuDNN's reserve space, and whether
 // the forward's descriptor allowed tensor-op math (the backward's must be the same descriptor, whatever

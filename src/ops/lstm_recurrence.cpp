@@ -13,8 +13,10 @@ namespace sru {
 namespace {
 
 void check_args(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bias, const Tensor& h0, const Tensor& c0,
-                const Tensor& mask_pad) {
+                const Tensor& mask_pad, LstmHidden hidden) {
   check_floating(gates_x, "lstm_recurrence");
+  SRU_CHECK(hidden == LstmHidden::Exact || gates_x.dtype() == DType::F32,
+            "lstm_recurrence: h rounded to bf16 values needs float32 tensors, got ", dtype_name(gates_x.dtype()));
   SRU_CHECK(gates_x.dim() == 3 && gates_x.size(2) % 4 == 0 && gates_x.size(2) > 0,
             "lstm_recurrence: gates_x must be (L, B, 4H), got ", shape_str(gates_x.shape()));
   const int64_t L = gates_x.size(0), B = gates_x.size(1), H = gates_x.size(2) / 4;
@@ -37,12 +39,14 @@ void check_args(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bi
 }  // namespace
 
 LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bias,
-                                     const Tensor& h0, const Tensor& c0, const Tensor& mask_pad, bool reverse) {
-  check_args(gates_x, weight_hh, bias, h0, c0, mask_pad);
+                                     const Tensor& h0, const Tensor& c0, const Tensor& mask_pad, bool reverse,
+                                     LstmHidden hidden) {
+  check_args(gates_x, weight_hh, bias, h0, c0, mask_pad, hidden);
   const int64_t L = gates_x.size(0), B = gates_x.size(1), H = gates_x.size(2) / 4;
   const DType dtype = gates_x.dtype();
   const Device device = gates_x.device();
-  const LstmTensors in{gates_x, weight_hh, bias, h0, c0, mask_pad.defined() ? mask_pad.to(dtype) : Tensor(), reverse};
+  const LstmTensors in{gates_x, weight_hh, bias, h0, c0, mask_pad.defined() ? mask_pad.to(dtype) : Tensor(), reverse,
+                        hidden};
   Tensor output = Tensor::empty({L, B, H}, dtype, device);
   Tensor gates = Tensor::empty({L, B, 4 * H}, dtype, device);
   Tensor h_states = Tensor::empty({L + 1, B, H}, dtype, device);
@@ -57,7 +61,7 @@ LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight
 
   if (autograd::needs_grad({gates_x, weight_hh, bias, h0, c0})) {
     auto saved = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
-    const LstmTensors kept{saved(gates_x), saved(weight_hh), saved(bias), saved(h0), saved(c0), in.padded, reverse};
+    const LstmTensors kept{saved(gates_x), saved(weight_hh), saved(bias), saved(h0), saved(c0), in.padded, reverse, hidden};
     const bool need_w = weight_hh.requires_grad(), need_b = bias.defined() && bias.requires_grad();
     const bool need_h0 = h0.defined() && h0.requires_grad(), need_c0 = c0.defined() && c0.requires_grad();
     // h_{t-1} of every step, in time order: L consecutive slots of the state buffer.

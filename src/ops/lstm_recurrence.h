@@ -11,6 +11,12 @@
 //   mask_pad  (L, B)      any dtype, nonzero = padded step: (h, c) carry over, the output is 0, no
 //                         gradient flows there; the padding may sit anywhere
 //   reverse               walk time from t = L-1 down to 0 (the backward direction)
+//   hidden                LstmHidden::Bf16Values (float32 only): every h_t is rounded to the nearest
+//                         bfloat16 value (kept in float32) before it is output and fed to the next
+//                         step's GEMM, as cuDNN's LSTM at CUDNN_DATA_BFLOAT16 does, whose tensor-core
+//                         GEMMs read bf16 h; c and the math stay float32. The CPU twin of nn::LSTM at
+//                         train.precision bf16 (nn/lstm.h). Backward passes gradients straight through
+//                         the rounding (as the derivative of a cast).
 // Returns output (L, B, H) and the last state h, c (B, H) (after t = L-1, or t = 0 when reverse).
 //
 // Saved for backward: the gates after their nonlinearities (L, B, 4H) and the states h and c
@@ -31,13 +37,18 @@ struct LstmRecurrenceResult {
   Tensor h, c;    // (B, H): the state after the last step processed
 };
 
+// How h_t is stored between steps: exactly, or rounded to bfloat16 values (see above).
+enum class LstmHidden { Exact, Bf16Values };
+
 LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bias,
-                                     const Tensor& h0, const Tensor& c0, const Tensor& mask_pad, bool reverse);
+                                     const Tensor& h0, const Tensor& c0, const Tensor& mask_pad, bool reverse,
+                                     LstmHidden hidden = LstmHidden::Exact);
 
 struct LstmTensors {
   Tensor gates_x, weight_hh, bias, h0, c0;
   Tensor padded;  // mask_pad converted to gates_x's dtype (nonzero = padded), or undefined
   bool reverse = false;
+  LstmHidden hidden = LstmHidden::Exact;
 };
 
 // The kernels' operands as SRU_KERNEL's device check sees them (ops/dispatch.h).

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <functional>
 #include <iterator>
+#include <memory>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "core/cuda/device_info.h"
+#include "nn/lstm.h"
 #include "nn/module.h"
 #include "ops/ops.h"
 #include "testing.h"
@@ -119,6 +121,25 @@ inline RecurrenceExtras recurrence_extras(bool with, int64_t L, int64_t B, int64
   e.mask_c = dropout_mask({B, width}, 0.3, dtype, g);
   e.mask_pad = padding_at_end(L, B);
   return e;
+}
+
+// The same LSTM (same options and seed) on the CPU and on cuda:0; on(x) is the one on x's device.
+struct LstmPair {
+  std::unique_ptr<nn::LSTM> cpu, gpu;
+  const nn::LSTM& on(const Tensor& x) const { return x.device().is_cuda() ? *gpu : *cpu; }
+};
+inline LstmPair lstm_pair(const nn::LSTMOptions& o, uint64_t seed) {
+  Generator g1(seed), g2(seed);
+  LstmPair p{std::make_unique<nn::LSTM>(o, g1), std::make_unique<nn::LSTM>(o, g2)};
+  p.gpu->to(kCuda);
+  return p;
+}
+// An LSTM pair's forward as a parity function: inputs x, h0, c0, mask_pad; outputs output, h, c.
+inline Fn lstm_forward(const LstmPair& m) {
+  return [&m](const Inputs& v) {
+    const nn::RecurrentOutput r = m.on(v[0]).forward(v[0], v[1], v[2], v[3]);
+    return std::vector<Tensor>{r.output, r.h, r.c};
+  };
 }
 
 // Weights and gradients of two copies of a module (CPU and CUDA), compared by name.

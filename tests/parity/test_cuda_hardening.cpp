@@ -33,19 +33,13 @@ Tensor padding(int64_t L, int64_t B, int64_t b, const std::vector<int64_t>& step
   return Tensor::from_vector(pad, {L, B});
 }
 
-// The same LSTM (same seed) on the CPU and on cuda:0.
-struct LstmPair {
-  std::unique_ptr<nn::LSTM> cpu, gpu;
-};
+// One layer of n_in -> hidden on the CPU and on cuda:0 (cuda_parity.h's lstm_pair).
 LstmPair lstm_pair(int64_t n_in, int64_t hidden, bool bidirectional, uint64_t seed) {
   nn::LSTMOptions o;
   o.input_size = n_in;
   o.hidden_size = hidden;
   o.bidirectional = bidirectional;
-  Generator g1(seed), g2(seed);
-  LstmPair p{std::make_unique<nn::LSTM>(o, g1), std::make_unique<nn::LSTM>(o, g2)};
-  p.gpu->to(kCuda);
-  return p;
+  return sru::testing::lstm_pair(o, seed);
 }
 
 }  // namespace

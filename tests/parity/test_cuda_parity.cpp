@@ -475,28 +475,17 @@ TEST(CudaParity, CudnnLstmMatchesCpuLstm) {
       o.dropout = 0.3;
       o.bidirectional = bidir;
       o.dtype = dt;
-      Generator g_cpu(7), g_gpu(7);
-      nn::LSTM cpu(o, g_cpu), gpu(o, g_gpu);
-      gpu.to(kCuda);
+      const LstmPair m = lstm_pair(o, 7);
       const int64_t L = 7, B = 4, out = (bidir ? 2 : 1) * 5;
-      std::vector<double> pad(L * B, 0.0);
-      for (int64_t b = 0; b < B; ++b)  // lengths 7, 6, 5, 4
-        for (int64_t t = L - b; t < L; ++t) pad[t * B + b] = 1.0;
-      const Tensor mask_pad = Tensor::from_vector(pad, {L, B});
       const Tensor x = rand_leaf({L, B, 6}, 50, dt), h0 = rand_leaf({2, B, out}, 51, dt), c0 = rand_leaf({2, B, out}, 52, dt);
-      expect_parity(
-          [&](const Inputs& v) {
-            const nn::LSTM& m = v[0].device().is_cuda() ? gpu : cpu;
-            const nn::RecurrentOutput r = m.forward(v[0], v[1], v[2], v[3]);
-            return std::vector<Tensor>{r.output, r.h, r.c};
-          },
-          {x, h0, c0, mask_pad}, tol);
-      expect_same_parameters_and_grads(cpu, gpu, tol);
+      expect_parity(lstm_forward(m), {x, h0, c0, padding_at_end(L, B)}, tol);  // lengths 7, 6, 5, 4
+      expect_same_parameters_and_grads(*m.cpu, *m.gpu, tol);
     }
 }
 
 // The fused LSTM recurrence op (CUDA twin) against its CPU kernels: both directions, with and without
-// bias and initial state, padding at the start, middle and end of sequences; outputs and gradients.
+// bias and initial state, padding at the start, middle and end of sequences, h exact and rounded to
+// bf16 values; outputs and gradients.
 TEST(CudaParity, FusedLstmRecurrence) {
   SKIP_WITHOUT_CUDA();
   const int64_t L = 9, B = 4, H = 37;
@@ -518,6 +507,20 @@ TEST(CudaParity, FusedLstmRecurrence) {
            extras ? rand_leaf({B, H}, 74, dt) : Tensor(), mask_pad},
           tol);
     }
+  // h rounded to bf16 values (cuDNN's bf16 LSTM's twin): the same rounding on both; a float32 difference
+  // that crosses a rounding boundary moves h by one bf16 step (2^-8 relative), hence the bound.
+  for (bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "bf16 h, reverse" : "bf16 h");
+    expect_parity(
+        [&](const Inputs& v) {
+          const LstmRecurrenceResult r =
+              lstm_recurrence(v[0], v[1], v[2], Tensor(), Tensor(), v[3], reverse, LstmHidden::Bf16Values);
+          return std::vector<Tensor>{r.output, r.h, r.c};
+        },
+        {rand_leaf({L, B, 4 * H}, 75, DType::F32, -2, 2), rand_leaf({4 * H, H}, 76, DType::F32, -0.5, 0.5),
+         rand_leaf({4 * H}, 77), mask_pad},
+        2e-2);
+  }
 }
 
 // An SRU stack module moved to the GPU trains like its CPU copy (forward, backward, parameter grads).

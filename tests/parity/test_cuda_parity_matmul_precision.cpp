@@ -2,7 +2,8 @@
 // highest, high (TF32) and medium (BF16) against the exact product of the same float inputs, each
 // within its own error bound, and on cards with tensor cores for float32 (compute capability 8.0 and
 // later) measurably coarser than FP32 — so a setting that did not reach cuBLAS fails. The cuDNN LSTM
-// and the fused LSTM recurrence at high stay near their CPU twins. Skips without a CUDA device.
+// and the fused LSTM recurrence at high stay near their CPU twins, the cuDNN LSTM at bf16 near its CPU
+// twin. Skips without a CUDA device.
 //
 // Bound per element of C = A B (K terms): inputs rounded to p mantissa bits have relative error at most
 // u = 2^-p (truncation; 2^-(p+1) when rounded to nearest), so each product is off by at most
@@ -20,6 +21,7 @@
 #include "cuda_parity.h"
 #include "ops/bf16_round.h"
 #include "nn/lstm.h"
+#include "ops/lstm_cudnn.h"
 #include "ops/lstm_recurrence.h"
 #include "ops/matmul.h"
 
@@ -27,18 +29,6 @@ using namespace sru;
 using namespace sru::testing;
 
 namespace {
-
-// Sets the process's matmul precision for one scope, then puts back the one before.
-class PrecisionScope {
- public:
-  explicit PrecisionScope(MatmulPrecision p) : before_(matmul_precision()) { set_matmul_precision(p); }
-  ~PrecisionScope() { set_matmul_precision(before_); }
-  PrecisionScope(const PrecisionScope&) = delete;
-  PrecisionScope& operator=(const PrecisionScope&) = delete;
-
- private:
-  MatmulPrecision before_;
-};
 
 struct ErrorStats {
   double worst_of_bound = 0;   // max |err| / bound: must be <= 1
@@ -214,4 +204,46 @@ TEST(CudaParity, LstmsAtMatmulPrecisionHigh) {
         return std::vector<Tensor>{r.output, r.c};
       },
       {rand_leaf({L, B, 4 * H}, 95, DType::F32, -2, 2), rand_leaf({4 * H, H}, 96, DType::F32, -0.5, 0.5)}, 2e-2);
+}
+
+// The cuDNN LSTM at bf16 (CUDNN_DATA_BFLOAT16, train.precision bf16) against its CPU twin (the fused
+// recurrence with h rounded to bf16 values, nn/lstm.h): 2 layers, both directions, dropout between
+// layers, initial states, padding at the end; outputs, states and every gradient. Both round x, the
+// weights and h to bf16 and sum in float32; where cuDNN rounds inside (the input projection, c) is its
+// own, so the bound is a few bf16 steps compounded over the steps, as for TF32 above. Then the same
+// at tf32, which must differ from bf16 by more than float32 rounding: bf16 reached cuDNN.
+TEST(CudaParity, CudnnLstmAtBf16MatchesItsCpuTwin) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend (no cuDNN LSTM)";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::lstm_cudnn_supports_bf16(0)) GTEST_SKIP() << "cuDNN's LSTM takes bf16 from compute capability 8.0";
+  for (bool bidir : {false, true}) {
+    SCOPED_TRACE(bidir ? "bidirectional" : "unidirectional");
+    nn::LSTMOptions o;
+    o.input_size = 16;
+    o.hidden_size = 24;
+    o.num_layers = 2;
+    o.dropout = 0.3;
+    o.bidirectional = bidir;
+    const LstmPair m = lstm_pair(o, 7);
+    const int64_t L = 9, B = 4, out = (bidir ? 2 : 1) * 24;
+    const Inputs inputs{rand_leaf({L, B, 16}, 97), rand_leaf({2, B, out}, 98), rand_leaf({2, B, out}, 99),
+                        padding_at_end(L, B)};
+    const Inputs on_gpu{inputs[0].to(kCuda), inputs[1].to(kCuda), inputs[2].to(kCuda), inputs[3]};
+    Tensor gpu_bf16, gpu_tf32;
+    {
+      const PrecisionScope scope(MatmulPrecision::Medium);
+      expect_parity(lstm_forward(m), inputs, 3e-2);
+      expect_same_parameters_and_grads(*m.cpu, *m.gpu, 5e-2);
+      gpu_bf16 = lstm_forward(m)(on_gpu)[0].to(Device::cpu());
+    }
+    {
+      const PrecisionScope scope(MatmulPrecision::High);
+      gpu_tf32 = lstm_forward(m)(on_gpu)[0].to(Device::cpu());
+    }
+    EXPECT_EQ(gpu_bf16.dtype(), DType::F32);
+    EXPECT_GT(max_error_over_largest(gpu_bf16, gpu_tf32), 1e-4) << "bf16 ran like tf32: not bf16 in cuDNN";
+  }
+#endif
 }

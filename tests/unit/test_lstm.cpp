@@ -1,10 +1,12 @@
 // The fused LSTM recurrence (ops/lstm_recurrence.h) against the composed LSTM it replaced on the CPU
 // (nn::LSTM with LSTMImplementation::Composed, per-step basic ops): outputs, last states and every
 // gradient in float64 within 1e-10, over directions, layers with dropout between them, initial
-// states and padding anywhere in a sequence; the float path within float rounding; the op's checks.
+// states and padding anywhere in a sequence; the float path within float rounding; the op's checks;
+// the bf16 path (h rounded to bf16 values, nn::LSTM at train.precision bf16) within bf16 rounding.
 #include <gtest/gtest.h>
 
 #include "autograd/engine.h"
+#include "core/float16.h"
 #include "nn/lstm.h"
 #include "ops/lstm_recurrence.h"
 #include "ops/ops.h"
@@ -14,6 +16,7 @@ using namespace sru;
 using namespace sru::nn;
 using sru::testing::error_of;
 using sru::testing::leaf;
+using sru::testing::max_error_over_largest;
 
 namespace {
 
@@ -161,4 +164,81 @@ TEST(LstmFused, BadArgumentsNameTheOpAndShapes) {
   EXPECT_NE(error_of([&] { lstm_recurrence(gx, w.to(DType::F64), Tensor(), Tensor(), Tensor(), Tensor(), false); })
                 .find("lstm_recurrence"),
             std::string::npos);
+}
+
+// LstmHidden::Bf16Values (the CPU twin of cuDNN's bf16 LSTM): every output and the last h are bfloat16
+// values, the result stays within bf16 rounding of the exact float32 recurrence, forward and backward,
+// and float64 is refused by name.
+TEST(LstmFused, Bf16HiddenRoundsEveryStepAndStaysNearFloat32) {
+  const int64_t L = 12, B = 3, H = 16;
+  Generator gen(21);
+  auto rand = [&](Shape s, double bound) {
+    Tensor t = Tensor::uniform(s, -bound, bound, DType::F32, gen);
+    t.set_requires_grad(true);
+    return t;
+  };
+  const Tensor gx = rand({L, B, 4 * H}, 2), w = rand({4 * H, H}, 0.5), bias = rand({4 * H}, 0.5);
+  const Tensor cotangent = Tensor::uniform({L, B, H}, -1, 1, DType::F32, gen);
+  for (bool reverse : {false, true}) {
+    SCOPED_TRACE(reverse ? "reverse" : "forward");
+    std::vector<Tensor> outputs, grads;
+    for (LstmHidden hidden : {LstmHidden::Exact, LstmHidden::Bf16Values}) {
+      for (const Tensor* t : {&gx, &w, &bias}) t->impl()->grad.reset();
+      const LstmRecurrenceResult r =
+          lstm_recurrence(gx, w, bias, Tensor(), Tensor(), scattered_padding(L, B), reverse, hidden);
+      autograd::backward(sum(r.output * cotangent) + sum(r.c));
+      if (hidden == LstmHidden::Bf16Values)
+        for (const Tensor& t : {r.output, r.h})
+          for (float v : t.to_vector<float>()) ASSERT_EQ(v, round_to_bf16(v)) << "not a bf16 value";
+      outputs.push_back(r.output.detach());
+      for (const Tensor* t : {&gx, &w, &bias}) grads.push_back(t->grad());
+    }
+    // One rounding of h (2^-9 relative) per step, damped by the gates: far under 1e-2 over 12 steps,
+    // and far over float32's rounding (so the flag did something).
+    const double out_error = max_error_over_largest(outputs[1], outputs[0]);
+    EXPECT_LT(out_error, 1e-2);
+    EXPECT_GT(out_error, 1e-5);
+    for (size_t i = 0; i < 3; ++i) EXPECT_LT(max_error_over_largest(grads[3 + i], grads[i]), 2e-2) << "gradient " << i;
+  }
+  EXPECT_NE(error_of([&] {
+              lstm_recurrence(gx.detach().to(DType::F64), w.detach().to(DType::F64), Tensor(), Tensor(), Tensor(),
+                              Tensor(), false, LstmHidden::Bf16Values);
+            }).find("needs float32"),
+            std::string::npos);
+}
+
+// nn::LSTM at train.precision bf16 on the CPU (cuDNN's bf16 LSTM's twin): float32 in, float32 out, every
+// output a bf16 value (the top layer's bf16 output widened), within bf16 rounding of the float32 LSTM,
+// and float32 parameter gradients near float32's.
+TEST(LstmFused, Bf16PrecisionIsCudnnsTwinOnTheCpu) {
+  const int64_t L = 10, B = 4, n_in = 12, H = 16;
+  LSTMOptions o;
+  o.input_size = n_in;
+  o.hidden_size = H;
+  o.num_layers = 2;
+  o.bidirectional = true;
+  o.dropout = 0.25;
+  Generator gen(5);
+  LSTM lstm(o, gen);
+  Generator data(6);
+  Tensor x = Tensor::uniform({L, B, n_in}, -1, 1, DType::F32, data);
+  x.set_requires_grad(true);
+  const Tensor c0 = Tensor::uniform({2, B, 2 * H}, -1, 1, DType::F32, data);
+  const Tensor mask = scattered_padding(L, B);
+  const LstmRun exact = run_lstm(lstm, gen, LSTMImplementation::Fused, x, Tensor(), c0, mask);
+  const sru::testing::PrecisionScope bf16(MatmulPrecision::Medium);
+  const LstmRun rounded = run_lstm(lstm, gen, LSTMImplementation::Fused, x, Tensor(), c0, mask);
+  for (const Tensor* t : {&rounded.out.output, &rounded.out.h, &rounded.out.c}) {
+    ASSERT_EQ(t->dtype(), DType::F32);
+    for (float v : t->to_vector<float>()) ASSERT_EQ(v, round_to_bf16(v)) << "not a bf16 value";
+  }
+  EXPECT_LT(max_error_over_largest(rounded.out.output, exact.out.output), 3e-2);
+  EXPECT_GT(max_error_over_largest(rounded.out.output, exact.out.output), 1e-4) << "bf16 made no difference";
+  EXPECT_LT(max_error_over_largest(rounded.out.c, exact.out.c), 3e-2);
+  ASSERT_EQ(rounded.grads.size(), exact.grads.size());
+  for (size_t i = 0; i < exact.grads.size(); ++i) {
+    if (!exact.grads[i].second.defined()) continue;  // c0 takes no gradient here
+    ASSERT_EQ(rounded.grads[i].second.dtype(), DType::F32) << rounded.grads[i].first;
+    EXPECT_LT(max_error_over_largest(rounded.grads[i].second, exact.grads[i].second), 5e-2) << rounded.grads[i].first;
+  }
 }

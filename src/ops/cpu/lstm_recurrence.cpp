@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/float16.h"
 #include "core/parallel.h"
 #include "ops/cpu/blas.h"
 #include "ops/lstm_math.h"
@@ -33,8 +34,9 @@ void gemm_rows(int64_t M, int64_t N, int64_t K, const T* a, const T* b, bool b_t
   blas_gemm<T>(false, b_transposed, M, N, K, T(1), a, K, b, b_transposed ? K : N, beta, c, N);
 }
 
-// One row's forward step. gates holds h_{t-1} W_hh^T on entry and i f g o on return.
-template <typename T>
+// One row's forward step. gates holds h_{t-1} W_hh^T on entry and i f g o on return. kBf16Hidden: h
+// rounded to bfloat16 values (LstmHidden::Bf16Values, float only).
+template <typename T, bool kBf16Hidden>
 __attribute__((noinline)) void row_forward(int64_t H, const T* __restrict gx, const T* __restrict bias,
                                            T* __restrict gates, const T* __restrict c_prev, T* __restrict c,
                                            T* __restrict h, T* __restrict out) {
@@ -45,6 +47,7 @@ __attribute__((noinline)) void row_forward(int64_t H, const T* __restrict gx, co
     lstm_store(gates, H, j, g);
     T h_new;
     c[j] = lstm_step_forward(g, c_prev[j], h_new);
+    if constexpr (kBf16Hidden && std::is_same_v<T, float>) h_new = round_to_bf16(h_new);
     h[j] = h_new;
     out[j] = h_new;
   }
@@ -103,6 +106,7 @@ void forward_impl(const LstmTensors& in, const Tensor& output, const Tensor& gat
                   const Tensor& c_states) {
   const Shapes<T> s(in);
   const int64_t B = s.B, H = s.H, G = 4 * H, BH = B * H;
+  const bool bf16_hidden = in.hidden == LstmHidden::Bf16Values;  // float only: the op checks
   const T* gx = in.gates_x.data<T>();
   const T* w = in.weight_hh.data<T>();
   std::vector<T> zero_bias;
@@ -129,7 +133,8 @@ void forward_impl(const LstmTensors& in, const Tensor& output, const Tensor& gat
         std::fill(g + b * G, g + (b + 1) * G, T(0));
         return;
       }
-      row_forward<T>(H, gx + (t * B + b) * G, bias, g + b * G, c_prev + row, c + row, h + row, out + t * BH + row);
+      auto* const row_fn = bf16_hidden ? row_forward<T, true> : row_forward<T, false>;
+      row_fn(H, gx + (t * B + b) * G, bias, g + b * G, c_prev + row, c + row, h + row, out + t * BH + row);
     });
   }
 }

@@ -17,8 +17,25 @@ namespace sru::cuda {
 namespace {
 
 cudnnDataType_t cudnn_type(DType t) {
-  SRU_CHECK(t == DType::F32 || t == DType::F64, "cuDNN LSTM: expected f32 or f64 tensors, got ", dtype_name(t));
-  return t == DType::F32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+  switch (t) {
+    case DType::F32: return CUDNN_DATA_FLOAT;
+    case DType::F64: return CUDNN_DATA_DOUBLE;
+    case DType::BF16: return CUDNN_DATA_BFLOAT16;
+    default: SRU_FAIL("cuDNN LSTM: expected f32, f64 or bf16 tensors, got ", dtype_name(t));
+  }
+}
+
+// cuDNN's math precision for a data type: bf16 data computes in float32 (the only choice it offers).
+cudnnDataType_t cudnn_math_precision(cudnnDataType_t data) {
+  return data == CUDNN_DATA_BFLOAT16 ? CUDNN_DATA_FLOAT : data;
+}
+
+// The math type: float at matmul precision highest FMA only (no TF32 tensor cores, full FP32 like the
+// SRU's GEMMs); float at high or medium cuDNN's default, which may use TF32 (as PyTorch with
+// cudnn.allow_tf32); bf16 tensor cores; double the default.
+cudnnMathType_t cudnn_math_type(cudnnDataType_t data, bool tensor_op_math) {
+  if (data == CUDNN_DATA_BFLOAT16) return CUDNN_TENSOR_OP_MATH;
+  return data == CUDNN_DATA_FLOAT && !tensor_op_math ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH;
 }
 
 // A tensor of at least `bytes` bytes of scratch device memory (F32 elements, never read as such).
@@ -43,7 +60,8 @@ const int32_t* device_seq_lengths([[maybe_unused]] const CudnnLstmSaved& saved) 
 // The descriptors of one call. Destroyed with the object.
 class RnnCall {
  public:
-  // tensor_op_math: float may use TF32 tensor cores (matmul precision high or medium), else FMA only.
+  // tensor_op_math: float may use TF32 tensor cores (matmul precision high or medium), else FMA only
+  // (cudnn_math_type).
   RnnCall(const Tensor& x, int64_t hidden, int64_t directions, const std::vector<int32_t>& lengths,
           cudnnForwardMode_t mode, bool tensor_op_math)
       : handle_(context(x.device().index).cudnn), L_(checked_int(x.size(0), "L", "cuDNN LSTM")),
@@ -54,18 +72,17 @@ class RnnCall {
     // No dropout inside cuDNN (one layer per call; nn::LSTM applies its own between layers).
     CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_, handle_, 0.0f, nullptr, 0, 0));
     CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn_));
-    // Float at matmul precision highest: FMA kernels only, no TF32 tensor cores (full FP32 like the SRU's
-    // GEMMs); high or medium: cuDNN's default, which may use TF32 (as PyTorch with cudnn.allow_tf32).
-    // Double: the default.
-    const bool fma_only = type_ == CUDNN_DATA_FLOAT && !tensor_op_math;
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
                                          D_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type_,
-                                         type_, fma_only ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH, n_in_,
+                                         cudnn_math_precision(type_), cudnn_math_type(type_, tensor_op_math), n_in_,
                                          H_, H_, 1, dropout_,
                                          CUDNN_RNN_PADDED_IO_ENABLED));
     CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&x_desc_));
     CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&y_desc_));
-    void* fill = type_ == CUDNN_DATA_FLOAT ? static_cast<void*>(&fill_f_) : static_cast<void*>(&fill_d_);
+    // The padding fill is read as the data type: a zero of each width (bf16 zero is all-zero bits).
+    void* fill = type_ == CUDNN_DATA_DOUBLE ? static_cast<void*>(&fill_d_)
+                 : type_ == CUDNN_DATA_FLOAT ? static_cast<void*>(&fill_f_)
+                                              : static_cast<void*>(&fill_16_);
     CUDNN_CHECK(cudnnSetRNNDataDescriptor(x_desc_, type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, L_, B_, n_in_,
                                           lengths_.data(), fill));
     CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_, type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, L_, B_, D_ * H_,
@@ -94,7 +111,7 @@ class RnnCall {
     cudnnTensorDescriptor_t m_desc, b_desc;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&m_desc));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&b_desc));
-    const size_t elem = type_ == CUDNN_DATA_FLOAT ? 4 : 8;
+    const size_t elem = type_ == CUDNN_DATA_DOUBLE ? 8 : type_ == CUDNN_DATA_FLOAT ? 4 : 2;
     for (int dir = 0; dir < D_; ++dir) {
       const LstmDirectionWeights& p = params[dir];
       for (int lin = 0; lin < 8; ++lin) {
@@ -132,6 +149,7 @@ class RnnCall {
  private:
   float fill_f_ = 0.0f;  // outputs past a sequence's length (kept alive with the descriptors)
   double fill_d_ = 0.0;
+  uint16_t fill_16_ = 0;
   static int64_t elements_of(cudnnTensorDescriptor_t desc) {
     cudnnDataType_t type;
     int n = 0, dims[8], strides[8];

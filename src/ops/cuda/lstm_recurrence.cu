@@ -7,6 +7,7 @@
 // reading and writing the four gate blocks of its unit. Nothing is allocated inside the time loop and
 // no value is read back to the host. (nn::LSTM on a GPU uses cuDNN; this op is its CPU twin's twin,
 // checked against it by the parity test.)
+#include "core/float16.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/lstm_math.h"
 #include "ops/lstm_recurrence.h"
@@ -36,10 +37,12 @@ __global__ void copy_or_zero_kernel(const T* src, T* dst, long long n) {
 }
 
 // One step's (B, H) elements. padded: this step's B flags (or null); gates: the step's (B, 4H) rows.
+// bf16_hidden: h rounded to bfloat16 values (LstmHidden::Bf16Values; float only, as on the CPU).
 template <typename T>
 struct Step {
   long long B, H;
   const T* padded;
+  bool bf16_hidden;
   __device__ bool is_padded(long long b) const { return padded && padded[b] != T(0); }
 };
 
@@ -63,6 +66,8 @@ __global__ void forward_step_kernel(Step<T> s, const T* gx, const T* bias, T* ga
     lstm_store(g, H, j, gate);
     T h_new;
     c[e] = lstm_step_forward(gate, c_prev[e], h_new);
+    if constexpr (std::is_same_v<T, float>)
+      if (s.bf16_hidden) h_new = round_to_bf16(h_new);
     h[e] = h_new;
     out[e] = h_new;
   }
@@ -121,7 +126,7 @@ void lstm_recurrence_forward(const LstmTensors& in, const Tensor& output, const 
     for (long long step = 0; step < z.L; ++step) {
       const long long t = z.time_of(step), before = z.slots.before(t) * BH, after = z.slots.after(t) * BH;
       gemm_rows<T>(ctx.cublas, z.iB, z.iG, z.iH, hs + before, w, /*b_transposed=*/true, T(0), g + t * z.B * G);
-      const Step<T> s{z.B, z.H, padded ? padded + t * z.B : nullptr};
+      const Step<T> s{z.B, z.H, padded ? padded + t * z.B : nullptr, in.hidden == LstmHidden::Bf16Values};
       forward_step_kernel<<<grid_for(BH), kBlock, 0, ctx.stream>>>(s, gx + t * z.B * G, bias, g + t * z.B * G,
                                                                    hs + before, cs + before, hs + after, cs + after,
                                                                    out + t * BH);
@@ -144,7 +149,7 @@ void lstm_recurrence_backward(const LstmTensors& in, const Tensor& gates, const 
     copy_or_zero<T>(grad_c_last, dc, BH, ctx.stream);
     for (long long step = z.L - 1; step >= 0; --step) {
       const long long t = z.time_of(step);
-      const Step<T> s{z.B, z.H, padded ? padded + t * z.B : nullptr};
+      const Step<T> s{z.B, z.H, padded ? padded + t * z.B : nullptr, false};
       backward_step_kernel<<<grid_for(BH), kBlock, 0, ctx.stream>>>(
           s, g + t * z.B * G, cs + z.slots.before(t) * BH, cs + z.slots.after(t) * BH, gout ? gout + t * BH : nullptr,
           dh, dc, dg + t * z.B * G);
