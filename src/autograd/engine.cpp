@@ -85,7 +85,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     buffers.erase(node);
     grad_outputs.resize(node->outputs.size());
     for (size_t i = 0; i < grad_outputs.size(); ++i)
-      if (!grad_outputs[i].defined())
+      if (!grad_outputs[i].defined() && !node->outputs[i].takes_undefined_grad)
         grad_outputs[i] = Tensor::zeros(node->outputs[i].shape, node->outputs[i].dtype, node->outputs[i].device);
 
     std::vector<Tensor> grad_inputs = node->apply(std::move(grad_outputs));

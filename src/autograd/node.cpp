@@ -1,6 +1,7 @@
 // Autograd nodes, gradient mode and the recording helper used by every op.
 #include "autograd/node.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace sru::autograd {
@@ -87,12 +88,15 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn) {
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
+            std::initializer_list<int> undefined_grad_outputs) {
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));
   node->next_edges.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
   for (size_t i = 0; i < outputs.size(); ++i) {
-    node->outputs.push_back({outputs[i].shape(), outputs[i].dtype(), outputs[i].device()});
+    const bool takes_undefined = std::find(undefined_grad_outputs.begin(), undefined_grad_outputs.end(),
+                                           static_cast<int>(i)) != undefined_grad_outputs.end();
+    node->outputs.push_back({outputs[i].shape(), outputs[i].dtype(), outputs[i].device(), takes_undefined});
     Tensor out = outputs[i];
     out.set_history(node, static_cast<int>(i));
   }

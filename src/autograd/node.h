@@ -26,6 +26,10 @@ struct OutputMeta {
   Shape shape;
   DType dtype = DType::F32;
   Device device;
+  // The node's backward takes an undefined gradient here as zero: the engine passes it undefined
+  // instead of filling a zero tensor (a dispatch and a buffer saved, e.g. for a recurrence's last
+  // state that nothing downstream used).
+  bool takes_undefined_grad = false;
 };
 
 class Node {
@@ -37,8 +41,9 @@ class Node {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
-  // Given a defined gradient for every output (the engine zero-fills outputs no gradient reached),
-  // returns one gradient per next edge; an undefined tensor means "no gradient".
+  // Given a defined gradient for every output (the engine zero-fills outputs no gradient reached, except
+  // those marked takes_undefined_grad, which stay undefined), returns one gradient per next edge; an
+  // undefined tensor means "no gradient".
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
   virtual std::string name() const = 0;
   virtual void release_saved() {}
@@ -120,6 +125,9 @@ inline bool sole_owner(const Tensor& t) { return t.impl().use_count() == 1 && t.
 Edge gradient_edge(const Tensor& t);
 // Makes `outputs` results of a FunctionNode named `name` over `inputs` with backward `fn`.
 // The closure must capture saved tensors detached (Tensor::detach) and return one gradient per input.
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn);
+// undefined_grad_outputs: the outputs (by index) whose gradient fn takes undefined for zero
+// (OutputMeta::takes_undefined_grad); the others always reach fn defined.
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
+            std::initializer_list<int> undefined_grad_outputs = {});
 
 }  // namespace sru::autograd

@@ -52,7 +52,7 @@ std::pair<Tensor, Tensor> embed_sru_recurrence(const Tensor& u, const Tensor& f,
       Tensor gc0 = need_c0 ? like(kept.c0) : Tensor();
       SRU_KERNEL(gu.device(), embed_sru_recurrence_backward, kept, o, c_all, g[0], g[1], gu, gf, gr, gx, gc0);
       return std::vector<Tensor>{gu, gf, gr, gx, gc0};
-    });
+    }, {/* c_last: the kernels read an undefined gradient as zero */ 1});
   }
   return {h, c_last};
 }

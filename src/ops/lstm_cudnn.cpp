@@ -65,7 +65,8 @@ LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor
                        for (const LstmDirectionWeights& p : dw)
                          for (const Tensor& t : {p.weight_ih, p.weight_hh, p.bias_ih, p.bias_hh}) grads.push_back(t);
                        return grads;
-                     });
+                     },
+                     {/* h, c: cuDNN takes null dhy / dcy as zero */ 1, 2});
   }
   return r;
 }

@@ -78,7 +78,8 @@ LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight
                            grad_gates, need_w ? matmul(rows, h_previous.view({L * B, H}), true, false) : Tensor(),
                            need_b ? sum(rows, 0) : Tensor(), need_h0 ? grad_h0 : Tensor(),
                            need_c0 ? grad_c0 : Tensor()};
-                     });
+                     },
+                     {/* output, h, c: the kernels read undefined gradients as zero */ 0, 1, 2});
   }
   return result;
 }

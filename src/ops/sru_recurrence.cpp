@@ -76,7 +76,8 @@ std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const
                        Tensor gc0 = need_c0 ? Tensor::empty(kept.c0.shape(), kept.c0.dtype(), kept.c0.device()) : Tensor();
                        SRU_KERNEL(gU.device(), sru_recurrence_backward, kept, o, c_all, g[0], g[1], gU, gx, gw, gb, gc0);
                        return std::vector<Tensor>{gU, gx, need_wc ? gw : Tensor(), need_b ? gb : Tensor(), gc0};
-                     });
+                     },
+                     {/* c_last: the kernels read an undefined gradient as zero */ 1});
   }
   return {h, c_last};
 }

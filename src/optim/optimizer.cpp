@@ -122,7 +122,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
   step_count_ = step->item<int64_t>();
 }
 
-Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm) {
+Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm, double grad_scale) {
   constexpr int64_t kBlock = 1 << 16;
   // The gradients grouped by dtype (one reduction dispatch each), their blocks' partial sums in one
   // buffer in parameter order within each group.
@@ -148,7 +148,7 @@ Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm
     at += group_blocks;
   }
   const Tensor result = Tensor::empty({2}, DType::F64, device);
-  SRU_KERNEL_IN(::sru::optim, device, finish_grad_norm, partial, max_norm, result);
+  SRU_KERNEL_IN(::sru::optim, device, finish_grad_norm, partial, max_norm, grad_scale, result);
   return result;
 }
 

@@ -70,8 +70,10 @@ double clip_grad_norm(const nn::NamedTensors& params, double max_norm);
 // The global gradient norm and the clip factor, as an f64 (2) [norm, factor] tensor on the gradients'
 // device, without scaling anything: the training step hands it to Optimizer::step, whose update applies
 // the factor (one reduction dispatch per dtype group plus one to finish, instead of a scaling pass per
-// gradient). clip_grad_norm_tensor is this plus the scaling.
-Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm);
+// gradient). clip_grad_norm_tensor is this plus the scaling. grad_scale: the true gradients are
+// grad_scale times the stored ones (accumulation's mean, not yet applied): the norm is the true
+// gradients' and the factor includes grad_scale, so the update applies both in one multiply.
+Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm, double grad_scale = 1.0);
 
 // The kernels, declared once for both backends (ops/kernels.h; CPU: optim/cpu/optimizer.cpp; CUDA:
 // optim/cuda/optimizer.cu, same contracts), called through SRU_KERNEL_IN (ops/dispatch.h), which checks
@@ -88,8 +90,9 @@ void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const st
 // For the gradients g[k] (one dtype and device) in order, each cut into blocks of block_size elements:
 // partial[n] = sum of the n-th block's g^2 in double (the blocks of g[0], then of g[1], ...).
 void sum_squares_blocks(const std::vector<Tensor>& g, int64_t block_size, const Tensor& partial);
-// result (2) f64 = [norm = sqrt(sum of partial, in order), clip factor (1 when nothing is to be scaled)].
-void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result);
+// result (2) f64 = finish_norm_and_factor (optim/optimizer_math.h) of the sum of partial, in order: with
+// grad_scale 1, [norm, clip factor (1 when nothing is to be scaled)].
+void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& result);
 // g *= result[1] (as g's dtype) unless the factor is 1.
 void scale_by_clip_factor(const Tensor& g, const Tensor& result);
 )

@@ -26,6 +26,15 @@ SRU_HD double clip_factor(double norm, double max_norm) {
   return max_norm > 0 && std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
 }
 
+// The [norm, factor] that finish_grad_norm writes, from the stored gradients' sum of squares: the true
+// gradients are grad_scale times the stored ones (gradient accumulation's 1 / terms, folded into the
+// update instead of a scaling pass over every gradient), so the norm is theirs and the factor is what the
+// stored ones are multiplied by: grad_scale times the clip factor of that norm.
+SRU_HD void finish_norm_and_factor(double sum_squares, double max_norm, double grad_scale, double* result) {
+  result[0] = grad_scale * sqrt(sum_squares);
+  result[1] = grad_scale * clip_factor(result[0], max_norm);
+}
+
 // Updates one element: weight w, gradient grad, slots s0 and s1 (s1 unused by SGD).
 template <OptimizerKind K, typename T>
 SRU_HD void update_element(T& w, T grad, T& s0, T& s1, const StepScalars& o) {

@@ -40,8 +40,9 @@ int64_t batches_of_step(int64_t first, int64_t batches, int64_t accumulate) {
   return std::min(accumulate, batches - first);
 }
 
-Tensor TrainingStep::forward_backward(int64_t first, int64_t count, StepOutcome& out) {
+TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t count, StepOutcome& out) {
   Tensor loss;  // the step's mean loss (this rank's, scaled as its gradients, in data-parallel training)
+  double grad_scale = 1.0;
   if (count == 1) {
     const tasks::StepResult r = task_.forward_step(first);
     out.tokens = r.tokens;
@@ -51,7 +52,9 @@ Tensor TrainingStep::forward_backward(int64_t first, int64_t count, StepOutcome&
   } else {
     // Accumulation: backward of w_i L_i per batch, w_i = this rank's share of batch i's loss terms
     // times their number (its terms, in one process); the summed gradients are then scaled by 1 / T,
-    // T = all the step's terms (every rank's), here or by the ranks' sum. The loss is sum_i w_i L_i / T.
+    // T = all the step's terms (every rank's): by the ranks' sum, or in one process by the update (the
+    // factor it multiplies each gradient by, grad_norm_and_clip_factor: no pass over the gradients here).
+    // The loss is sum_i w_i L_i / T.
     int64_t terms = 0;
     for (int64_t i = 0; i < count; ++i) {
       const tasks::StepResult r = task_.forward_step(first + i);
@@ -71,12 +74,11 @@ Tensor TrainingStep::forward_backward(int64_t first, int64_t count, StepOutcome&
       if (!sync_ && i == count - 1) {
         autograd::NoGradGuard no_grad;
         loss = loss * scale;
-        for (const auto& [name, p] : optimizer_.parameters())
-          if (p.grad().defined()) p.grad().mul_(scale);
+        grad_scale = scale;
       }
     }
   }
-  return loss;
+  return {loss, grad_scale};
 }
 
 StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
@@ -87,7 +89,8 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
   // Backward and clipping run before the loss is looked at, so that the loss and the gradient norm come
   // to the host together: the step's one host wait on a GPU. A non-finite loss gives non-finite
   // gradients, which clipping leaves alone and the update below never uses.
-  const Tensor loss = forward_backward(first, count, out);
+  const Backward backward = forward_backward(first, count, out);
+  const Tensor& loss = backward.loss;
   const StepVotes mine = votes ? votes() : StepVotes{};
   // What the step reads back, by name, with one host wait: the loss and the gradient norm, and in
   // data-parallel training the ranks' vote counts and their disagreement.
@@ -101,8 +104,10 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
   } else {
     reads = {{loss, &loss_value}};
   }
-  // The norm and the clip factor stay on the device; the update applies the factor (no scaling pass).
-  const Tensor norm_and_factor = optim::grad_norm_and_clip_factor(optimizer_.parameters(), clip_grad_norm_);
+  // The norm and the clip factor (with accumulation's 1 / terms) stay on the device; the update applies
+  // the factor (no scaling pass).
+  const Tensor norm_and_factor =
+      optim::grad_norm_and_clip_factor(optimizer_.parameters(), clip_grad_norm_, backward.grad_scale);
   const Tensor norm = norm_and_factor.narrow0(0, 1).view({});
   reads.push_back({norm, &norm_value});
   if (sync_) comm_->await_device(norm.device());
@@ -124,7 +129,7 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
     if (skip_nonfinite_) task_.reset_carried_state();
     return out;
   }
-  optimizer_.step(out.lr, clip_grad_norm_ > 0 ? norm_and_factor : Tensor());
+  optimizer_.step(out.lr, clip_grad_norm_ > 0 || backward.grad_scale != 1.0 ? norm_and_factor : Tensor());
   task_.model().after_update();  // e.g. gate clipping: after every update, before anything reads the weights
   if (ema_) ema_->update(step);
   optimizer_.zero_grad();

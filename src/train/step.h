@@ -75,9 +75,16 @@ class TrainingStep {
   WeightEma* ema() { return ema_.get(); }
 
  private:
-  // Forward and backward of the step's `count` batches from `first` (accumulated, scaled to the mean over
-  // every loss term); returns the step's loss on the device and adds the batches' tokens to out.tokens.
-  Tensor forward_backward(int64_t first, int64_t count, StepOutcome& out);
+  // What forward_backward leaves: the step's loss on the device (the mean over every loss term), and the
+  // factor that turns the summed gradients into that mean's (1 / terms after accumulation in one
+  // process, applied by the update; 1 when the gradients already are the mean's).
+  struct Backward {
+    Tensor loss;
+    double grad_scale = 1.0;
+  };
+  // Forward and backward of the step's `count` batches from `first` (accumulated); adds the batches'
+  // tokens to out.tokens.
+  Backward forward_backward(int64_t first, int64_t count, StepOutcome& out);
   tasks::Task& task_;
   optim::Optimizer& optimizer_;
   double clip_grad_norm_;

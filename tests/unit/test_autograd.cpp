@@ -82,6 +82,23 @@ TEST(Autograd, RetainGraphAllowsRepeatedBackward) {
   EXPECT_TRUE(values_near(x.grad(), {2}, {2.0, 2.0 * std::exp(1.0)}, 1e-12));
 }
 
+// An output marked takes_undefined_grad (autograd::record's last argument) reaches the backward
+// undefined when nothing downstream used it; unmarked outputs arrive zero-filled, as before.
+TEST(Autograd, OutputsMarkedTakesUndefinedGradArriveUndefined) {
+  const Tensor x = Tensor::ones({3}).set_requires_grad(true);
+  std::vector<bool> seen_defined;
+  for (bool marked : {false, true}) {
+    const Tensor a = Tensor::empty({3}), b = Tensor::empty({3});
+    autograd::record("TwoOutputs", {x}, {a, b}, [&](const std::vector<Tensor>& g) {
+      seen_defined.push_back(g[1].defined());
+      return std::vector<Tensor>{g[0]};
+    }, marked ? std::initializer_list<int>{1} : std::initializer_list<int>{});
+    autograd::backward(sum(a));
+  }
+  EXPECT_EQ(seen_defined, (std::vector<bool>{true, false}));
+  EXPECT_TRUE(values_near(x.grad(), {3}, {2, 2, 2}));
+}
+
 TEST(Autograd, NonScalarRootNeedsAGradient) {
   Tensor x = param({1.0, 2.0}, {2});
   Tensor y = x * 2.0;

@@ -202,6 +202,33 @@ TEST(Optim, TheClipFactorFoldedIntoOneUpdatePerDtypeEqualsScalingFirst) {
   }
 }
 
+// Gradient accumulation's 1 / terms folded into the update (grad_norm_and_clip_factor's grad_scale):
+// the norm is that of the scaled gradients and the update equals scaling the gradients first, clipped
+// and not, to float rounding (one rounding of g * (s f) against two of (g * s) * f).
+TEST(Optim, TheAccumulationScaleFoldedIntoTheUpdateEqualsScalingFirst) {
+  const double grad_scale = 1.0 / 7.0;
+  for (const double max_norm : {0.0, 0.5, 1e9}) {
+    SCOPED_TRACE(::testing::Message() << "max_norm " << max_norm);
+    optim::OptimizerOptions o;
+    o.kind = "adamw";
+    o.weight_decay = 0.01;
+    Generator gen(9);
+    const Tensor w0 = Tensor::uniform({300}, -1, 1, DType::F32, gen), g = Tensor::uniform({300}, -1, 1, DType::F32, gen);
+    nn::NamedTensors scaled{{"w", w0.clone().set_requires_grad(true)}}, folded{{"w", w0.clone().set_requires_grad(true)}};
+    optim::Optimizer scaled_opt(scaled, o), folded_opt(folded, o);
+    scaled[0].second.set_grad(g.clone().mul_(grad_scale));
+    folded[0].second.set_grad(g.clone());
+    const Tensor expected = optim::grad_norm_and_clip_factor(scaled, max_norm);
+    const Tensor norm_and_factor = optim::grad_norm_and_clip_factor(folded, max_norm, grad_scale);
+    EXPECT_NEAR(norm_and_factor.to_vector<double>()[0], expected.to_vector<double>()[0], 1e-6);
+    EXPECT_NEAR(norm_and_factor.to_vector<double>()[1], grad_scale * expected.to_vector<double>()[1], 1e-7);
+    scaled_opt.step(0.01, max_norm > 0 ? expected : Tensor());
+    folded_opt.step(0.01, norm_and_factor);
+    EXPECT_TRUE(sru::testing::tensors_near(folded[0].second, scaled[0].second, 1e-6, 1e-6));
+    EXPECT_FALSE(sru::testing::tensors_near(folded[0].second, w0, 1e-6, 1e-6)) << "no update happened";
+  }
+}
+
 TEST(Schedule, HandComputedValues) {
   optim::ScheduleOptions o;
   o.lr = 0.1;

@@ -54,13 +54,11 @@ void sum_squares_blocks(const std::vector<Tensor>& grads, int64_t block_size, co
   }
 }
 
-void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result) {
+void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& result) {
   const double* p = partial.data<double>();
   double total = 0.0;
   for (int64_t i = 0; i < partial.numel(); ++i) total += p[i];
-  double* r = result.data<double>();
-  r[0] = std::sqrt(total);
-  r[1] = clip_factor(r[0], max_norm);
+  finish_norm_and_factor(total, max_norm, grad_scale, result.data<double>());
 }
 
 void scale_by_clip_factor(const Tensor& g, const Tensor& result) {

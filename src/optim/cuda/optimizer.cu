@@ -114,11 +114,11 @@ void for_each_table(const std::vector<Tensor>& w, const std::vector<Tensor>& g, 
   flush();
 }
 
-__global__ void finish_norm_kernel(const double* partial, long long n, double max_norm, double* result) {
+__global__ void finish_norm_kernel(const double* partial, long long n, double max_norm, double grad_scale,
+                                   double* result) {
   double total = 0.0;
   for (long long i = 0; i < n; ++i) total += partial[i];
-  result[0] = sqrt(total);
-  result[1] = clip_factor(result[0], max_norm);
+  finish_norm_and_factor(total, max_norm, grad_scale, result);
 }
 
 template <typename T>
@@ -160,9 +160,9 @@ void sum_squares_blocks(const std::vector<Tensor>& grads, int64_t block_size, co
   });
 }
 
-void finish_grad_norm(const Tensor& partial, double max_norm, const Tensor& result) {
+void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& result) {
   finish_norm_kernel<<<1, 1, 0, sru::cuda::stream_of(result)>>>(partial.data<double>(), partial.numel(), max_norm,
-                                                                result.data<double>());
+                                                                grad_scale, result.data<double>());
   SRU_CUDA_LAUNCH_CHECK("finish_norm_kernel");
 }
 
