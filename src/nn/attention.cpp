@@ -57,16 +57,11 @@ Tensor mask_tensor(const Shape& shape, const std::vector<int32_t>& hidden, DType
   return Tensor::from_vector(hidden, shape).to(dtype).to(device);
 }
 
-}  // namespace
-
-Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
-                    double scale, double dropout_p, bool training, Generator& gen) {
-  SRU_CHECK(qh.dim() == 3 && kh.dim() == 3 && vh.dim() == 3 && qh.size(0) == kh.size(0) && kh.size(0) == vh.size(0) &&
-                qh.size(2) == kh.size(2) && kh.size(1) == vh.size(1) && heads > 0 && qh.size(0) % heads == 0,
-            "attention: expected q (B*H, Lq, dh), k (B*H, Lk, dh), v (B*H, Lk, dv) with H = ", heads, ", got q ",
-            shape_str(qh.shape()), ", k ", shape_str(kh.shape()), ", v ", shape_str(vh.shape()));
-  const int64_t BH = qh.size(0), B = BH / heads, Lq = qh.size(1), Lk = kh.size(1);
-  const Tensor scores = bmm(qh, kh, false, true);  // (B*H, Lq, Lk)
+// The attention weights from the raw scores (B*H, Lq, Lk): scaled, masked, softmax over the keys, and
+// dropped out in training.
+Tensor attention_weights(const Tensor& scores, int64_t heads, const AttentionMask& mask, double scale, double dropout_p,
+                         bool training, Generator& gen) {
+  const int64_t BH = scores.size(0), B = BH / heads, Lq = scores.size(1), Lk = scores.size(2);
   const auto padding_as_heads = [&] {
     const Tensor& p = mask.key_padding;
     SRU_CHECK(p.dim() == 2 && p.size(0) == B && p.size(1) == Lk, "attention: key_padding must be (B, Lk) = (", B,
@@ -92,7 +87,19 @@ Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_
   }
   if (training && dropout_p > 0)
     weights = reshape(dropout(reshape(weights, {B, heads, Lq, Lk}), dropout_p, training, gen), {BH, Lq, Lk});
-  return bmm(weights, vh);
+  return weights;
+}
+
+}  // namespace
+
+Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
+                    double scale, double dropout_p, bool training, Generator& gen) {
+  SRU_CHECK(qh.dim() == 3 && kh.dim() == 3 && vh.dim() == 3 && qh.size(0) == kh.size(0) && kh.size(0) == vh.size(0) &&
+                qh.size(2) == kh.size(2) && kh.size(1) == vh.size(1) && heads > 0 && qh.size(0) % heads == 0,
+            "attention: expected q (B*H, Lq, dh), k (B*H, Lk, dh), v (B*H, Lk, dv) with H = ", heads, ", got q ",
+            shape_str(qh.shape()), ", k ", shape_str(kh.shape()), ", v ", shape_str(vh.shape()));
+  const Tensor scores = bmm(qh, kh, false, true);  // (B*H, Lq, Lk)
+  return bmm(attention_weights(scores, heads, mask, scale, dropout_p, training, gen), vh);
 }
 
 // ---- key/value cache ----
@@ -219,9 +226,11 @@ Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor
             "multi-head attention: expected q (Lq, B, d), k and v (Lk, B, d), got q ", shape_str(q.shape()), ", k ",
             shape_str(k.shape()), ", v ", shape_str(v.shape()));
   const double scale = 1.0 / std::sqrt(static_cast<double>(options_.model_size / H));
-  return merge_heads(attend_heads(split_heads(q, H), split_heads(k, H), split_heads(v, H), H, mask, scale,
-                                  options_.attn_dropout, is_training(), *gen_),
-                     H);
+  // attend_heads over split_heads' views, merged back, without the copies: the products read and write
+  // the (L, B, H*dh) layout (ops/matmul.h head_scores, head_mix).
+  const Tensor weights =
+      attention_weights(head_scores(q, k, H), H, mask, scale, options_.attn_dropout, is_training(), *gen_);
+  return head_mix(weights, v, H);
 }
 
 Tensor MultiHeadAttention::project_output(const Tensor& attended) const {

@@ -134,8 +134,10 @@ Tensor TransformerLayer::forward(const Tensor& x, const Tensor& key_padding, con
     const AttentionMask context_mask = memory_padding.defined() ? AttentionMask::padding(memory_padding) : AttentionMask::none();
     y = residual(y, context_attn->forward(pre(layer_norm_2, y), memory, context_mask), layer_norm_2);
   }
-  // The SRU sublayer keeps its state through padded steps and outputs 0 there.
-  const Tensor mask_pad = key_padding.defined() ? transpose(key_padding, 0, 1) : Tensor();
+  // The SRU sublayer keeps its state through padded steps and outputs 0 there (the ReLU block reads no
+  // padding: no transposed copy for it).
+  const bool reads_padding = options_.ffn == FeedForwardKind::Sru;
+  const Tensor mask_pad = reads_padding && key_padding.defined() ? transpose(key_padding, 0, 1) : Tensor();
   return residual(y, feed_forward->forward(pre(ff_layer_norm, y), mask_pad), ff_layer_norm);
 }
 

@@ -65,7 +65,8 @@ Mat as_matrix(const Tensor& t) {
 Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
   const Mat ma = as_matrix(a), mb = as_matrix(b);
   Tensor c = Tensor::empty({ta ? ma.cols : ma.rows, tb ? mb.rows : mb.cols}, a.dtype(), a.device());
-  SRU_KERNEL(c.device(), gemm, a, ma.rows, ma.cols, ta, b, mb.rows, mb.cols, tb, c, 1, 1.0, 0.0);
+  SRU_KERNEL(c.device(), gemm, a, GemmMatrix::packed(ma.rows, ma.cols), ta, b, GemmMatrix::packed(mb.rows, mb.cols), tb,
+             c, GemmMatrix::packed(c.size(0), c.size(1)), 1, 1.0, 0.0);
   return c;
 }
 
@@ -78,13 +79,18 @@ namespace {
 bool autocast_mixes_bf16_and_float32(const Tensor& a, const Tensor& b) {
   return autocast_bf16() && mixes_bf16_and_float32(a, b);
 }
+
+// The operands of a product: one dtype (float or bf16) and one device.
+void check_product_operands(const Tensor& a, const Tensor& b, const char* op) {
+  check_same_dtype(a, b, op);
+  check_same_device(a, b, op);
+  check_floating16(a, op);
+}
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   if (autocast_mixes_bf16_and_float32(a, b)) return matmul(cast(a, DType::BF16), cast(b, DType::BF16), ta, tb);
-  check_same_dtype(a, b, "matmul");
-  check_same_device(a, b, "matmul");
-  check_floating16(a, "matmul");
+  check_product_operands(a, b, "matmul");
   SRU_CHECK(b.dim() == 2, "matmul: b must be 2-d, got shape ", shape_str(b.shape()));
   SRU_CHECK(a.dim() >= 1 && (!ta || a.dim() == 2), "matmul: a must be ", ta ? "2-d when transposed" : "at least 1-d",
             ", got shape ", shape_str(a.shape()));
@@ -114,9 +120,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   if (autocast_mixes_bf16_and_float32(a, b)) return bmm(cast(a, DType::BF16), cast(b, DType::BF16), ta, tb);
-  check_same_dtype(a, b, "bmm");
-  check_same_device(a, b, "bmm");
-  check_floating16(a, "bmm");
+  check_product_operands(a, b, "bmm");
   SRU_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0), "bmm: expected (Bt, ., .) tensors with equal Bt, got ",
             shape_str(a.shape()), " and ", shape_str(b.shape()));
   const int64_t batch = a.size(0);
@@ -127,7 +131,8 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   auto batched = [batch](const Tensor& x, bool tx, const Tensor& y, bool ty) {
     const int64_t rx = x.size(1), cx = x.size(2), ry = y.size(1), cy = y.size(2);
     Tensor z = Tensor::empty({batch, tx ? cx : rx, ty ? ry : cy}, x.dtype(), x.device());
-    SRU_KERNEL(z.device(), gemm, x, rx, cx, tx, y, ry, cy, ty, z, batch, 1.0, 0.0);
+    SRU_KERNEL(z.device(), gemm, x, GemmMatrix::packed(rx, cx), tx, y, GemmMatrix::packed(ry, cy), ty, z,
+               GemmMatrix::packed(z.size(1), z.size(2)), batch, 1.0, 0.0);
     return z;
   };
   Tensor c = batched(a, ta, b, tb);
@@ -143,6 +148,87 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
                      });
   }
   return c;
+}
+
+namespace {
+
+// Head n = b*H + h of an (L, B, H*d) tensor as a (L, d) matrix: rows B*H*d apart, heads d apart.
+GemmMatrix head_matrix(const Tensor& x, int64_t heads) {
+  const int64_t d = x.size(2) / heads;
+  return {x.size(0), d, x.size(1) * x.size(2), d};
+}
+
+// The (L, B, H*d) operands of head_scores / head_mix: checked, and cast to bf16 beside a bf16 one
+// under autocast (bmm's rule).
+void check_head_operand(const Tensor& x, int64_t heads, const char* op, const char* name) {
+  SRU_CHECK(heads > 0 && x.dim() == 3 && x.size(2) % heads == 0, op, ": ", name, " must be (L, B, H*d) with H = ",
+            heads, " dividing its last dim, got ", shape_str(x.shape()));
+}
+
+// c (laid out as mc) = op(a) op(b) for the B*H heads (one strided batched GEMM).
+void head_gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
+               const Tensor& c, const GemmMatrix& mc, int64_t batch) {
+  SRU_KERNEL(c.device(), gemm, a, ma, ta, b, mb, tb, c, mc, batch, 1.0, 0.0);
+}
+
+}  // namespace
+
+Tensor head_scores(const Tensor& q, const Tensor& k, int64_t heads) {
+  if (autocast_mixes_bf16_and_float32(q, k)) return head_scores(cast(q, DType::BF16), cast(k, DType::BF16), heads);
+  check_product_operands(q, k, "head_scores");
+  check_head_operand(q, heads, "head_scores", "q");
+  check_head_operand(k, heads, "head_scores", "k");
+  SRU_CHECK(q.size(1) == k.size(1) && q.size(2) == k.size(2), "head_scores: q ", shape_str(q.shape()), " and k ",
+            shape_str(k.shape()), " differ in batch or width");
+  const int64_t BH = q.size(1) * heads, Lq = q.size(0), Lk = k.size(0);
+  const GemmMatrix mq = head_matrix(q, heads), mk = head_matrix(k, heads), ms = GemmMatrix::packed(Lq, Lk);
+  Tensor s = Tensor::empty({BH, Lq, Lk}, q.dtype(), q.device());
+  head_gemm(q, mq, false, k, mk, true, s, ms, BH);  // S_n = Q_n K_n^T
+  if (autograd::needs_grad({q, k})) {
+    const bool need_q = q.requires_grad(), need_k = k.requires_grad();
+    autograd::record("HeadScoresBackward", {q, k}, {s}, [=, q = q.detach(), k = k.detach()](const std::vector<Tensor>& g) {
+      Tensor gq, gk;
+      if (need_q) {  // dQ_n = dS_n K_n, written in q's layout
+        gq = Tensor::empty(q.shape(), q.dtype(), q.device());
+        head_gemm(g[0], ms, false, k, mk, false, gq, mq, BH);
+      }
+      if (need_k) {  // dK_n = dS_n^T Q_n
+        gk = Tensor::empty(k.shape(), k.dtype(), k.device());
+        head_gemm(g[0], ms, true, q, mq, false, gk, mk, BH);
+      }
+      return std::vector<Tensor>{gq, gk};
+    });
+  }
+  return s;
+}
+
+Tensor head_mix(const Tensor& p, const Tensor& v, int64_t heads) {
+  if (autocast_mixes_bf16_and_float32(p, v)) return head_mix(cast(p, DType::BF16), cast(v, DType::BF16), heads);
+  check_product_operands(p, v, "head_mix");
+  check_head_operand(v, heads, "head_mix", "v");
+  const int64_t BH = v.size(1) * heads, Lk = v.size(0);
+  SRU_CHECK(p.dim() == 3 && p.size(0) == BH && p.size(2) == Lk, "head_mix: p must be (B*H, Lq, Lk) = (", BH,
+            ", Lq, ", Lk, "), got ", shape_str(p.shape()));
+  const int64_t Lq = p.size(1);
+  Tensor o = Tensor::empty({Lq, v.size(1), v.size(2)}, v.dtype(), v.device());
+  const GemmMatrix mp = GemmMatrix::packed(Lq, Lk), mv = head_matrix(v, heads), mo = head_matrix(o, heads);
+  head_gemm(p, mp, false, v, mv, false, o, mo, BH);  // O_n = P_n V_n, written in (Lq, B, H*dv)
+  if (autograd::needs_grad({p, v})) {
+    const bool need_p = p.requires_grad(), need_v = v.requires_grad();
+    autograd::record("HeadMixBackward", {p, v}, {o}, [=, p = p.detach(), v = v.detach()](const std::vector<Tensor>& g) {
+      Tensor gp, gv;
+      if (need_p) {  // dP_n = dO_n V_n^T
+        gp = Tensor::empty(p.shape(), p.dtype(), p.device());
+        head_gemm(g[0], mo, false, v, mv, true, gp, mp, BH);
+      }
+      if (need_v) {  // dV_n = P_n^T dO_n, written in v's layout
+        gv = Tensor::empty(v.shape(), v.dtype(), v.device());
+        head_gemm(p, mp, true, g[0], mo, false, gv, mv, BH);
+      }
+      return std::vector<Tensor>{gp, gv};
+    });
+  }
+  return o;
 }
 
 void check_gemm_sizes(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t batch) {

@@ -70,13 +70,41 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool tran
 // the batch count over 2^31 - 1, naming which, instead of letting them wrap.
 void check_gemm_sizes(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t batch);
 
+// One operand of a batched GEMM as it lies in its tensor's memory: row-major (rows, cols) matrices whose
+// rows are `ld` elements apart (ld >= cols), matrix i beginning i * stride elements after matrix 0.
+// packed: back to back, as a contiguous (batch, rows, cols) tensor; other layouts read or write a
+// matrix out of a larger one, e.g. head h of batch row b of (L, B, H*dh) is (L, dh) with ld B*H*dh at
+// stride dh (head_scores, head_mix).
+struct GemmMatrix {
+  int64_t rows = 0, cols = 0, ld = 0, stride = 0;
+  static GemmMatrix packed(int64_t rows, int64_t cols) { return {rows, cols, cols, rows * cols}; }
+  // Elements from matrix 0's first to matrix batch-1's last (what a kernel may touch).
+  int64_t span(int64_t batch) const {
+    return rows == 0 || cols == 0 || batch == 0 ? 0 : (batch - 1) * stride + (rows - 1) * ld + cols;
+  }
+};
+
+// A layout holds no tensor: nothing for SRU_KERNEL's device check (ops/dispatch.h) to visit.
+template <typename F>
+void visit_tensors(const GemmMatrix&, F&&) {}
+
+// Multi-head attention's two products, straight on the (L, B, H*dh) layout of its projections: no head
+// split or merge copies (strided batched GEMMs over the B*H heads, n = b*H + h).
+//   head_scores(q (Lq, B, H*dh), k (Lk, B, H*dh), H) -> (B*H, Lq, Lk): s[n, i, j] = sum_e q[i, n, e] k[j, n, e]
+//   head_mix(p (B*H, Lq, Lk), v (Lk, B, H*dv), H)   -> (Lq, B, H*dv):  o[i, n, e] = sum_j p[n, i, j] v[j, n, e]
+// = bmm over split_heads' (B*H, L, dh) views and merge_heads of the result (nn/attention.h), the same
+// products; backward likewise strided (dq, dk, dv written in the (L, B, H*d) layout).
+Tensor head_scores(const Tensor& q, const Tensor& k, int64_t heads);
+Tensor head_mix(const Tensor& p, const Tensor& v, int64_t heads);
+
 // Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/matmul.cu) have the same contracts, tensors on one
 // CUDA device.
 SRU_DECLARE_KERNELS(
-// c = alpha * op(a) @ op(b) + beta * c for row-major matrices a (ra, ca), b (rb, cb), c (M, N), `batch`
-// of them stored back to back. beta = 0 ignores c's previous contents.
-void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
-          const Tensor& c, int64_t batch, double alpha, double beta);
+// c = alpha * op(a) @ op(b) + beta * c for `batch` row-major matrices laid out as ma, mb, mc (op(a) is
+// (M, K), op(b) (K, N), c (M, N)). beta = 0 ignores c's previous contents; elements of c outside its
+// matrices are left as they are.
+void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
+          const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta);
 )
 
 }  // namespace sru

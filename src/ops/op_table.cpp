@@ -123,6 +123,17 @@ std::vector<OpEntry> build() {
                            [](const Inputs& x) { return bmm(x[0], x[1], false, true); })},
                       one("(64, 128, 64) @ (64, 128, 64)^T", {in({64, 128, 64}), in({64, 128, 64})},
                           [](const Inputs& x) { return bmm(x[0], x[1], false, true); })});
+  // Attention's products on the (L, B, H*d) layout (strided batched GEMMs; = bmm over split heads).
+  t.push_back(OpEntry{"head_scores", {"gemm"}, kFloatBf16, true, 1e-4,
+                      {one("q (3, 2, 2 x 2) k (4, 2, 2 x 2)", {in({3, 2, 4}), in({4, 2, 4})},
+                           [](const Inputs& x) { return head_scores(x[0], x[1], 2); })},
+                      one("q, k (64, 32, 8 x 64)", {in({64, 32, 512}), in({64, 32, 512})},
+                          [](const Inputs& x) { return head_scores(x[0], x[1], 8); })});
+  t.push_back(OpEntry{"head_mix", {"gemm"}, kFloatBf16, true, 1e-4,
+                      {one("p (2 x 2, 3, 4) v (4, 2, 2 x 3)", {in({4, 3, 4}), in({4, 2, 6})},
+                           [](const Inputs& x) { return head_mix(x[0], x[1], 2); })},
+                      one("p (32 x 8, 64, 64) v (64, 32, 8 x 64)", {in({256, 64, 64}), in({64, 32, 512})},
+                          [](const Inputs& x) { return head_mix(x[0], x[1], 8); })});
   // Normalisation and softmax.
   // bf16: x (and y) in it, the weight and bias float32.
   t.push_back(OpEntry{"layer_norm", {"layer_norm_forward", "layer_norm_backward"}, kFloatBf16, true, 1e-4,

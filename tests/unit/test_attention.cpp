@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 
+#include "autograd/engine.h"
 #include "nn/attention.h"
 #include "ops/ops.h"
 #include "testing.h"
@@ -163,6 +164,40 @@ TEST(Attention, SplitAndMergeHeads) {
   EXPECT_NE(error_of([&] { split_heads(x, 3); }).find("split_heads: x must be (L, B, H*dh) with H = 3"),
             std::string::npos);
   EXPECT_NE(error_of([&] { merge_heads(heads, 3); }).find("merge_heads"), std::string::npos);
+}
+
+// head_scores / head_mix (ops/matmul.h) are bmm over split_heads' copies and merge_heads of the result,
+// without the copies: the same values to the bit (the same products), forward and every gradient, in
+// float32 and float64; shapes are checked by name.
+TEST(Attention, HeadProductsEqualBmmOverSplitHeadsBitForBit) {
+  const int64_t Lq = 3, Lk = 4, B = 2, H = 3, dh = 5, dv = 2;
+  for (DType dt : {DType::F32, DType::F64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor q = random({Lq, B, H * dh}, 31).to(dt).set_requires_grad(true);
+    const Tensor k = random({Lk, B, H * dh}, 32).to(dt).set_requires_grad(true);
+    const Tensor v = random({Lk, B, H * dv}, 33).to(dt).set_requires_grad(true);
+    const Tensor cotangent = random({Lq, B, H * dv}, 34).to(dt);
+    std::vector<std::vector<double>> values[2];
+    for (int path = 0; path < 2; ++path) {
+      for (const Tensor* t : {&q, &k, &v}) t->impl()->grad.reset();
+      const Tensor s = path == 0 ? bmm(split_heads(q, H), split_heads(k, H), false, true) : head_scores(q, k, H);
+      const Tensor p = softmax(s);
+      const Tensor o = path == 0 ? merge_heads(bmm(p, split_heads(v, H)), H) : head_mix(p, v, H);
+      ASSERT_EQ(o.shape(), (Shape{Lq, B, H * dv}));
+      sru::autograd::backward(sum(o * cotangent));
+      values[path] = {s.to_vector<double>(), o.to_vector<double>(), q.grad().to_vector<double>(),
+                      k.grad().to_vector<double>(), v.grad().to_vector<double>()};
+    }
+    for (size_t i = 0; i < values[0].size(); ++i) EXPECT_EQ(values[1][i], values[0][i]) << "value " << i;
+  }
+  const Tensor q = Tensor::zeros({3, 2, 6});
+  EXPECT_NE(error_of([&] { head_scores(q, Tensor::zeros({4, 2, 6}), 4); }).find("head_scores: q must be (L, B, H*d)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { head_scores(q, Tensor::zeros({4, 3, 6}), 2); }).find("differ in batch or width"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { head_mix(Tensor::zeros({4, 3, 5}), Tensor::zeros({4, 2, 6}), 2); })
+                .find("head_mix: p must be (B*H, Lq, Lk) = (4, Lq, 4)"),
+            std::string::npos);
 }
 
 TEST(Attention, MaskBuilders) {

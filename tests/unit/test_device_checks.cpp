@@ -87,7 +87,8 @@ TEST(DeviceCheck, SeesEveryTensorOfTheSruOperands) {
 TEST(DeviceCheck, RealCpuKernelCallsPassThrough) {
   // SRU_KERNEL with every operand on the CPU: checked, then run.
   const Tensor a = Tensor::full({2, 3}, 2.0), b = Tensor::full({3, 2}, 1.5), c = Tensor::empty({2, 2});
-  SRU_KERNEL(c.device(), gemm, a, 2, 3, false, b, 3, 2, false, c, 1, 1.0, 0.0);
+  SRU_KERNEL(c.device(), gemm, a, GemmMatrix::packed(2, 3), false, b, GemmMatrix::packed(3, 2), false, c,
+             GemmMatrix::packed(2, 2), 1, 1.0, 0.0);
   EXPECT_EQ(c.to_vector<float>(), std::vector<float>(4, 9.0f));
 }
 

@@ -16,15 +16,16 @@ namespace sru::cpu {
 namespace {
 
 // The product over float32 / float64 storage; round_operands: both operands taken as bfloat16 values
-// (float32 scratch copies of the spans the products read), the CPU twin of precision bf16's GEMMs.
-void float_gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
-                const Tensor& c, int64_t batch, double alpha, double beta, bool round_operands) {
-  const int64_t M = ta ? ca : ra, K = ta ? ra : ca, N = tb ? rb : cb;
+// (float32 scratch copies of the spans the products read, same layout), the CPU twin of precision
+// bf16's GEMMs.
+void float_gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
+                const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta, bool round_operands) {
+  const int64_t M = mc.rows, K = ta ? ma.rows : ma.cols, N = mc.cols;
   adapt_threads();  // the thread count the tiles below are spread over
   Tensor a16, b16;
   if (round_operands && c.dtype() == DType::F32 && M > 0 && N > 0 && K > 0) {
-    a16 = Tensor::empty({batch * ra * ca}, DType::F32);
-    b16 = Tensor::empty({batch * rb * cb}, DType::F32);
+    a16 = Tensor::empty({ma.span(batch)}, DType::F32);
+    b16 = Tensor::empty({mb.span(batch)}, DType::F32);
     round_to_bf16_values(a.data<float>(), a16.data<float>(), a16.numel());
     round_to_bf16_values(b.data<float>(), b16.data<float>(), b16.numel());
   }
@@ -33,15 +34,19 @@ void float_gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& 
     const T* pb = b16.defined() ? b16.data<T>() : b.data<T>();
     T* pc = c.data<T>();
     auto product = [&](int64_t i) {
-      const T* ai = pa + i * ra * ca;
-      const T* bi = pb + i * rb * cb;
-      T* ci = pc + i * M * N;
+      const T* ai = pa + i * ma.stride;
+      const T* bi = pb + i * mb.stride;
+      T* ci = pc + i * mc.stride;
       if (M == 0 || N == 0) return;
       if (K == 0) {  // BLAS leaves C untouched for K = 0; the product is zero.
-        for (int64_t j = 0; j < M * N; ++j) ci[j] = static_cast<T>(beta) * (beta == 0 ? T(0) : ci[j]);
+        for (int64_t r = 0; r < M; ++r)
+          for (int64_t j = 0; j < N; ++j) {
+            T& x = ci[r * mc.ld + j];
+            x = static_cast<T>(beta) * (beta == 0 ? T(0) : x);
+          }
         return;
       }
-      blas_gemm<T>(ta, tb, M, N, K, static_cast<T>(alpha), ai, ca, bi, cb, static_cast<T>(beta), ci, N);
+      blas_gemm<T>(ta, tb, M, N, K, static_cast<T>(alpha), ai, ma.ld, bi, mb.ld, static_cast<T>(beta), ci, mc.ld);
     };
     // Several products (bmm): spread over the threads, each on one thread (blas_gemm inside a parallel
     // region), when there is enough work to share; otherwise each product spreads its own tiles.
@@ -57,22 +62,24 @@ void float_gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& 
 
 }  // namespace
 
-void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
-          const Tensor& c, int64_t batch, double alpha, double beta) {
-  const int64_t M = ta ? ca : ra, K = ta ? ra : ca, N = tb ? rb : cb;
-  SRU_CHECK((tb ? cb : rb) == K, "gemm: inner dimensions differ (", K, " vs ", (tb ? cb : rb), ")");
-  if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ca, cb, N, batch);
+void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
+          const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta) {
+  const int64_t M = ta ? ma.cols : ma.rows, K = ta ? ma.rows : ma.cols, N = tb ? mb.rows : mb.cols;
+  SRU_CHECK((tb ? mb.cols : mb.rows) == K && mc.rows == M && mc.cols == N, "gemm: shapes do not chain (op(a) ", M,
+            " x ", K, ", op(b) ", (tb ? mb.cols : mb.rows), " x ", N, ", c ", mc.rows, " x ", mc.cols, ")");
+  if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ma.ld, mb.ld, mc.ld, batch);
   if (c.dtype() == DType::BF16) {
     // bf16 storage: the operands widened (already bfloat16 values: no rounding pass), FP32 sums, C
-    // rounded once.
+    // rounded once (C's elements outside its matrices come back as they were: widening is exact).
     SRU_CHECK(a.dtype() == DType::BF16 && b.dtype() == DType::BF16, "gemm: bf16 C needs bf16 operands, got ",
               dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-    Tensor c32 = beta == 0 ? Tensor::empty(c.shape(), DType::F32) : c.to(DType::F32);
-    float_gemm(a.to(DType::F32), ra, ca, ta, b.to(DType::F32), rb, cb, tb, c32, batch, alpha, beta, false);
+    const bool c_packed = mc.ld == mc.cols && mc.stride == mc.rows * mc.cols;
+    Tensor c32 = beta == 0 && c_packed ? Tensor::empty(c.shape(), DType::F32) : c.to(DType::F32);
+    float_gemm(a.to(DType::F32), ma, ta, b.to(DType::F32), mb, tb, c32, mc, batch, alpha, beta, false);
     Tensor(c).copy_(c32.to(DType::BF16));
     return;
   }
-  float_gemm(a, ra, ca, ta, b, rb, cb, tb, c, batch, alpha, beta, matmul_precision() == MatmulPrecision::Medium);
+  float_gemm(a, ma, ta, b, mb, tb, c, mc, batch, alpha, beta, matmul_precision() == MatmulPrecision::Medium);
 }
 
 }  // namespace sru::cpu

@@ -1,5 +1,6 @@
-// cuBLAS GEMM for the matmul ops: c = alpha * op(a) @ op(b) + beta * c for row-major matrices a (ra, ca),
-// b (rb, cb), c (M, N), `batch` of them back to back (CPU twin: ops/cpu/matmul.cpp, OpenBLAS).
+// cuBLAS GEMM for the matmul ops: c = alpha * op(a) @ op(b) + beta * c for `batch` row-major matrices
+// laid out as GemmMatrix says (leading dimension, stride between matrices; CPU twin: ops/cpu/matmul.cpp,
+// OpenBLAS).
 // cuBLAS is column-major: a row-major (R, C) matrix is its column-major transpose, so the row-major
 // product C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T, with B first.
 // Float32 at the process's matmul precision (ops/matmul.h, cuda_float32_gemm): highest (the default)
@@ -61,37 +62,40 @@ void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, 
                                          c, ldc, stride_c, batch));
 }
 
-void gemm(const Tensor& a, int64_t ra, int64_t ca, bool ta, const Tensor& b, int64_t rb, int64_t cb, bool tb,
-          const Tensor& c, int64_t batch, double alpha, double beta) {
-  const int64_t M = ta ? ca : ra, K = ta ? ra : ca, N = tb ? rb : cb;
-  SRU_CHECK((tb ? cb : rb) == K, "gemm: inner dimensions differ (", K, " vs ", (tb ? cb : rb), ")");
+void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
+          const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta) {
+  const int64_t M = ta ? ma.cols : ma.rows, K = ta ? ma.rows : ma.cols, N = tb ? mb.rows : mb.cols;
+  SRU_CHECK((tb ? mb.cols : mb.rows) == K && mc.rows == M && mc.cols == N, "gemm: shapes do not chain (op(a) ", M,
+            " x ", K, ", op(b) ", (tb ? mb.cols : mb.rows), " x ", N, ", c ", mc.rows, " x ", mc.cols, ")");
   if (M == 0 || N == 0 || batch == 0) return;
-  Tensor out = c;
   if (K == 0) {  // the product is zero: C = beta * C, without reading C when beta is 0
+    SRU_CHECK(mc.ld == N && mc.stride == M * N, "gemm: K = 0 with a strided C");
+    Tensor out = c;
     if (beta == 0) out.zero_();
     else out.mul_(beta);
     return;
   }
-  check_gemm_sizes(M, N, K, ca, cb, N, batch);
+  check_gemm_sizes(M, N, K, ma.ld, mb.ld, mc.ld, batch);
   cublasHandle_t handle = context(c.device().index).cublas;
   const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // Column-major: C^T (N x M, ld mc.ld) = op(B)^T (ld mb.ld) op(A)^T (ld ma.ld), B first.
   if (c.dtype() == DType::BF16) {
     SRU_CHECK(a.dtype() == DType::BF16 && b.dtype() == DType::BF16, "gemm: bf16 C needs bf16 operands, got ",
               dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
     const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, opb, opa, N, M, K, &al, b.data_ptr(), CUDA_R_16BF, cb, rb * cb,
-                                            a.data_ptr(), CUDA_R_16BF, ca, ra * ca, &be, c.data_ptr(), CUDA_R_16BF, N,
-                                            M * N, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(handle, opb, opa, N, M, K, &al, b.data_ptr(), CUDA_R_16BF, mb.ld, mb.stride,
+                                            a.data_ptr(), CUDA_R_16BF, ma.ld, ma.stride, &be, c.data_ptr(), CUDA_R_16BF,
+                                            mc.ld, mc.stride, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
   SRU_DISPATCH_FLOATING(c.dtype(), "gemm", [&]<typename T>() {
     const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
     if constexpr (std::is_same_v<T, float>)
-      sgemm(handle, opb, opa, N, M, K, al, b.data<T>(), cb, rb * cb, a.data<T>(), ca, ra * ca, be, c.data<T>(), N,
-            M * N, batch);
+      sgemm(handle, opb, opa, N, M, K, al, b.data<T>(), mb.ld, mb.stride, a.data<T>(), ma.ld, ma.stride, be,
+            c.data<T>(), mc.ld, mc.stride, batch);
     else
-      CUBLAS_CHECK(cublasDgemmStridedBatched(handle, opb, opa, N, M, K, &al, b.data<T>(), cb, rb * cb, a.data<T>(), ca,
-                                             ra * ca, &be, c.data<T>(), N, M * N, batch));
+      CUBLAS_CHECK(cublasDgemmStridedBatched(handle, opb, opa, N, M, K, &al, b.data<T>(), mb.ld, mb.stride, a.data<T>(),
+                                             ma.ld, ma.stride, &be, c.data<T>(), mc.ld, mc.stride, batch));
   });
 }
 
