@@ -21,19 +21,13 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType 
   if (with_bias) bias = register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, dtype, gen));
 }
 
-Tensor Linear::forward(const Tensor& x) const {
-  // train.precision bf16 (autocast_bf16), PyTorch autocast's policy for linear: x and W as bf16, the
-  // products summed in float32, the answer in bf16 (so the activations that only feed the next GEMM,
-  // and those saved for backward, take half the bytes); W and its gradient stay float32 (the cast's
-  // backward widens). A consumer that needs float32 (layer norm's statistics, a residual add: ops
-  // promote bf16 beside float32) gets it there. Float64 layers stay float64.
-  if (autocast_bf16() && weight.dtype() == DType::F32 && x.dtype() != DType::F64) {
-    const Tensor y = matmul(cast(x, DType::BF16), cast(weight, DType::BF16), false, true);
-    return bias.defined() ? y + cast(bias, DType::BF16) : y;
-  }
-  Tensor y = matmul(x, weight, false, true);
-  return bias.defined() ? y + bias : y;
-}
+// The linear op (ops/matmul.h): the bias rides in the GEMM's epilogue. train.precision bf16
+// (autocast_bf16), PyTorch autocast's policy for linear: x, W and b as bf16, the products summed in
+// float32, the answer in bf16 (so the activations that only feed the next GEMM, and those saved for
+// backward, take half the bytes); W, b and their gradients stay float32 (the casts' backward widens).
+// A consumer that needs float32 (layer norm's statistics, a residual add: ops promote bf16 beside
+// float32) gets it there. Float64 layers stay float64.
+Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, int64_t padding, DType dtype, Generator& gen)
     : padding_idx(padding) {

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "autograd/node.h"
+#include "ops/elementwise.h"
 
 namespace sru {
 
@@ -229,6 +230,36 @@ Tensor head_mix(const Tensor& p, const Tensor& v, int64_t heads) {
     });
   }
   return o;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (autocast_bf16() && weight.dtype() == DType::F32 && x.dtype() != DType::F64)
+    return linear(cast(x, DType::BF16), cast(weight, DType::BF16), bias.defined() ? cast(bias, DType::BF16) : Tensor());
+  if (!bias.defined()) return matmul(x, weight, false, true);
+  check_product_operands(x, weight, "linear");
+  check_same_dtype(x, bias, "linear");
+  check_same_device(x, bias, "linear");
+  SRU_CHECK(weight.dim() == 2 && bias.dim() == 1 && bias.size(0) == weight.size(0) && x.dim() >= 1 &&
+                x.size(-1) == weight.size(1),
+            "linear: expected x (..., in), weight (out, in), bias (out), got x ", shape_str(x.shape()), ", weight ",
+            shape_str(weight.shape()), ", bias ", shape_str(bias.shape()));
+  const int64_t N = weight.size(0), K = weight.size(1), M = x.numel() / std::max<int64_t>(K, 1);
+  check_gemm_sizes(M, N, K, K, K, N, 1);
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  SRU_KERNEL(y.device(), linear_forward, x.view({M, K}), weight, bias, y.view({M, N}));
+  if (autograd::needs_grad({x, weight, bias})) {
+    const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.requires_grad();
+    autograd::record("LinearBackward", {x, weight, bias}, {y},
+                     [=, x = x.detach(), w = weight.detach()](const std::vector<Tensor>& g) {
+                       const Tensor rows = g[0].view({M, N});
+                       return std::vector<Tensor>{need_x ? gemm2d(rows, false, w, false).view(x.shape()) : Tensor(),
+                                                  need_w ? gemm2d(rows, true, x.view({M, K}), false) : Tensor(),
+                                                  need_b ? sum_to_shape(rows, {N}) : Tensor()};
+                     });
+  }
+  return y;
 }
 
 void check_gemm_sizes(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t batch) {

@@ -97,6 +97,21 @@ void visit_tensors(const GemmMatrix&, F&&) {}
 Tensor head_scores(const Tensor& q, const Tensor& k, int64_t heads);
 Tensor head_mix(const Tensor& p, const Tensor& v, int64_t heads);
 
+// PyTorch's F.linear: y = x W^T + b for x (..., in), W (out, in), b (out) or undefined, one dispatch
+// forward (the bias added in the GEMM's epilogue: cuBLASLt's CUBLASLT_EPILOGUE_BIAS on a GPU, the
+// CPU adding it to the product's rows) where matmul and an add were two. Float32: the same value as
+// matmul(x, W^T) + b to the bit (the sum rounded, then the bias added and rounded). At precision bf16
+// (autocast) x, W and b are cast to bf16 and y answers bf16, rounded once from the float32 sum plus
+// the bias. Backward: dx = dy W, dW = dy^T x (GEMMs), db = column sums of dy
+// (sum_rows, as the add's backward summed them: the same values).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+namespace cuda {
+// linear_forward calls on CUDA devices that ran as one cuBLASLt GEMM with the bias epilogue (the rest
+// fell back to a GEMM and an add), since the process started: what a test on a GPU checks.
+uint64_t linear_epilogue_calls();
+}  // namespace cuda
+
 // Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/matmul.cu) have the same contracts, tensors on one
 // CUDA device.
 SRU_DECLARE_KERNELS(
@@ -105,6 +120,9 @@ SRU_DECLARE_KERNELS(
 // matrices are left as they are.
 void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
           const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta);
+// y (M, N) = x (M, K) weight (N, K)^T + bias (N) on every row; all of one dtype (float, or bf16 with
+// FP32 sums and y rounded once, after the bias), contiguous.
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);
 )
 
 }  // namespace sru

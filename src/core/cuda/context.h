@@ -1,9 +1,10 @@
 // Per-device CUDA state: one stream on which every kernel, copy, cuBLAS and cuDNN call of that device
 // is queued (so work is ordered and freed memory can be reused at once), with the cuBLAS and cuDNN
-// handles bound to it. Created on first use, kept for the life of the process. Also the launch size and
+// handles bound to it (cuBLASLt takes the stream per call). Created on first use, kept for the life of the process. Also the launch size and
 // grid-stride loop every kernel uses. Include from .cu only.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -14,6 +15,7 @@ struct DeviceContext {
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublas_lt = nullptr;  // GEMMs with epilogues (the Linear's bias, ops/cuda/matmul.cu)
   cudnnHandle_t cudnn = nullptr;
 };
 

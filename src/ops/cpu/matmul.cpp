@@ -62,6 +62,28 @@ void float_gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b,
 
 }  // namespace
 
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+  const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
+  const GemmMatrix mx = GemmMatrix::packed(M, K), mw = GemmMatrix::packed(N, K), my = GemmMatrix::packed(M, N);
+  // The product, then the bias added to each row in y's compute type: float32 y + b rounded once, as
+  // the add after matmul did; bf16 the float32 sum plus the widened bias, rounded once (the epilogue's
+  // order on the GPU).
+  const bool bf16 = y.dtype() == DType::BF16;
+  const Tensor out = bf16 ? Tensor::empty({M, N}, DType::F32) : y;
+  float_gemm(bf16 ? x.to(DType::F32) : x, mx, false, bf16 ? weight.to(DType::F32) : weight, mw, true, out, my, 1, 1.0,
+             0.0, !bf16 && matmul_precision() == MatmulPrecision::Medium);
+  const Tensor b = bf16 ? bias.to(DType::F32) : bias;
+  SRU_DISPATCH_FLOATING(out.dtype(), "linear", [&]<typename T>() {
+    T* rows = out.data<T>();
+    const T* add = b.data<T>();
+    parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        for (int64_t j = 0; j < N; ++j) rows[r * N + j] += add[j];
+    });
+  });
+  if (bf16) Tensor(y).copy_(out.to(DType::BF16));
+}
+
 void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
           const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta) {
   const int64_t M = ta ? ma.cols : ma.rows, K = ta ? ma.rows : ma.cols, N = tb ? mb.rows : mb.cols;

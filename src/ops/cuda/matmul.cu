@@ -8,6 +8,8 @@
 // both operands to bfloat16 here (6 bytes per operand element: read 4, write 2) and multiplies them on
 // BF16 tensor cores with FP32 sums. Double: FP64. bf16 tensors: GemmEx over CUDA_R_16BF operands and C
 // with FP32 sums (CUBLAS_COMPUTE_32F), whatever the precision setting.
+#include <atomic>
+
 #include "ops/bf16_round.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/matmul.h"
@@ -97,6 +99,123 @@ void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const
       CUBLAS_CHECK(cublasDgemmStridedBatched(handle, opb, opa, N, M, K, &al, b.data<T>(), mb.ld, mb.stride, a.data<T>(),
                                              ma.ld, ma.stride, &be, c.data<T>(), mc.ld, mc.stride, batch));
   });
+}
+
+namespace {
+
+// The largest power of two (up to 256) that divides the address: what cuBLASLt's heuristic must be told,
+// or it assumes 256-byte alignment and may pick a kernel that faults on a view's offset.
+uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
+
+// The descriptors of one cuBLASLt call, destroyed with the object.
+struct LtCall {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtCall() {
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+constexpr size_t kLtWorkspace = size_t{4} << 20;  // bytes of scratch cuBLASLt may use
+
+// y = x W^T + bias through cuBLASLt with the bias in the epilogue, one kernel. Returns false, having
+// queued nothing, when this case is not one it takes (float64, float32 at precision medium: those
+// round their operands first) or its heuristic offers no algorithm; the caller then runs the GEMM and
+// an add. Column-major, as cuBLAS: y^T (N x M, ld N) = op(W) (N x K; W is stored (K x N), ld K,
+// transposed) times x^T (K x M, ld K); the bias runs along y^T's rows, as the epilogue adds it.
+bool linear_forward_lt(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+  const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
+  cudaDataType_t type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  if (y.dtype() == DType::BF16) {
+    type = CUDA_R_16BF;
+  } else if (y.dtype() == DType::F32) {
+    const CudaFloat32Gemm plan = cuda_float32_gemm(matmul_precision());
+    if (plan.bf16_operands) return false;
+    type = CUDA_R_32F;
+    if (plan.tf32_tensor_cores) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  } else {
+    return false;
+  }
+  const DeviceContext& ctx = context(y.device().index);
+  LtCall call;
+  auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
+  const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const void* bias_pointer = bias.data_ptr();
+  if (!ok(cublasLtMatmulDescCreate(&call.op, compute, CUDA_R_32F)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof bias_pointer)) ||
+      !ok(cublasLtMatrixLayoutCreate(&call.a, type, K, N, K)) || !ok(cublasLtMatrixLayoutCreate(&call.b, type, K, M, K)) ||
+      !ok(cublasLtMatrixLayoutCreate(&call.c, type, N, M, N)) || !ok(cublasLtMatmulPreferenceCreate(&call.preference)))
+    return false;
+  const size_t workspace_bytes = kLtWorkspace;
+  const uint32_t align_a = alignment_of(weight.data_ptr()), align_b = alignment_of(x.data_ptr()),
+                 align_c = alignment_of(y.data_ptr());
+  if (!ok(cublasLtMatmulPreferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                               &workspace_bytes, sizeof workspace_bytes)) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                               sizeof align_a)) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                               sizeof align_b)) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                               sizeof align_c)) ||
+      !ok(cublasLtMatmulPreferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                               sizeof align_c)))
+    return false;
+  cublasLtMatmulHeuristicResult_t heuristic = {};
+  int found = 0;
+  if (!ok(cublasLtMatmulAlgoGetHeuristic(ctx.cublas_lt, call.op, call.a, call.b, call.c, call.c, call.preference, 1,
+                                         &heuristic, &found)) ||
+      found == 0)
+    return false;
+  const Tensor workspace = Tensor::empty({static_cast<int64_t>(kLtWorkspace / 4)}, DType::F32, y.device());
+  const float alpha = 1.0f, beta = 0.0f;
+  return ok(cublasLtMatmul(ctx.cublas_lt, call.op, &alpha, weight.data_ptr(), call.a, x.data_ptr(), call.b, &beta,
+                           y.data_ptr(), call.c, y.data_ptr(), call.c, &heuristic.algo, workspace.data_ptr(),
+                           kLtWorkspace, ctx.stream));
+}
+
+// y[r, j] += bias[j] (the fallback's add; for bf16 a second rounding, after the GEMM's).
+template <typename T>
+__global__ void add_bias_rows_kernel(T* y, const T* bias, long long n, long long N) {
+  SRU_GRID_STRIDE(e, n) {
+    y[e] = static_cast<T>(static_cast<compute_t<T>>(y[e]) + static_cast<compute_t<T>>(bias[e % N]));
+  }
+}
+
+std::atomic<uint64_t> g_linear_epilogue_calls{0};
+
+}  // namespace
+
+uint64_t linear_epilogue_calls() { return g_linear_epilogue_calls.load(); }
+
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+  const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
+  if (M == 0 || N == 0) return;
+  if (K > 0 && linear_forward_lt(x, weight, bias, y)) {
+    g_linear_epilogue_calls.fetch_add(1);
+    return;
+  }
+  gemm(x, GemmMatrix::packed(M, K), false, weight, GemmMatrix::packed(N, K), true, y, GemmMatrix::packed(M, N), 1, 1.0,
+       0.0);
+  const long long n = M * N;
+  SRU_DISPATCH_FLOATING_BF16(y.dtype(), "linear", [&]<typename T>() {
+    add_bias_rows_kernel<<<grid_for(n), kBlock, 0, stream_of(y)>>>(y.data<T>(), bias.data<T>(), n, N);
+  });
+  SRU_CUDA_LAUNCH_CHECK("add_bias_rows_kernel");
 }
 
 }  // namespace sru::cuda
