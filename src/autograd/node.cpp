@@ -89,7 +89,7 @@ Edge gradient_edge(const Tensor& t) {
 }
 
 void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
-            std::initializer_list<int> undefined_grad_outputs) {
+            const std::vector<int>& undefined_grad_outputs) {
   auto node = std::make_shared<FunctionNode>(name, std::move(fn));
   node->next_edges.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));

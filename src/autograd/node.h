@@ -128,6 +128,6 @@ Edge gradient_edge(const Tensor& t);
 // undefined_grad_outputs: the outputs (by index) whose gradient fn takes undefined for zero
 // (OutputMeta::takes_undefined_grad); the others always reach fn defined.
 void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
-            std::initializer_list<int> undefined_grad_outputs = {});
+            const std::vector<int>& undefined_grad_outputs = {});
 
 }  // namespace sru::autograd

@@ -288,7 +288,7 @@ std::vector<OpEntry> build() {
                       {one("(3, 5, 2) dim 1 [1, 4)", {in({3, 5, 2})}, [](const Inputs& x) { return slice(x[0], 1, 1, 4); })},
                       one("(128, 32, 3072) dim 2 [1024, 2048)", {in({128, 32, 3072})},
                           [](const Inputs& x) { return slice(x[0], 2, 1024, 2048); })});
-  t.push_back(OpEntry{"concat", {"copy_middle"}, kFloatBf16, true, 1e-4,
+  t.push_back(OpEntry{"concat", {"copy_pieces"}, kFloatBf16, true, 1e-4,
                       {one("(2, 3) (2, 1) dim 1", {in({2, 3}), in({2, 1})},
                            [](const Inputs& x) { return concat({x[0], x[1]}, 1); })},
                       one("(128, 32, 1024) x 2 dim 2", {in({128, 32, 1024}), in({128, 32, 1024})},
@@ -302,7 +302,7 @@ std::vector<OpEntry> build() {
                            [](const Inputs& x) { return reshape(transpose(x[0], 0, 2), {-1}); })},
                       one("(128, 32, 1024) 0 <-> 1", {in({128, 32, 1024})},
                           [](const Inputs& x) { return reshape(transpose(x[0], 0, 1), {-1}); })});
-  t.push_back(OpEntry{"unbind", {"copy_middle"}, kFloatBf16, true, 1e-4,
+  t.push_back(OpEntry{"unbind", {"copy_pieces"}, kFloatBf16, true, 1e-4,
                       {many("(3, 2, 2)", {in({3, 2, 2})}, [](const Inputs& x) { return unbind(x[0]); })},
                       many("(128, 32, 1024)", {in({128, 32, 1024})}, [](const Inputs& x) { return unbind(x[0]); })});
   // The recurrences.

@@ -97,24 +97,17 @@ Tensor concat(const std::vector<Tensor>& xs, int dim) {
   }
   out_shape[a.d] = total;
   Tensor y = Tensor::empty(out_shape, xs[0].dtype(), xs[0].device());
-  int64_t at = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    SRU_KERNEL(y.device(), copy_middle, xs[i], y, a.outer, sizes[i], total, a.inner, at, true);
-    at += sizes[i];
-  }
+  SRU_KERNEL(y.device(), copy_pieces, Pieces{xs, sizes}, y, a.outer, a.inner, true);
   if (autograd::needs_grad(xs)) {
-    autograd::record("ConcatBackward", xs, {y}, [a, sizes, total](const std::vector<Tensor>& g) {
-      std::vector<Tensor> grads;
-      int64_t offset = 0;
+    autograd::record("ConcatBackward", xs, {y}, [a, sizes](const std::vector<Tensor>& g) {
+      Pieces grads{{}, sizes};
       for (int64_t s : sizes) {
         Shape piece = g[0].shape();
         piece[a.d] = s;
-        Tensor gi = Tensor::empty(piece, g[0].dtype(), g[0].device());
-        SRU_KERNEL(gi.device(), copy_middle, g[0], gi, a.outer, total, s, a.inner, offset, false);
-        grads.push_back(gi);
-        offset += s;
+        grads.tensors.push_back(Tensor::empty(piece, g[0].dtype(), g[0].device()));
       }
-      return grads;
+      SRU_KERNEL(g[0].device(), copy_pieces, grads, g[0], a.outer, a.inner, false);
+      return grads.tensors;
     });
   }
   return y;
@@ -164,12 +157,18 @@ std::vector<Tensor> unbind(const Tensor& x) {
   rows.reserve(x.size(0));
   for (int64_t i = 0; i < x.size(0); ++i) rows.push_back(x.narrow0(i, 1).view(row_shape));
   if (autograd::needs_grad({x})) {
-    autograd::record("UnbindBackward", {x}, rows, [in_shape = x.shape()](const std::vector<Tensor>& g) {
-      // The engine zero-fills rows that received no gradient, so every g[i] is defined.
-      Tensor gx = Tensor::empty(in_shape, g[0].dtype(), g[0].device());
-      for (size_t i = 0; i < g.size(); ++i) gx.narrow0(static_cast<int64_t>(i), 1).copy_(g[i]);
-      return std::vector<Tensor>{gx};
-    });
+    // Rows nothing used reach the backward undefined (no zero fill each): copy_pieces writes their zeros.
+    std::vector<int> every_row(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) every_row[i] = static_cast<int>(i);
+    autograd::record("UnbindBackward", {x}, rows,
+                     [in_shape = x.shape(), dtype = x.dtype(), device = x.device()](const std::vector<Tensor>& g) {
+                       Tensor gx = Tensor::empty(in_shape, dtype, device);
+                       const int64_t n = in_shape[0];
+                       SRU_KERNEL(device, copy_pieces, Pieces{g, std::vector<int64_t>(n, 1)}, gx, 1,
+                                  n == 0 ? 0 : gx.numel() / n, true);
+                       return std::vector<Tensor>{gx};
+                     },
+                     every_row);
   }
   return rows;
 }

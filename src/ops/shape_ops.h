@@ -30,9 +30,25 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 Tensor transpose(const Tensor& x, int dim0, int dim1);
 std::vector<Tensor> unbind(const Tensor& x);
 
+// The pieces of a concatenation along the middle axis of (outer, total, inner): piece i is (outer,
+// rows[i], inner), contiguous, at rows [sum of rows[< i], + rows[i]) of the whole. An undefined piece
+// stands for zeros (a gradient nothing reached) when the pieces are copied in, and is skipped when
+// they are copied out.
+struct Pieces {
+  std::vector<Tensor> tensors;
+  std::vector<int64_t> rows;
+};
+template <typename F>
+void visit_tensors(const Pieces& p, F&& f) {
+  for (const Tensor& t : p.tensors) f(t);
+}
+
 // Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/shape_ops.cu) have the same contracts, tensors on one
 // CUDA device.
 SRU_DECLARE_KERNELS(
+// Every piece into its rows of whole (into_whole; undefined pieces write zeros), or whole's rows out into
+// every defined piece: one dispatch for all pieces (concat, its backward, unbind's backward).
+void copy_pieces(const Pieces& pieces, const Tensor& whole, int64_t outer, int64_t inner, bool into_whole);
 // Copies src (outer, n_src, inner) into dst (outer, n_dst, inner) at rows [at, at + n_src) of the middle
 // axis when `into` is true, or the rows [at, at + n_dst) of src into dst when it is false.
 void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,

@@ -483,6 +483,25 @@ TEST(CudaParity, CudnnLstmMatchesCpuLstm) {
     }
 }
 
+// copy_pieces: unbind's backward with rows nothing used (their zeros written by the kernel, not
+// filled by the engine) and a concatenation of 60 pieces (two launches of at most 32), also along a
+// middle axis; bf16 too (2-byte words).
+TEST(CudaParity, ConcatAndUnbindOfManyPieces) {
+  SKIP_WITHOUT_CUDA();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    expect_parity(
+        [](const Inputs& v) {
+          const std::vector<Tensor> rows = unbind(v[0]);  // 70 rows of (3, 2)
+          std::vector<Tensor> kept;
+          for (size_t i = 0; i < rows.size(); ++i)
+            if (i % 7 != 0) kept.push_back(rows[i]);  // 60 pieces; rows 0, 7, ... get no gradient
+          return std::vector<Tensor>{concat(kept, 0), concat({v[1], v[1], v[1]}, 1)};
+        },
+        {rand_leaf({70, 3, 2}, 120, dt), rand_leaf({4, 5, 3}, 121, dt)}, 0);
+  }
+}
+
 // The fused LSTM recurrence op (CUDA twin) against its CPU kernels: both directions, with and without
 // bias and initial state, padding at the start, middle and end of sequences, h exact and rounded to
 // bf16 values; outputs and gradients.

@@ -92,7 +92,7 @@ TEST(Autograd, OutputsMarkedTakesUndefinedGradArriveUndefined) {
     autograd::record("TwoOutputs", {x}, {a, b}, [&](const std::vector<Tensor>& g) {
       seen_defined.push_back(g[1].defined());
       return std::vector<Tensor>{g[0]};
-    }, marked ? std::initializer_list<int>{1} : std::initializer_list<int>{});
+    }, marked ? std::vector<int>{1} : std::vector<int>{});
     autograd::backward(sum(a));
   }
   EXPECT_EQ(seen_defined, (std::vector<bool>{true, false}));

@@ -7,6 +7,7 @@
 
 #include "autograd/engine.h"
 #include "core/float16.h"
+#include "core/kernel_count.h"
 #include "core/parallel.h"
 #include "core/philox.h"
 #include "ops/bf16_round.h"
@@ -522,4 +523,17 @@ TEST(Select, MaskedFillAndWhere) {
   EXPECT_TRUE(values_near(where(row_mask, x, -x), {2, 2}, {1, -2, 3, -4}));
   EXPECT_NE(error_of([&] { masked_fill(x, Tensor::zeros({3}), 0); }).find("does not match the trailing dims"),
             std::string::npos);
+}
+
+// copy_pieces on the CPU: unbind's backward writes zeros for the rows nothing used (they reach it
+// undefined), a concatenation of many pieces is one dispatch each way.
+TEST(Shapes, UnbindBackwardZerosUnusedRowsAndConcatIsOneDispatch) {
+  const Tensor x = Tensor::from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {3, 2}, DType::F64).set_requires_grad(true);
+  const std::vector<Tensor> rows = unbind(x);
+  const uint64_t before = kernel_dispatches();
+  const Tensor joined = concat({rows[2], rows[0]}, 0);
+  EXPECT_EQ(kernel_dispatches() - before, 1u);
+  EXPECT_EQ(joined.to_vector<double>(), (std::vector<double>{5, 6, 1, 2}));
+  autograd::backward(sum(joined * Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {4}, DType::F64)));
+  EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 4, 0, 0, 1, 2}));
 }

@@ -1,5 +1,7 @@
 // CPU kernels of the layout ops: strided block copies (see ops/shape_ops.h for the views).
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/parallel.h"
 #include "ops/shape_ops.h"
@@ -21,6 +23,31 @@ void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_
       char* to = d + static_cast<size_t>((o * n_dst + (into ? at : 0)) * inner) * elem;
       std::memcpy(to, from, block);
     }
+  });
+}
+
+void copy_pieces(const Pieces& pieces, const Tensor& whole, int64_t outer, int64_t inner, bool into_whole) {
+  const size_t elem = dtype_size(whole.dtype());
+  int64_t total = 0;
+  std::vector<int64_t> at;
+  for (int64_t r : pieces.rows) at.push_back(total), total += r;
+  char* w = static_cast<char*>(whole.data_ptr());
+  const int64_t count = static_cast<int64_t>(pieces.tensors.size());
+  const int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(total * inner, 1));
+  parallel_for(0, outer, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t o = lo; o < hi; ++o)
+      for (int64_t i = 0; i < count; ++i) {
+        const Tensor& piece = pieces.tensors[i];
+        const size_t block = static_cast<size_t>(pieces.rows[i] * inner) * elem;
+        char* in_whole = w + static_cast<size_t>((o * total + at[i]) * inner) * elem;
+        if (!piece.defined()) {
+          if (into_whole) std::memset(in_whole, 0, block);
+          continue;
+        }
+        char* p = static_cast<char*>(piece.data_ptr()) + static_cast<size_t>(o) * block;
+        if (into_whole) std::memcpy(in_whole, p, block);
+        else std::memcpy(p, in_whole, block);
+      }
   });
 }
 

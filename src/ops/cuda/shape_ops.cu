@@ -1,4 +1,6 @@
 // CUDA kernels of the layout ops (see ops/shape_ops.h; CPU twins in ops/cpu/shape_ops.cpp).
+// copy_pieces: every piece (outer, rows_i, inner) <-> its rows of whole (outer, total, inner) in one launch
+// per 32 pieces (a pointer table as the kernel's argument, blockIdx.y the piece, one thread per word).
 // copy_middle: src (outer, n_src, inner) <-> rows [at, at + rows) of dst (outer, n_dst, inner), one 2-D
 // strided copy (cudaMemcpy2DAsync: `outer` blocks of rows*inner elements), or, when a pitch is over
 // what cudaMemcpy2D takes (2^31 - 1 bytes), a copy kernel (one thread per 2-, 4- or 8-byte element). transpose_copy:
@@ -84,7 +86,57 @@ void with_element_word(size_t elem, F&& f) {
   SRU_FAIL("layout copy: no kernel for ", elem, "-byte elements");
 }
 
+// Up to kPiecesPerLaunch pieces of one copy_pieces call, passed by value as the kernel's argument
+// (32 x 24 bytes); blockIdx.y picks the piece.
+constexpr int kPiecesPerLaunch = 32;
+struct PieceTable {
+  char* piece[kPiecesPerLaunch];          // null: zeros (into the whole) or skipped
+  long long rows[kPiecesPerLaunch], at[kPiecesPerLaunch];
+};
+
+// Piece y's elements (outer, rows, inner) <-> rows [at, at + rows) of whole (outer, total, inner), words W.
+template <typename W>
+__global__ void copy_pieces_kernel(const __grid_constant__ PieceTable table, W* whole, long long outer,
+                                   long long total, long long inner, bool into_whole) {
+  const int y = blockIdx.y;
+  W* piece = reinterpret_cast<W*>(table.piece[y]);
+  if (!piece && !into_whole) return;
+  const long long width = table.rows[y] * inner;
+  SRU_GRID_STRIDE(e, outer * width) {
+    const long long o = e / width, k = e % width;
+    W& w = whole[(o * total + table.at[y]) * inner + k];
+    if (into_whole) w = piece ? piece[e] : W(0);
+    else piece[e] = w;
+  }
+}
+
 }  // namespace
+
+void copy_pieces(const Pieces& pieces, const Tensor& whole, int64_t outer, int64_t inner, bool into_whole) {
+  long long total = 0, widest = 0;
+  for (int64_t r : pieces.rows) total += r, widest = std::max<long long>(widest, r);
+  if (outer == 0 || total * inner == 0) return;
+  const cudaStream_t s = stream_of(whole);
+  const size_t count = pieces.tensors.size();
+  with_element_word(dtype_size(whole.dtype()), [&]<typename W>() {
+    long long at = 0;
+    for (size_t first = 0; first < count; first += kPiecesPerLaunch) {
+      PieceTable table{};
+      const size_t n = std::min<size_t>(kPiecesPerLaunch, count - first);
+      for (size_t i = 0; i < n; ++i) {
+        const Tensor& t = pieces.tensors[first + i];
+        table.piece[i] = t.defined() ? static_cast<char*>(t.data_ptr()) : nullptr;
+        table.rows[i] = pieces.rows[first + i];
+        table.at[i] = at;
+        at += table.rows[i];
+      }
+      const dim3 grid(grid_for(outer * widest * inner), static_cast<unsigned>(n));  // x: the widest piece's
+      copy_pieces_kernel<<<grid, kBlock, 0, s>>>(table, static_cast<W*>(whole.data_ptr()), outer, total, inner,
+                                                 into_whole);
+      SRU_CUDA_LAUNCH_CHECK("copy_pieces_kernel");
+    }
+  });
+}
 
 void copy_middle(const Tensor& src, const Tensor& dst, int64_t outer, int64_t n_src, int64_t n_dst, int64_t inner,
                  int64_t at, bool into) {
