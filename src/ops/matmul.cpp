@@ -262,6 +262,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return y;
 }
 
+GemmDims gemm_dims(const GemmMatrix& ma, bool ta, const GemmMatrix& mb, bool tb, const GemmMatrix& mc) {
+  const int64_t M = ta ? ma.cols : ma.rows, K = ta ? ma.rows : ma.cols, N = tb ? mb.rows : mb.cols;
+  SRU_CHECK((tb ? mb.cols : mb.rows) == K && mc.rows == M && mc.cols == N, "gemm: shapes do not chain (op(a) ", M,
+            " x ", K, ", op(b) ", (tb ? mb.cols : mb.rows), " x ", N, ", c ", mc.rows, " x ", mc.cols, ")");
+  return {M, N, K};
+}
+
 void check_gemm_sizes(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, int64_t batch) {
   const std::pair<const char*, int64_t> sizes[] = {{"M", M},   {"N", N},   {"K", K},        {"lda", lda},
                                                    {"ldb", ldb}, {"ldc", ldc}, {"batch", batch}};

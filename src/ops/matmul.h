@@ -84,6 +84,13 @@ struct GemmMatrix {
   }
 };
 
+// The product's sizes for both gemm kernels: op(a) (M, K), op(b) (K, N), c (M, N); throws naming all
+// three when they do not chain.
+struct GemmDims {
+  int64_t M, N, K;
+};
+GemmDims gemm_dims(const GemmMatrix& ma, bool ta, const GemmMatrix& mb, bool tb, const GemmMatrix& mc);
+
 // A layout holds no tensor: nothing for SRU_KERNEL's device check (ops/dispatch.h) to visit.
 template <typename F>
 void visit_tensors(const GemmMatrix&, F&&) {}

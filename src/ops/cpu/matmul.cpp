@@ -86,9 +86,7 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
 
 void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
           const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta) {
-  const int64_t M = ta ? ma.cols : ma.rows, K = ta ? ma.rows : ma.cols, N = tb ? mb.rows : mb.cols;
-  SRU_CHECK((tb ? mb.cols : mb.rows) == K && mc.rows == M && mc.cols == N, "gemm: shapes do not chain (op(a) ", M,
-            " x ", K, ", op(b) ", (tb ? mb.cols : mb.rows), " x ", N, ", c ", mc.rows, " x ", mc.cols, ")");
+  const auto [M, N, K] = gemm_dims(ma, ta, mb, tb, mc);
   if (M > 0 && N > 0 && K > 0) check_gemm_sizes(M, N, K, ma.ld, mb.ld, mc.ld, batch);
   if (c.dtype() == DType::BF16) {
     // bf16 storage: the operands widened (already bfloat16 values: no rounding pass), FP32 sums, C

@@ -66,9 +66,7 @@ void sgemm(cublasHandle_t handle, cublasOperation_t opa, cublasOperation_t opb, 
 
 void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
           const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta) {
-  const int64_t M = ta ? ma.cols : ma.rows, K = ta ? ma.rows : ma.cols, N = tb ? mb.rows : mb.cols;
-  SRU_CHECK((tb ? mb.cols : mb.rows) == K && mc.rows == M && mc.cols == N, "gemm: shapes do not chain (op(a) ", M,
-            " x ", K, ", op(b) ", (tb ? mb.cols : mb.rows), " x ", N, ", c ", mc.rows, " x ", mc.cols, ")");
+  const auto [M, N, K] = gemm_dims(ma, ta, mb, tb, mc);
   if (M == 0 || N == 0 || batch == 0) return;
   if (K == 0) {  // the product is zero: C = beta * C, without reading C when beta is 0
     SRU_CHECK(mc.ld == N && mc.stride == M * N, "gemm: K = 0 with a strided C");
