@@ -537,3 +537,15 @@ TEST(Shapes, UnbindBackwardZerosUnusedRowsAndConcatIsOneDispatch) {
   autograd::backward(sum(joined * Tensor::from_vector(std::vector<double>{1, 2, 3, 4}, {4}, DType::F64)));
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{3, 4, 0, 0, 1, 2}));
 }
+
+// linear: x W^T + b equals matmul and the add (float64, to the bit), and bad shapes name the op.
+TEST(Linear, EqualsMatmulPlusBiasAndNamesBadShapes) {
+  Generator gen(3);
+  const Tensor x = Tensor::uniform({2, 3, 4}, -1, 1, DType::F64, gen), w = Tensor::uniform({5, 4}, -1, 1, DType::F64, gen);
+  const Tensor b = Tensor::uniform({5}, -1, 1, DType::F64, gen);
+  EXPECT_TRUE(tensors_near(linear(x, w, b), matmul(x, w, false, true) + b, 0, 0));
+  EXPECT_NE(error_of([&] { linear(x, w, Tensor::zeros({4}, DType::F64)); })
+                .find("linear: expected x (..., in), weight (out, in), bias (out)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { linear(x, Tensor::zeros({5, 3}, DType::F64), b); }).find("linear"), std::string::npos);
+}
