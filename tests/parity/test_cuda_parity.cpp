@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <limits>
+#include <string>
 
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
@@ -172,6 +174,35 @@ TEST(CudaParity, SoftmaxAndCrossEntropy) {
     expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1]); }), {x, target}, tol);
     expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1], -100, Reduction::Sum); }),
                   {x, target.to(DType::I32)}, tol);
+  }
+  // Every launch shape of the float32 row kernels (ops/cuda/softmax.cu): a warp per row (C <= 1024) or
+  // a block, 16-byte packs (C * 4 or C * 2 bytes a multiple of 16) or single elements, f32 and bf16 rows,
+  // label smoothing with masked (-inf) classes; the rows offset by one element (a view) are unpacked.
+  for (const int64_t C : {8, 301, 1000, 1029, 2056, 8003}) {
+    SCOPED_TRACE("C " + std::to_string(C));
+    const Tensor logits = rand_leaf({9, C}, 40 + C, DType::F32, -6, 6);
+    std::vector<int64_t> t(9);
+    for (int64_t r = 0; r < 9; ++r) t[r] = r == 4 ? -100 : (r * 7919) % C;
+    const Tensor target = Tensor::from_vector(t, {9});
+    expect_parity(one([](const Inputs& v) { return softmax(v[0]); }), {logits}, 1e-5);
+    expect_parity(one([](const Inputs& v) { return log_softmax(v[0]); }), {logits}, 1e-5);
+    expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1]); }), {logits, target}, 1e-5);
+    expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1], -100, Reduction::Mean, 0.1); }),
+                  {logits, target.to(DType::I32)}, 1e-5);
+    // A view one element in: its base is 4 bytes off 16 (single-element reads).
+    expect_parity(one([C](const Inputs& v) { return log_softmax(v[0].detach().view({-1}).narrow0(1, 8 * C).view({8, C})); }),
+                  {logits}, 1e-5);
+    std::vector<float> values = logits.to_vector<float>();
+    for (int64_t r = 0; r < 9; ++r)
+      for (int64_t c = 0; c < C; ++c)
+        if (c != t[r] && (r * 31 + c * 17) % 5 == 0) values[r * C + c] = -std::numeric_limits<float>::infinity();
+    const Tensor masked = Tensor::from_vector(values, {9, C}).set_requires_grad(true);
+    expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1], -100, Reduction::Sum, 0.2); }),
+                  {masked, target}, 1e-5);
+    const Tensor half = logits.detach().to(DType::BF16);
+    expect_parity(one([](const Inputs& v) { return log_softmax(v[0]); }), {half}, 1e-2);
+    expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1], -100, Reduction::Mean, 0.1); }),
+                  {half, target}, 1e-2);
   }
   // Found by the kernel, reported at the next host wait (here the read of the loss).
   const Tensor bad = Tensor::from_vector(std::vector<int64_t>{1, 300}, {2});

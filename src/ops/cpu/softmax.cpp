@@ -1,10 +1,16 @@
 // CPU kernels of softmax, log_softmax and cross-entropy: one row (C classes) per task, rows split
-// across threads; sums in double. f32, f64 and bf16 rows (bf16: each output rounded once; the
-// cross-entropy's row logsumexps, loss and incoming gradient in float32, compute_t). Target indices are range-checked (a clear error, not a wild read).
+// across threads. f32 and bf16 rows compute in float32 (bf16: the row widened, each output rounded
+// once): exps by cpu/row_exp.h's polynomial (eight AVX2 lanes where the processor has them), sums of a
+// row in double lanes, the logsumexp itself in double and stored as float32 (compute_t). f64 rows (the
+// gradient checks) compute in double with std::exp. Target indices are range-checked (a clear error,
+// not a wild read).
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "core/parallel.h"
+#include "ops/cpu/row_exp.h"
 #include "ops/dispatch.h"
 #include "ops/softmax.h"
 #include "ops/softmax_math.h"
@@ -13,14 +19,51 @@ namespace sru::cpu {
 
 namespace {
 
-template <typename T>
-double row_logsumexp(const T* row, int64_t C) {
+// The double path's logsumexp (f64 rows).
+double row_logsumexp(const double* row, int64_t C) {
   double mx = -std::numeric_limits<double>::infinity();
   for (int64_t c = 0; c < C; ++c) mx = std::max<double>(mx, row[c]);
   if (std::isinf(mx)) return mx;
   double s = 0.0;
-  for (int64_t c = 0; c < C; ++c) s += std::exp(static_cast<double>(row[c]) - mx);
+  for (int64_t c = 0; c < C; ++c) s += std::exp(row[c] - mx);
   return mx + std::log(s);
+}
+
+// A float32 row's logsumexp: its max, then the sum of exp(x - max) in double lanes (cpu/row_exp.h).
+double row_logsumexp(const float* row, int64_t C) {
+  const float mx = rows::max(row, C);
+  if (std::isinf(mx)) return mx;
+  return static_cast<double>(mx) + std::log(rows::sum_exp(row, C, mx));
+}
+
+// A row of T as float32: the row itself for float, else widened into `buffer` (bf16).
+template <typename T>
+const float* widened(const T* row, int64_t C, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return row;
+  } else {
+    buffer.resize(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) buffer[c] = static_cast<float>(row[c]);
+    return buffer.data();
+  }
+}
+
+// Where a float32 result row is computed: the output row for float, else `buffer`, which store_row
+// then rounds into the output (bf16).
+template <typename T>
+float* result_row(T* out, int64_t C, std::vector<float>& buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return out;
+  } else {
+    buffer.resize(static_cast<size_t>(C));
+    return buffer.data();
+  }
+}
+
+template <typename T>
+void store_row(const float* values, int64_t C, T* out) {
+  if constexpr (!std::is_same_v<T, float>)
+    for (int64_t c = 0; c < C; ++c) out[c] = static_cast<T>(values[c]);
 }
 
 int64_t row_grain(int64_t C) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(C, 1)); }
@@ -41,13 +84,25 @@ void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
     const T* px = x.data<T>();
     T* py = y.data<T>();
     parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
+      std::vector<float> in_buffer, out_buffer;
       for (int64_t n = lo; n < hi; ++n) {
-        const T* row = px + n * C;
-        T* out = py + n * C;
-        const double lse = row_logsumexp(row, C);
-        for (int64_t c = 0; c < C; ++c) {
-          const double v = static_cast<double>(row[c]) - lse;
-          out[c] = static_cast<T>(log ? v : std::exp(v));
+        if constexpr (std::is_same_v<T, double>) {
+          const double* row = px + n * C;
+          const double lse = row_logsumexp(row, C);
+          for (int64_t c = 0; c < C; ++c) py[n * C + c] = log ? row[c] - lse : std::exp(row[c] - lse);
+        } else {
+          const float* row = widened(px + n * C, C, in_buffer);
+          float* out = result_row(py + n * C, C, out_buffer);
+          const float mx = rows::max(row, C);
+          if (std::isinf(mx)) {  // all -inf (NaN out, as x - logsumexp) or a +inf logit
+            for (int64_t c = 0; c < C; ++c) out[c] = log ? row[c] - mx : rows::exp(row[c] - mx);
+          } else if (log) {
+            const float lse = static_cast<float>(static_cast<double>(mx) + std::log(rows::sum_exp(row, C, mx)));
+            for (int64_t c = 0; c < C; ++c) out[c] = row[c] - lse;
+          } else {
+            rows::exp_scaled(row, C, mx, static_cast<float>(1.0 / rows::sum_exp(row, C, mx)), out);
+          }
+          store_row(out, C, py + n * C);
         }
       }
     });
@@ -60,15 +115,25 @@ void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& 
     const T *pg = g.data<T>(), *py = y.data<T>();
     T* po = gx.data<T>();
     parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
+      std::vector<float> g_buffer, y_buffer, out_buffer;
       for (int64_t n = lo; n < hi; ++n) {
-        const T *gr = pg + n * C, *yr = py + n * C;
-        T* out = po + n * C;
-        double dot = 0.0;
-        for (int64_t c = 0; c < C; ++c)
-          dot += log ? static_cast<double>(gr[c]) : static_cast<double>(gr[c]) * static_cast<double>(yr[c]);
-        for (int64_t c = 0; c < C; ++c) {
-          const double gc = static_cast<double>(gr[c]), yc = static_cast<double>(yr[c]);
-          out[c] = log ? static_cast<T>(gc - std::exp(yc) * dot) : static_cast<T>(yc * (gc - dot));
+        if constexpr (std::is_same_v<T, double>) {
+          const double *gr = pg + n * C, *yr = py + n * C;
+          double dot = 0.0;
+          for (int64_t c = 0; c < C; ++c) dot += log ? gr[c] : gr[c] * yr[c];
+          for (int64_t c = 0; c < C; ++c) po[n * C + c] = log ? gr[c] - std::exp(yr[c]) * dot : yr[c] * (gr[c] - dot);
+        } else {
+          const float* gr = widened(pg + n * C, C, g_buffer);
+          const float* yr = widened(py + n * C, C, y_buffer);
+          float* out = result_row(po + n * C, C, out_buffer);
+          if (log) {  // g - exp(y) sum(g)
+            rows::exp_scaled(yr, C, 0.0f, static_cast<float>(rows::sum(gr, C)), out);
+            for (int64_t c = 0; c < C; ++c) out[c] = gr[c] - out[c];
+          } else {  // y (g - sum(g y))
+            const float dot = static_cast<float>(rows::dot(gr, yr, C));
+            for (int64_t c = 0; c < C; ++c) out[c] = yr[c] * (gr[c] - dot);
+          }
+          store_row(out, C, po + n * C);
         }
       }
     });
@@ -91,17 +156,26 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
       double* ps = eps > 0 ? share.data<double>() : nullptr;
       std::vector<double> row_loss(N, 0.0);
       parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
+        std::vector<float> buffer;
         for (int64_t n = lo; n < hi; ++n) {
-          const T* row = px + n * C;
+          const Acc* row;  // the row in the compute type (float32 for f32 and bf16)
+          if constexpr (std::is_same_v<T, double>) row = px + n * C;
+          else row = widened(px + n * C, C, buffer);
           const double l = row_logsumexp(row, C);
           pl[n] = static_cast<Acc>(l);
           double kept_sum = 0.0, kept = 0.0;
           if (eps > 0) {
-            for (int64_t c = 0; c < C; ++c)
-              if (smoothing_keeps(row[c])) {
-                kept_sum += static_cast<double>(row[c]);
-                kept += 1.0;
-              }
+            if constexpr (std::is_same_v<T, double>) {
+              for (int64_t c = 0; c < C; ++c)
+                if (smoothing_keeps(row[c])) {
+                  kept_sum += row[c];
+                  kept += 1.0;
+                }
+            } else {
+              const rows::KeptSum k = rows::sum_kept(row, C);
+              kept_sum = k.sum;
+              kept = static_cast<double>(k.count);
+            }
             ps[n] = smoothing_share(eps, kept);
           }
           const int64_t k = static_cast<int64_t>(t[n]);
@@ -134,6 +208,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
       const Acc* pl = lse.data<Acc>();
       T* po = gx.data<T>();
       parallel_for(0, N, row_grain(C), [&](int64_t lo, int64_t hi) {
+        std::vector<float> in_buffer, out_buffer;
         for (int64_t n = lo; n < hi; ++n) {
           T* out = po + n * C;
           const int64_t k = static_cast<int64_t>(t[n]);
@@ -141,9 +216,26 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
             std::fill(out, out + C, T(0));
             continue;
           }
-          const double l = pl[n], row_share = ps ? ps[n] : 0.0;
-          for (int64_t c = 0; c < C; ++c)
-            out[c] = cross_entropy_grad<T>(static_cast<double>(px[n * C + c]), l, c == k, eps, row_share, factor);
+          const double row_share = ps ? ps[n] : 0.0;
+          if constexpr (std::is_same_v<T, double>) {
+            for (int64_t c = 0; c < C; ++c)
+              out[c] = cross_entropy_grad<T>(px[n * C + c], pl[n], c == k, eps, row_share, factor);
+          } else {
+            // (p_c - q_c) factor in float32, as cross_entropy_grad<float> with its exp by rows::exp.
+            const float* row = widened(px + n * C, C, in_buffer);
+            float* g = result_row(out, C, out_buffer);
+            const float l = pl[n], f = static_cast<float>(factor);
+            if (eps == 0.0) {
+              rows::exp_scaled(row, C, l, f, g);
+              g[k] -= f;
+            } else {
+              rows::exp_scaled(row, C, l, 1.0f, g);
+              const float p_target = g[k], s = static_cast<float>(row_share);
+              for (int64_t c = 0; c < C; ++c) g[c] = (g[c] - (smoothing_keeps(row[c]) ? s : 0.0f)) * f;
+              g[k] = (p_target - static_cast<float>(1.0 - eps + (smoothing_keeps(row[k]) ? row_share : 0.0))) * f;
+            }
+            store_row(g, C, out);
+          }
         }
       });
     });

@@ -1,12 +1,22 @@
-// CUDA kernels of softmax, log_softmax and cross-entropy (CPU twins: ops/cpu/softmax.cpp). One block of
-// kBlock threads per row of C classes (rows beyond the capped grid loop: SRU_ROW_STRIDE); max, sums and
-// logsumexp in double with fixed-tree block reductions. Cross-entropy writes each row's logsumexp and
-// loss on the device, then one block sums the losses and counted rows into the loss and its scale
-// (fixed tree: the same every run), so no value comes back to the host; an out-of-range target is
-// recorded in the device error log (reported at the next host wait, with the CPU's message). The
-// per-element loss and gradient (label smoothing included) are the CPU's, from ops/softmax_math.h.
-// f32, f64 and bf16 rows: bf16 outputs rounded once; the cross-entropy's logsumexps, loss and incoming
-// gradient in float32 under bf16 logits (compute_t), as the CPU twin.
+// CUDA kernels of softmax, log_softmax and cross-entropy (CPU twins: ops/cpu/softmax.cpp).
+// Shapes: x, y, g, gx and the logits (N, C) rows; targets (N).
+// f32 and bf16 rows compute in float32 (the CPU twin's arithmetic type): a row of C <= kWarpRowMax
+// classes per warp (8 rows a block), longer rows one block each; each thread reads 16 bytes at a time
+// (4 floats or 8 bf16) where the rows allow (C * sizeof(T) a multiple of 16, 16-byte aligned data),
+// else one element. Forward in two passes over the row: an online max and sum of exps (each thread
+// keeps (m, s) and rescales s when m grows; the threads' pairs merge by warp shuffles, then across
+// warps in warp order: the same result every run), then the outputs exp(x - m) / s or x - (m + log s).
+// exp is CUDA's expf (within 2 ulp), sums in float32. Backward: the row's dot by the same reductions,
+// then one pass.
+// Cross-entropy: one launch writes each row's logsumexp, loss and (label smoothing) share, then one
+// block sums the row losses and counted rows in double into the loss and its scale (fixed tree), so
+// no value comes back to the host; an out-of-range target is recorded in the device error log
+// (reported at the next host wait, with the CPU's message). Per-row loss: ops/softmax_math.h.
+// f64 rows (the gradient checks) keep one block per row with double math and fixed-tree block
+// reductions. bf16 outputs are rounded once; the cross-entropy's logsumexps, loss and incoming
+// gradient are float32 under bf16 logits (compute_t), as on the CPU.
+#include <initializer_list>
+#include <type_traits>
 
 #include "ops/dispatch.h"
 #include "ops/cuda/kernel_util.cuh"
@@ -31,7 +41,7 @@ __device__ double row_logsumexp(const T* row, long long C, double* shared) {
 }
 
 template <typename T>
-__global__ void softmax_kernel(const T* x, long long N, long long C, bool log_out, T* y) {
+__global__ void softmax_f64_kernel(const T* x, long long N, long long C, bool log_out, T* y) {
   __shared__ double shared[kBlock];
   SRU_ROW_STRIDE(n, N) {
     const T* row = x + n * C;
@@ -45,7 +55,7 @@ __global__ void softmax_kernel(const T* x, long long N, long long C, bool log_ou
 }
 
 template <typename T>
-__global__ void softmax_backward_kernel(const T* g, const T* y, long long N, long long C, bool log_in, T* gx) {
+__global__ void softmax_backward_f64_kernel(const T* g, const T* y, long long N, long long C, bool log_in, T* gx) {
   __shared__ double shared[kBlock];
   SRU_ROW_STRIDE(n, N) {
     const T *gr = g + n * C, *yr = y + n * C;
@@ -65,7 +75,7 @@ __global__ void softmax_backward_kernel(const T* g, const T* y, long long N, lon
 // row goes into the error slot. With label smoothing (eps > 0, the same for every block) the block also
 // sums the row's kept logits and counts them, and writes the row's smoothing share.
 template <typename T, typename I>
-__global__ void cross_entropy_kernel(const T* logits, const I* target, long long N, long long C, long long ignore_index,
+__global__ void cross_entropy_f64_kernel(const T* logits, const I* target, long long N, long long C, long long ignore_index,
                                      double eps, compute_t<T>* lse_out, double* share_out, double* row_loss, int* row_counts,
                                      unsigned long long* bad_row) {
   __shared__ double shared[kBlock];
@@ -116,7 +126,7 @@ __global__ void cross_entropy_total_kernel(const double* row_loss, const int* ro
 }
 
 template <typename T, typename I>
-__global__ void cross_entropy_backward_kernel(const T* logits, const I* target, const compute_t<T>* lse, long long N,
+__global__ void cross_entropy_backward_f64_kernel(const T* logits, const I* target, const compute_t<T>* lse, long long N,
                                               long long C, long long ignore_index, double eps, const double* share,
                                               const double* scale, const compute_t<T>* grad, T* gx) {
   const double factor = *scale * static_cast<double>(*grad);
@@ -130,14 +140,293 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const I* target, 
   }
 }
 
+
+// ---- float32 rows (f32 and bf16 storage) ----
+
+constexpr long long kWarpRowMax = 1024;  // rows up to this many classes: a warp per row
+
+// V consecutive elements of a row as float32: one 16-byte access when V > 1.
+template <typename T, int V>
+struct Pack {
+  float v[V];
+  __device__ void load(const T* p) {
+    if constexpr (V == 1) {
+      v[0] = static_cast<float>(p[0]);
+    } else {
+      static_assert(V * sizeof(T) == 16, "a pack is one 16-byte access");
+      const uint4 raw = *reinterpret_cast<const uint4*>(p);
+      const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] = static_cast<float>(e[k]);
+    }
+  }
+  __device__ void store(T* p) const {
+    if constexpr (V == 1) {
+      p[0] = static_cast<T>(v[0]);
+    } else {
+      uint4 raw;
+      T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+      for (int k = 0; k < V; ++k) e[k] = static_cast<T>(v[k]);
+      *reinterpret_cast<uint4*>(p) = raw;
+    }
+  }
+};
+
+// The threads of one row: TPR = 32 (a warp) or kBlock (the block). lane: the thread's place in the row.
+template <int TPR>
+struct RowThreads {
+  static constexpr int kRowsPerBlock = kBlock / TPR;
+  int lane = threadIdx.x % TPR;
+  long long first = static_cast<long long>(blockIdx.x) * kRowsPerBlock + threadIdx.x / TPR;
+  long long step = static_cast<long long>(gridDim.x) * kRowsPerBlock;
+};
+
+__device__ float warp_sum_f32(float v) {
+  for (int lanes = 16; lanes > 0; lanes >>= 1) v += __shfl_xor_sync(0xffffffffu, v, lanes);
+  return v;
+}
+
+// Running max m and sum s of exp(x - m) (online softmax).
+struct MaxSum {
+  float m = -INFINITY, s = 0.0f;
+  __device__ void add(float x) {
+    if (x > m) {
+      s = s * expf(m - x) + 1.0f;  // m = -inf: expf(-inf) = 0
+      m = x;
+    } else if (x != -INFINITY) {  // NaN lands here: s becomes NaN
+      s += expf(x - m);
+    }
+  }
+  __device__ void merge(float m2, float s2) {
+    const float top = fmaxf(m, m2);
+    if (top == -INFINITY) return;  // both empty
+    s = s * expf(m - top) + s2 * expf(m2 - top);
+    m = top;
+  }
+};
+
+// Sum over the row's threads; every thread of the row gets it. `shared`: kBlock / 32 floats (TPR = kBlock).
+template <int TPR>
+__device__ float row_sum(float v, float* shared) {
+  v = warp_sum_f32(v);
+  if constexpr (TPR == 32) {
+    return v;
+  } else {
+    if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < kBlock / 32; ++w) total += shared[w];
+    __syncthreads();
+    return total;
+  }
+}
+
+template <int TPR>
+__device__ MaxSum row_max_sum(MaxSum a, float* shared_m, float* shared_s) {
+  for (int lanes = 16; lanes > 0; lanes >>= 1)
+    a.merge(__shfl_xor_sync(0xffffffffu, a.m, lanes), __shfl_xor_sync(0xffffffffu, a.s, lanes));
+  if constexpr (TPR == 32) {
+    return a;
+  } else {
+    if (threadIdx.x % 32 == 0) {
+      shared_m[threadIdx.x / 32] = a.m;
+      shared_s[threadIdx.x / 32] = a.s;
+    }
+    __syncthreads();
+    MaxSum total;
+    for (int w = 0; w < kBlock / 32; ++w) total.merge(shared_m[w], shared_s[w]);
+    __syncthreads();
+    return total;
+  }
+}
+
+template <typename T, int V, int TPR>
+__device__ MaxSum row_online(const T* row, long long C, int lane, float* shared_m, float* shared_s) {
+  MaxSum acc;
+  for (long long c = static_cast<long long>(lane) * V; c < C; c += static_cast<long long>(TPR) * V) {
+    Pack<T, V> p;
+    p.load(row + c);
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc.add(p.v[k]);
+  }
+  return row_max_sum<TPR>(acc, shared_m, shared_s);
+}
+
+template <typename T, int V, int TPR>
+__global__ void softmax_f32_kernel(const T* x, long long N, long long C, bool log_out, T* y) {
+  __shared__ float shared_m[kBlock / 32], shared_s[kBlock / 32];
+  const RowThreads<TPR> threads;
+  for (long long n = threads.first; n < N; n += threads.step) {
+    const T* row = x + n * C;
+    T* out = y + n * C;
+    const MaxSum r = row_online<T, V, TPR>(row, C, threads.lane, shared_m, shared_s);
+    // A row of -inf (m = -inf) or with +inf: x - m and exp(x - m), as the CPU twin.
+    const bool finite = !isinf(r.m);
+    const float lse = finite ? r.m + logf(r.s) : r.m, inv = finite ? 1.0f / r.s : 1.0f;
+    for (long long c = static_cast<long long>(threads.lane) * V; c < C; c += static_cast<long long>(TPR) * V) {
+      Pack<T, V> p;
+      p.load(row + c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) p.v[k] = log_out ? p.v[k] - lse : expf(p.v[k] - r.m) * inv;
+      p.store(out + c);
+    }
+  }
+}
+
+template <typename T, int V, int TPR>
+__global__ void softmax_backward_f32_kernel(const T* g, const T* y, long long N, long long C, bool log_in, T* gx) {
+  __shared__ float shared[kBlock / 32];
+  const RowThreads<TPR> threads;
+  for (long long n = threads.first; n < N; n += threads.step) {
+    const T *gr = g + n * C, *yr = y + n * C;
+    T* out = gx + n * C;
+    float dot = 0.0f;
+    for (long long c = static_cast<long long>(threads.lane) * V; c < C; c += static_cast<long long>(TPR) * V) {
+      Pack<T, V> pg, py;
+      pg.load(gr + c);
+      py.load(yr + c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) dot += log_in ? pg.v[k] : pg.v[k] * py.v[k];
+    }
+    dot = row_sum<TPR>(dot, shared);
+    for (long long c = static_cast<long long>(threads.lane) * V; c < C; c += static_cast<long long>(TPR) * V) {
+      Pack<T, V> pg, py;
+      pg.load(gr + c);
+      py.load(yr + c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) pg.v[k] = log_in ? pg.v[k] - expf(py.v[k]) * dot : py.v[k] * (pg.v[k] - dot);
+      pg.store(out + c);
+    }
+  }
+}
+
+// Per row: the logsumexp, the row's loss (0 when ignored or bad) and whether it counts; a bad target's
+// row goes into the error slot. With label smoothing (eps > 0) also the kept classes' logit sum and
+// count, and the row's smoothing share.
+template <typename T, typename I, int V, int TPR>
+__global__ void cross_entropy_f32_kernel(const T* logits, const I* target, long long N, long long C,
+                                         long long ignore_index, double eps, float* lse_out, double* share_out,
+                                         double* row_loss, int* row_counts, unsigned long long* bad_row) {
+  __shared__ float shared_m[kBlock / 32], shared_s[kBlock / 32];
+  const RowThreads<TPR> threads;
+  for (long long n = threads.first; n < N; n += threads.step) {
+    const T* row = logits + n * C;
+    // One pass: the online max and sum, and with label smoothing the kept logits' sum and count.
+    MaxSum r;
+    float kept_sum = 0.0f, kept = 0.0f;
+    for (long long c = static_cast<long long>(threads.lane) * V; c < C; c += static_cast<long long>(TPR) * V) {
+      Pack<T, V> p;
+      p.load(row + c);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        r.add(p.v[k]);
+        if (eps > 0 && smoothing_keeps(p.v[k])) {
+          kept_sum += p.v[k];
+          kept += 1.0f;
+        }
+      }
+    }
+    r = row_max_sum<TPR>(r, shared_m, shared_s);
+    if (eps > 0) {
+      kept_sum = row_sum<TPR>(kept_sum, shared_m);
+      kept = row_sum<TPR>(kept, shared_s);
+    }
+    if (threads.lane != 0) continue;
+    const double l = isinf(r.m) ? static_cast<double>(r.m) : static_cast<double>(r.m) + log(static_cast<double>(r.s));
+    lse_out[n] = static_cast<float>(l);
+    if (eps > 0) share_out[n] = smoothing_share(eps, kept);
+    const long long k = static_cast<long long>(target[n]);
+    const bool bad = k != ignore_index && (k < 0 || k >= C);
+    if (bad) atomicMin(bad_row, static_cast<unsigned long long>(n));
+    row_loss[n] = k == ignore_index || bad
+                      ? 0.0
+                      : cross_entropy_row_loss(l, static_cast<float>(row[k]), eps, kept_sum, kept);
+    row_counts[n] = k != ignore_index;
+  }
+}
+
+// (p_c - q_c) factor in float32, as the CPU twin: exp(x - lse) factor minus factor at the target
+// (eps = 0), else (exp(x - lse) - q_c) factor.
+template <typename T, typename I, int V, int TPR>
+__global__ void cross_entropy_backward_f32_kernel(const T* logits, const I* target, const float* lse, long long N,
+                                                  long long C, long long ignore_index, double eps, const double* share,
+                                                  const double* scale, const float* grad, T* gx) {
+  const float f = static_cast<float>(*scale * static_cast<double>(*grad));
+  const RowThreads<TPR> threads;
+  for (long long n = threads.first; n < N; n += threads.step) {
+    const long long k = static_cast<long long>(target[n]);
+    const bool ignored = k == ignore_index;
+    const float l = lse[n], s = eps > 0 ? static_cast<float>(share[n]) : 0.0f;
+    const float target_q = static_cast<float>(1.0 - eps);
+    for (long long c = static_cast<long long>(threads.lane) * V; c < C; c += static_cast<long long>(TPR) * V) {
+      Pack<T, V> p;
+      p.load(logits + n * C + c);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float x = p.v[j];
+        const bool at_target = c + j == k;
+        if (ignored) {
+          p.v[j] = 0.0f;
+        } else if (eps == 0.0) {
+          p.v[j] = expf(x - l) * f;
+          if (at_target) p.v[j] -= f;
+        } else {
+          const float q = (at_target ? target_q : 0.0f) + (smoothing_keeps(x) ? s : 0.0f);
+          p.v[j] = (expf(x - l) - q) * f;
+        }
+      }
+      p.store(gx + n * C + c);
+    }
+  }
+}
+
+// The launch shape of a float32 row kernel: 16-byte packs when every row pointer is 16-byte aligned
+// (the bases aligned and C * sizeof(T) a multiple of 16), a warp or a block per row by C.
+struct RowLaunch {
+  bool packed;
+  bool warp_per_row;
+  unsigned blocks;
+};
+
+template <typename T>
+RowLaunch row_launch(long long N, long long C, std::initializer_list<const void*> bases) {
+  bool aligned = (C * static_cast<long long>(sizeof(T))) % 16 == 0;
+  for (const void* p : bases) aligned = aligned && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  const bool warp = C <= kWarpRowMax;
+  return {aligned, warp, grid_for(N, warp ? kBlock / 32 : 1)};
+}
+
+// Calls launch.template operator()<V, TPR>() with the pack width and threads per row of `shape`.
+template <typename T, typename F>
+void with_row_shape(const RowLaunch& shape, F&& launch) {
+  constexpr int kPack = 16 / sizeof(T);
+  if (shape.packed) {
+    if (shape.warp_per_row) launch.template operator()<kPack, 32>();
+    else launch.template operator()<kPack, kBlock>();
+  } else {
+    if (shape.warp_per_row) launch.template operator()<1, 32>();
+    else launch.template operator()<1, kBlock>();
+  }
+}
+
 }  // namespace
 
 void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
   const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
   if (N == 0) return;
   SRU_DISPATCH_FLOATING_BF16(x.dtype(), "softmax", [&]<typename T>() {
-    softmax_kernel<<<rows_grid(N), kBlock, 0, stream_of(x)>>>(x.data<T>(), N, C, log, y.data<T>());
-    SRU_CUDA_LAUNCH_CHECK("softmax_kernel");
+    const cudaStream_t s = stream_of(x);
+    if constexpr (std::is_same_v<T, double>) {
+      softmax_f64_kernel<<<rows_grid(N), kBlock, 0, s>>>(x.data<T>(), N, C, log, y.data<T>());
+      SRU_CUDA_LAUNCH_CHECK("softmax_f64_kernel");
+    } else {
+      const RowLaunch shape = row_launch<T>(N, C, {x.data_ptr(), y.data_ptr()});
+      with_row_shape<T>(shape, [&]<int V, int TPR>() {
+        softmax_f32_kernel<T, V, TPR><<<shape.blocks, kBlock, 0, s>>>(x.data<T>(), N, C, log, y.data<T>());
+      });
+      SRU_CUDA_LAUNCH_CHECK("softmax_f32_kernel");
+    }
   });
 }
 
@@ -145,8 +434,18 @@ void softmax_backward(const Tensor& g, const Tensor& y, bool log, const Tensor& 
   const int64_t C = y.size(-1), N = C == 0 ? 0 : y.numel() / C;
   if (N == 0) return;
   SRU_DISPATCH_FLOATING_BF16(y.dtype(), "softmax_backward", [&]<typename T>() {
-    softmax_backward_kernel<<<rows_grid(N), kBlock, 0, stream_of(y)>>>(g.data<T>(), y.data<T>(), N, C, log, gx.data<T>());
-    SRU_CUDA_LAUNCH_CHECK("softmax_backward_kernel");
+    const cudaStream_t s = stream_of(y);
+    if constexpr (std::is_same_v<T, double>) {
+      softmax_backward_f64_kernel<<<rows_grid(N), kBlock, 0, s>>>(g.data<T>(), y.data<T>(), N, C, log, gx.data<T>());
+      SRU_CUDA_LAUNCH_CHECK("softmax_backward_f64_kernel");
+    } else {
+      const RowLaunch shape = row_launch<T>(N, C, {g.data_ptr(), y.data_ptr(), gx.data_ptr()});
+      with_row_shape<T>(shape, [&]<int V, int TPR>() {
+        softmax_backward_f32_kernel<T, V, TPR><<<shape.blocks, kBlock, 0, s>>>(g.data<T>(), y.data<T>(), N, C, log,
+                                                                               gx.data<T>());
+      });
+      SRU_CUDA_LAUNCH_CHECK("softmax_backward_f32_kernel");
+    }
   });
 }
 
@@ -167,10 +466,22 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& target, int64_t i
         return cross_entropy_target_error(k, row, C, ignore_index);
       });
       with_index_data(target, [&](const auto* t) {
-        cross_entropy_kernel<<<rows_grid(N), kBlock, 0, s>>>(logits.data<T>(), t, N, C, ignore_index, label_smoothing,
-                                                            lse.data<Acc>(), data_or_null<double>(share),
-                                                            row_loss.data<double>(), row_counts.data<int32_t>(), bad);
-        SRU_CUDA_LAUNCH_CHECK("cross_entropy_kernel");
+        if constexpr (std::is_same_v<T, double>) {
+          cross_entropy_f64_kernel<<<rows_grid(N), kBlock, 0, s>>>(logits.data<T>(), t, N, C, ignore_index,
+                                                                  label_smoothing, lse.data<Acc>(),
+                                                                  data_or_null<double>(share), row_loss.data<double>(),
+                                                                  row_counts.data<int32_t>(), bad);
+          SRU_CUDA_LAUNCH_CHECK("cross_entropy_f64_kernel");
+        } else {
+          using I = std::remove_cv_t<std::remove_pointer_t<decltype(t)>>;
+          const RowLaunch shape = row_launch<T>(N, C, {logits.data_ptr()});
+          with_row_shape<T>(shape, [&]<int V, int TPR>() {
+            cross_entropy_f32_kernel<T, I, V, TPR><<<shape.blocks, kBlock, 0, s>>>(
+                logits.data<T>(), t, N, C, ignore_index, label_smoothing, lse.data<Acc>(), data_or_null<double>(share),
+                row_loss.data<double>(), row_counts.data<int32_t>(), bad);
+          });
+          SRU_CUDA_LAUNCH_CHECK("cross_entropy_f32_kernel");
+        }
       });
     }
     cross_entropy_total_kernel<<<1, kBlock, 0, s>>>(row_loss.data<double>(), row_counts.data<int32_t>(), N,
@@ -186,11 +497,23 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& target, const Te
   if (N == 0) return;
   SRU_DISPATCH_FLOATING_BF16(logits.dtype(), "cross_entropy_backward", [&]<typename T>() {
     using Acc = compute_t<T>;
+    const cudaStream_t s = stream_of(logits);
     with_index_data(target, [&](const auto* t) {
-      cross_entropy_backward_kernel<<<rows_grid(N), kBlock, 0, stream_of(logits)>>>(
-          logits.data<T>(), t, lse.data<Acc>(), N, C, ignore_index, label_smoothing, data_or_null<double>(share),
-          scale.data<double>(), grad.data<Acc>(), gx.data<T>());
-      SRU_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");
+      if constexpr (std::is_same_v<T, double>) {
+        cross_entropy_backward_f64_kernel<<<rows_grid(N), kBlock, 0, s>>>(
+            logits.data<T>(), t, lse.data<Acc>(), N, C, ignore_index, label_smoothing, data_or_null<double>(share),
+            scale.data<double>(), grad.data<Acc>(), gx.data<T>());
+        SRU_CUDA_LAUNCH_CHECK("cross_entropy_backward_f64_kernel");
+      } else {
+        using I = std::remove_cv_t<std::remove_pointer_t<decltype(t)>>;
+        const RowLaunch shape = row_launch<T>(N, C, {logits.data_ptr(), gx.data_ptr()});
+        with_row_shape<T>(shape, [&]<int V, int TPR>() {
+          cross_entropy_backward_f32_kernel<T, I, V, TPR><<<shape.blocks, kBlock, 0, s>>>(
+              logits.data<T>(), t, lse.data<Acc>(), N, C, ignore_index, label_smoothing, data_or_null<double>(share),
+              scale.data<double>(), grad.data<Acc>(), gx.data<T>());
+        });
+        SRU_CUDA_LAUNCH_CHECK("cross_entropy_backward_f32_kernel");
+      }
     });
   });
 }

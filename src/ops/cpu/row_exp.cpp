@@ -1,0 +1,199 @@
+// Float32 row primitives of the CPU softmax family: the exp polynomial, row max, sums in double lanes
+// (contracts and accuracy: row_exp.h). The AVX2 + FMA functions carry target attributes (the file is
+// compiled for baseline x86-64) and run when the processor has both; the scalar twins perform the
+// same operations in the same order, lane by lane.
+#include "ops/cpu/row_exp.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define SRU_ROW_EXP_AVX2 1
+#endif
+
+namespace sru::cpu::rows {
+
+namespace {
+
+constexpr int kLanes = 8;
+constexpr float kLow = -87.33654f;  // below: exp is subnormal, returned as 0
+constexpr float kHigh = 88.0f;      // above: +inf (n would reach 128)
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f;     // ln 2 = kLn2Hi + kLn2Lo, kLn2Hi with few bits so n kLn2Hi is exact
+constexpr float kLn2Lo = -2.12194440e-4f;
+// 1/k! for k = 0..7: exp(r)'s Taylor polynomial.
+constexpr float kTaylor[8] = {1.0f, 1.0f, 0.5f, 1.0f / 6, 1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
+
+float exp_scalar(float x) {
+  if (std::isnan(x)) return x;
+  if (x < kLow) return 0.0f;
+  if (x > kHigh) return std::numeric_limits<float>::infinity();
+  const float n = std::nearbyint(x * kLog2e);  // ties to even, as _MM_FROUND_TO_NEAREST_INT
+  float r = std::fma(n, -kLn2Hi, x);
+  r = std::fma(n, -kLn2Lo, r);
+  float p = kTaylor[7];
+  for (int k = 6; k >= 0; --k) p = std::fma(p, r, kTaylor[k]);
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // 2^n, n in [-126, 127]
+  float two_n;
+  std::memcpy(&two_n, &bits, sizeof two_n);
+  return p * two_n;
+}
+
+double add_lanes(const double* lanes) {
+  double s = 0.0;
+  for (int l = 0; l < kLanes; ++l) s += lanes[l];
+  return s;
+}
+
+#if SRU_ROW_EXP_AVX2
+#define SRU_AVX2_FMA __attribute__((target("avx2,fma")))
+
+bool have_avx2_fma() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
+
+// exp_scalar on eight lanes: the clamps pass NaN through (max/min return their second operand when
+// either is NaN), whose polynomial is NaN; the range tests are false for NaN.
+SRU_AVX2_FMA inline __m256 exp8(__m256 x) {
+  const __m256 low = _mm256_set1_ps(kLow), high = _mm256_set1_ps(kHigh);
+  const __m256 xc = _mm256_min_ps(high, _mm256_max_ps(low, x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), xc);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kTaylor[7]);
+  for (int k = 6; k >= 0; --k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kTaylor[k]));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  e = _mm256_andnot_ps(_mm256_cmp_ps(x, low, _CMP_LT_OQ), e);
+  return _mm256_blendv_ps(e, _mm256_set1_ps(std::numeric_limits<float>::infinity()), _mm256_cmp_ps(x, high, _CMP_GT_OQ));
+}
+
+SRU_AVX2_FMA inline void add_to_lanes(__m256 v, __m256d& lo, __m256d& hi) {
+  lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+SRU_AVX2_FMA float max_avx2(const float* x, int64_t n, int64_t& done) {
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) m = _mm256_max_ps(_mm256_loadu_ps(x + c), m);  // NaN: keeps m
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, m);
+  float best = lanes[0];
+  for (int l = 1; l < kLanes; ++l) best = lanes[l] > best ? lanes[l] : best;
+  done = c;
+  return best;
+}
+
+SRU_AVX2_FMA int64_t sum_exp_avx2(const float* x, int64_t n, float shift, double* lanes) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  const __m256 s = _mm256_set1_ps(shift);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) add_to_lanes(exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), s)), lo, hi);
+  _mm256_storeu_pd(lanes, lo);
+  _mm256_storeu_pd(lanes + 4, hi);
+  return c;
+}
+
+SRU_AVX2_FMA int64_t exp_scaled_avx2(const float* x, int64_t n, float shift, float scale, float* out) {
+  const __m256 s = _mm256_set1_ps(shift), k = _mm256_set1_ps(scale);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    _mm256_storeu_ps(out + c, _mm256_mul_ps(exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), s)), k));
+  return c;
+}
+
+SRU_AVX2_FMA int64_t sum_kept_avx2(const float* x, int64_t n, double* lanes, int64_t& count) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  const __m256 minus_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t c = 0, kept = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    const __m256 v = _mm256_loadu_ps(x + c);
+    const __m256 keep = _mm256_cmp_ps(v, minus_inf, _CMP_NEQ_UQ);  // NaN is kept, as smoothing_keeps
+    add_to_lanes(_mm256_and_ps(keep, v), lo, hi);                  // a dropped lane adds +0
+    kept += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(keep)));
+  }
+  _mm256_storeu_pd(lanes, lo);
+  _mm256_storeu_pd(lanes + 4, hi);
+  count = kept;
+  return c;
+}
+#endif
+
+}  // namespace
+
+const char* isa() {
+#if SRU_ROW_EXP_AVX2
+  if (have_avx2_fma()) return "avx2";
+#endif
+  return "scalar";
+}
+
+float exp(float x) { return exp_scalar(x); }
+
+float max(const float* x, int64_t n) {
+  float best = -std::numeric_limits<float>::infinity();
+  int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (have_avx2_fma()) best = max_avx2(x, n, c);
+#endif
+  for (; c < n; ++c) best = x[c] > best ? x[c] : best;
+  return best;
+}
+
+double sum_exp(const float* x, int64_t n, float shift) {
+  double lanes[kLanes] = {};
+  int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (have_avx2_fma()) c = sum_exp_avx2(x, n, shift, lanes);
+#endif
+  for (; c < n; ++c) lanes[c % kLanes] += static_cast<double>(exp_scalar(x[c] - shift));
+  return add_lanes(lanes);
+}
+
+void exp_scaled(const float* x, int64_t n, float shift, float scale, float* out) {
+  int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (have_avx2_fma()) c = exp_scaled_avx2(x, n, shift, scale, out);
+#endif
+  for (; c < n; ++c) out[c] = exp_scalar(x[c] - shift) * scale;
+}
+
+double sum(const float* x, int64_t n) {
+  double lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(x[c + l]);
+  for (; c < n; ++c) lanes[c % kLanes] += static_cast<double>(x[c]);
+  return add_lanes(lanes);
+}
+
+double dot(const float* a, const float* b, int64_t n) {
+  double lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(a[c + l]) * static_cast<double>(b[c + l]);
+  for (; c < n; ++c) lanes[c % kLanes] += static_cast<double>(a[c]) * static_cast<double>(b[c]);
+  return add_lanes(lanes);
+}
+
+KeptSum sum_kept(const float* x, int64_t n) {
+  double lanes[kLanes] = {};
+  KeptSum out;
+  int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (have_avx2_fma()) c = sum_kept_avx2(x, n, lanes, out.count);
+#endif
+  for (; c < n; ++c)
+    if (x[c] != -std::numeric_limits<float>::infinity()) {
+      lanes[c % kLanes] += static_cast<double>(x[c]);
+      ++out.count;
+    }
+  out.sum = add_lanes(lanes);
+  return out;
+}
+
+}  // namespace sru::cpu::rows

@@ -1,0 +1,101 @@
+// The CPU softmax family's float32 row primitives (ops/cpu/row_exp.h): the exp polynomial's accuracy
+// and edge values, the eight-lane path equal to the one-value path bit for bit (every length across
+// the lane boundary), the sums' lane order, and the kept-class sum of label smoothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "ops/cpu/row_exp.h"
+
+using namespace sru;
+namespace rows = sru::cpu::rows;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+std::vector<float> random_row(int64_t n, double low, double high, uint64_t seed) {
+  Generator gen(seed);
+  return Tensor::uniform({n}, low, high, DType::F32, gen).to_vector<float>();
+}
+
+// The lane sum row_exp.h promises: element c in lane c mod 8, lanes added in order.
+template <typename F>
+double lane_sum(int64_t n, F&& term) {
+  double lanes[8] = {};
+  for (int64_t c = 0; c < n; ++c) lanes[c % 8] += term(c);
+  double s = 0.0;
+  for (double l : lanes) s += l;
+  return s;
+}
+
+}  // namespace
+
+TEST(RowExp, WithinTwoUlpOfTheExactValueAndExactAtTheEdges) {
+  double worst_ulps = 0.0;
+  for (float x = -87.3f; x <= 88.0f; x += 0.00137f) {
+    const double exact = std::exp(static_cast<double>(x));
+    const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
+    worst_ulps = std::max(worst_ulps, std::fabs(static_cast<double>(rows::exp(x)) - exact) / ulp);
+  }
+  EXPECT_LE(worst_ulps, 2.0);
+  EXPECT_GT(worst_ulps, 0.0);  // a polynomial, not the library's exp
+  EXPECT_EQ(rows::exp(0.0f), 1.0f);
+  EXPECT_EQ(rows::exp(-kInf), 0.0f);
+  EXPECT_EQ(rows::exp(-88.0f), 0.0f);  // subnormal results are flushed
+  EXPECT_EQ(rows::exp(88.5f), kInf);
+  EXPECT_EQ(rows::exp(kInf), kInf);
+  EXPECT_TRUE(std::isnan(rows::exp(std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(RowExp, EveryLengthGivesTheOneValuePathsBitsAndLaneOrderSums) {
+  SCOPED_TRACE(std::string("path: ") + rows::isa());
+  for (int64_t n = 0; n <= 37; ++n) {
+    std::vector<float> x = random_row(n, -30.0, 5.0, 7 + n);
+    if (n > 3) x[2] = -kInf;  // a masked class
+    if (n > 9) x[9] = -100.0f;
+    const float shift = n > 0 ? 1.25f : 0.0f, scale = 0.3f;
+    std::vector<float> out(static_cast<size_t>(n));
+    rows::exp_scaled(x.data(), n, shift, scale, out.data());
+    for (int64_t c = 0; c < n; ++c)
+      ASSERT_EQ(bits_of(out[c]), bits_of(rows::exp(x[c] - shift) * scale)) << "n " << n << ", c " << c;
+    const double expected = lane_sum(n, [&](int64_t c) { return static_cast<double>(rows::exp(x[c] - shift)); });
+    EXPECT_EQ(rows::sum_exp(x.data(), n, shift), expected) << "n " << n;
+    float best = -kInf;
+    for (float v : x) best = std::max(best, v);
+    EXPECT_EQ(rows::max(x.data(), n), best) << "n " << n;
+    const rows::KeptSum kept = rows::sum_kept(x.data(), n);
+    EXPECT_EQ(kept.sum, lane_sum(n, [&](int64_t c) { return x[c] == -kInf ? 0.0 : static_cast<double>(x[c]); }));
+    EXPECT_EQ(kept.count, n - (n > 3 ? 1 : 0)) << "n " << n;
+  }
+  // In place, as the softmax kernels call it.
+  std::vector<float> x = random_row(21, -5.0, 5.0, 3), y = x;
+  rows::exp_scaled(y.data(), 21, 0.5f, 2.0f, y.data());
+  for (int c = 0; c < 21; ++c) EXPECT_EQ(bits_of(y[c]), bits_of(rows::exp(x[c] - 0.5f) * 2.0f));
+}
+
+TEST(RowExp, NaNReachesTheSumsAndIsPassedOverByTheMax) {
+  std::vector<float> x = random_row(19, -3.0, 3.0, 11);
+  x[12] = std::numeric_limits<float>::quiet_NaN();
+  float best = -kInf;
+  for (int c = 0; c < 19; ++c)
+    if (c != 12) best = std::max(best, x[c]);
+  EXPECT_EQ(rows::max(x.data(), 19), best);
+  EXPECT_TRUE(std::isnan(rows::sum_exp(x.data(), 19, best)));
+  EXPECT_TRUE(std::isnan(rows::sum_kept(x.data(), 19).sum));
+  std::vector<float> out(19);
+  rows::exp_scaled(x.data(), 19, best, 1.0f, out.data());
+  EXPECT_TRUE(std::isnan(out[12]));
+  EXPECT_FALSE(std::isnan(out[11]));
+}
