@@ -293,6 +293,16 @@ TEST(CudaParity, LayerNorm) {
     expect_parity(one([](const Inputs& v) { return layer_norm(v[0], v[1], v[2]); }), {x, w, b}, tol);
     expect_parity(one([](const Inputs& v) { return layer_norm(v[0], Tensor(), Tensor()); }), {x}, tol);
   }
+  // Every launch shape of the float32 kernels (ops/cuda/row_kernels.cuh): a warp per row or a block,
+  // 16-byte packs or single elements, f32 and bf16 rows (float32 weight, bias and statistics).
+  for (const int64_t D : {8, 301, 512, 1027, 2048}) {
+    SCOPED_TRACE("D " + std::to_string(D));
+    const Tensor x = rand_leaf({7, D}, 50 + D, DType::F32, -3, 3), w = rand_leaf({D}, 51), b = rand_leaf({D}, 52);
+    expect_parity(one([](const Inputs& v) { return layer_norm(v[0], v[1], v[2]); }), {x, w, b}, 1e-5);
+    expect_parity(one([](const Inputs& v) { return layer_norm(v[0], Tensor(), v[1]); }), {x, b}, 1e-5);
+    expect_parity(one([](const Inputs& v) { return layer_norm(v[0], v[1], v[2]); }),
+                  {x.detach().to(DType::BF16).set_requires_grad(true), w, b}, 2e-2);
+  }
 }
 
 TEST(CudaParity, ShapeOpsAndSelect) {

@@ -1,9 +1,15 @@
 // CUDA kernels of layer_norm (math in ops/layer_norm.h; CPU twins in ops/cpu/layer_norm.cpp).
-// x (N, D): one block per row (rows beyond the capped grid loop: SRU_ROW_STRIDE) computes mean and rstd
-// in double (fixed-tree sums) and writes y; the backward block per row writes dx; dweight / dbias sum over rows per column with column_sums
-// (ops/cuda/kernel_util.cuh: fixed chunks, in double, deterministic). bf16 x, y and dx: weight, bias,
-// statistics and weight gradients in float32 (C = compute_t<T>), each output rounded once, as the CPU twin.
+// x (N, D). f32 and bf16 rows in float32 (ops/cuda/row_kernels.cuh): a warp per row up to 1,024
+// elements, else a block; 16-byte packs where the rows allow; the mean, then the centred sum of squares
+// (two passes, the second from L1), then y; backward the two row sums (of gh and gh xhat), then dx.
+// f64 rows (the gradient checks): one block per row in double with fixed-tree sums. dweight / dbias sum
+// over rows per column with column_sums (ops/cuda/kernel_util.cuh: fixed chunks, in double,
+// deterministic). bf16 x, y and dx: weight, bias, statistics and weight gradients in float32
+// (C = compute_t<T>), each output rounded once, as the CPU twin.
+#include <type_traits>
+
 #include "ops/cuda/kernel_util.cuh"
+#include "ops/cuda/row_kernels.cuh"
 #include "ops/layer_norm.h"
 
 namespace sru::cuda {
@@ -11,7 +17,7 @@ namespace sru::cuda {
 namespace {
 
 template <typename T, typename C = compute_t<T>>
-__global__ void layer_norm_kernel(const T* x, const C* w, const C* b, long long N, long long D, double eps, T* y, C* mean,
+__global__ void layer_norm_f64_kernel(const T* x, const C* w, const C* b, long long N, long long D, double eps, T* y, C* mean,
                                   C* rstd) {
   __shared__ double shared[kBlock];
   SRU_ROW_STRIDE(n, N) {
@@ -39,7 +45,7 @@ __global__ void layer_norm_kernel(const T* x, const C* w, const C* b, long long 
 }
 
 template <typename T, typename C = compute_t<T>>
-__global__ void layer_norm_backward_kernel(const T* g, const T* x, const C* w, const C* mean, const C* rstd, long long N,
+__global__ void layer_norm_backward_f64_kernel(const T* g, const T* x, const C* w, const C* mean, const C* rstd, long long N,
                                            long long D, T* dx) {
   __shared__ double shared[kBlock];
   SRU_ROW_STRIDE(n, N) {
@@ -56,6 +62,88 @@ __global__ void layer_norm_backward_kernel(const T* g, const T* x, const C* w, c
       const double gh = w ? C(gr[j]) * w[j] : C(gr[j]);
       const double xhat = (static_cast<double>(xr[j]) - mu) * r;
       dx[n * D + j] = static_cast<T>(r * (gh - mean_gh - xhat * mean_gh_xhat));
+    }
+  }
+}
+
+// y = (x - mean) rstd w + b in float32, and the row's mean and rstd.
+template <typename T, int V, int TPR>
+__global__ void layer_norm_f32_kernel(const T* x, const float* w, const float* b, long long N, long long D, float eps,
+                                      T* y, float* mean, float* rstd) {
+  __shared__ float shared[kBlock / 32];
+  const RowThreads<TPR> threads;
+  const long long first = static_cast<long long>(threads.lane) * V, stride = static_cast<long long>(TPR) * V;
+  for (long long n = threads.first; n < N; n += threads.step) {
+    const T* row = x + n * D;
+    float s = 0.0f;
+    for (long long j = first; j < D; j += stride) {
+      Pack<T, V> p;
+      p.load(row + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) s += p.v[k];
+    }
+    const float mu = row_sum<TPR>(s, shared) / static_cast<float>(D);
+    float v = 0.0f;
+    for (long long j = first; j < D; j += stride) {
+      Pack<T, V> p;
+      p.load(row + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v += (p.v[k] - mu) * (p.v[k] - mu);
+    }
+    const float r = 1.0f / sqrtf(row_sum<TPR>(v, shared) / static_cast<float>(D) + eps);
+    if (threads.lane == 0) {
+      mean[n] = mu;
+      rstd[n] = r;
+    }
+    for (long long j = first; j < D; j += stride) {
+      Pack<T, V> p;
+      p.load(row + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        float h = (p.v[k] - mu) * r;
+        if (w) h *= w[j + k];
+        if (b) h += b[j + k];
+        p.v[k] = h;
+      }
+      p.store(y + n * D + j);
+    }
+  }
+}
+
+// dx = rstd (gh - mean(gh) - xhat mean(gh xhat)), gh = g w, in float32.
+template <typename T, int V, int TPR>
+__global__ void layer_norm_backward_f32_kernel(const T* g, const T* x, const float* w, const float* mean,
+                                               const float* rstd, long long N, long long D, T* dx) {
+  __shared__ float shared[kBlock / 32];
+  const RowThreads<TPR> threads;
+  const long long first = static_cast<long long>(threads.lane) * V, stride = static_cast<long long>(TPR) * V;
+  for (long long n = threads.first; n < N; n += threads.step) {
+    const T *gr = g + n * D, *xr = x + n * D;
+    const float mu = mean[n], r = rstd[n];
+    float sum_gh = 0.0f, sum_gh_xhat = 0.0f;
+    for (long long j = first; j < D; j += stride) {
+      Pack<T, V> pg, px;
+      pg.load(gr + j);
+      px.load(xr + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float gh = w ? pg.v[k] * w[j + k] : pg.v[k];
+        sum_gh += gh;
+        sum_gh_xhat += gh * (px.v[k] - mu) * r;
+      }
+    }
+    const float mean_gh = row_sum<TPR>(sum_gh, shared) / static_cast<float>(D);
+    const float mean_gh_xhat = row_sum<TPR>(sum_gh_xhat, shared) / static_cast<float>(D);
+    for (long long j = first; j < D; j += stride) {
+      Pack<T, V> pg, px;
+      pg.load(gr + j);
+      px.load(xr + j);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float gh = w ? pg.v[k] * w[j + k] : pg.v[k];
+        pg.v[k] = r * (gh - mean_gh - (px.v[k] - mu) * r * mean_gh_xhat);
+      }
+      pg.store(dx + n * D + j);
     }
   }
 }
@@ -86,10 +174,21 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   if (N == 0) return;
   SRU_DISPATCH_FLOATING_BF16(x.dtype(), "layer_norm", [&]<typename T>() {
     using C = compute_t<T>;
-    layer_norm_kernel<<<rows_grid(N), kBlock, 0, stream_of(x)>>>(
-        x.data<T>(), data_or_null<C>(weight), data_or_null<C>(bias), N, D, eps, y.data<T>(), mean.data<C>(),
-        rstd.data<C>());
-    SRU_CUDA_LAUNCH_CHECK("layer_norm_kernel");
+    const cudaStream_t s = stream_of(x);
+    if constexpr (std::is_same_v<T, double>) {
+      layer_norm_f64_kernel<<<rows_grid(N), kBlock, 0, s>>>(x.data<T>(), data_or_null<C>(weight), data_or_null<C>(bias),
+                                                           N, D, eps, y.data<T>(), mean.data<C>(), rstd.data<C>());
+      SRU_CUDA_LAUNCH_CHECK("layer_norm_f64_kernel");
+    } else {
+      // The weight and bias are read per element of a pack: only x and y need 16-byte alignment.
+      const RowLaunch shape = row_launch<T>(N, D, {x.data_ptr(), y.data_ptr()});
+      with_row_shape<T>(shape, [&]<int V, int TPR>() {
+        layer_norm_f32_kernel<T, V, TPR><<<shape.blocks, kBlock, 0, s>>>(
+            x.data<T>(), data_or_null<C>(weight), data_or_null<C>(bias), N, D, static_cast<float>(eps), y.data<T>(),
+            mean.data<C>(), rstd.data<C>());
+      });
+      SRU_CUDA_LAUNCH_CHECK("layer_norm_f32_kernel");
+    }
   });
 }
 
@@ -100,9 +199,18 @@ void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
   const cudaStream_t s = stream_of(x);
   SRU_DISPATCH_FLOATING_BF16(x.dtype(), "layer_norm_backward", [&]<typename T>() {
     using C = compute_t<T>;
-    layer_norm_backward_kernel<<<rows_grid(N), kBlock, 0, s>>>(
-        g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>());
-    SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_kernel");
+    if constexpr (std::is_same_v<T, double>) {
+      layer_norm_backward_f64_kernel<<<rows_grid(N), kBlock, 0, s>>>(
+          g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>());
+      SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f64_kernel");
+    } else {
+      const RowLaunch shape = row_launch<T>(N, D, {g.data_ptr(), x.data_ptr(), dx.data_ptr()});
+      with_row_shape<T>(shape, [&]<int V, int TPR>() {
+        layer_norm_backward_f32_kernel<T, V, TPR><<<shape.blocks, kBlock, 0, s>>>(
+            g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>());
+      });
+      SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f32_kernel");
+    }
     if (dweight.defined())
       column_sums(WeightGradTerm<T>{g.data<T>(), x.data<T>(), mean.data<C>(), rstd.data<C>(), D}, N, D, 1.0,
                   dweight.data<C>(), x.device());
