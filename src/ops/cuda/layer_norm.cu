@@ -120,31 +120,25 @@ __global__ void layer_norm_backward_f32_kernel(const T* g, const T* x, const flo
   for (long long n = threads.first; n < N; n += threads.step) {
     const T *gr = g + n * D, *xr = x + n * D;
     const float mu = mean[n], r = rstd[n];
-    float sum_gh = 0.0f, sum_gh_xhat = 0.0f;
-    for (long long j = first; j < D; j += stride) {
-      Pack<T, V> pg, px;
-      pg.load(gr + j);
-      px.load(xr + j);
+    // One pass over the thread's elements: f(element of the g pack, gh, xhat); the pack goes to out when given.
+    const auto pass = [&](T* out, auto&& f) {
+      for (long long j = first; j < D; j += stride) {
+        Pack<T, V> pg, px;
+        pg.load(gr + j);
+        px.load(xr + j);
 #pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float gh = w ? pg.v[k] * w[j + k] : pg.v[k];
-        sum_gh += gh;
-        sum_gh_xhat += gh * (px.v[k] - mu) * r;
+        for (int k = 0; k < V; ++k) f(pg.v[k], w ? pg.v[k] * w[j + k] : pg.v[k], (px.v[k] - mu) * r);
+        if (out) pg.store(out + j);
       }
-    }
+    };
+    float sum_gh = 0.0f, sum_gh_xhat = 0.0f;
+    pass(nullptr, [&](float&, float gh, float xhat) {
+      sum_gh += gh;
+      sum_gh_xhat += gh * xhat;
+    });
     const float mean_gh = row_sum<TPR>(sum_gh, shared) / static_cast<float>(D);
     const float mean_gh_xhat = row_sum<TPR>(sum_gh_xhat, shared) / static_cast<float>(D);
-    for (long long j = first; j < D; j += stride) {
-      Pack<T, V> pg, px;
-      pg.load(gr + j);
-      px.load(xr + j);
-#pragma unroll
-      for (int k = 0; k < V; ++k) {
-        const float gh = w ? pg.v[k] * w[j + k] : pg.v[k];
-        pg.v[k] = r * (gh - mean_gh - (px.v[k] - mu) * r * mean_gh_xhat);
-      }
-      pg.store(dx + n * D + j);
-    }
+    pass(dx + n * D, [&](float& v, float gh, float xhat) { v = r * (gh - mean_gh - xhat * mean_gh_xhat); });
   }
 }
 
