@@ -5,6 +5,7 @@
 
 #include "core/philox.h"
 #include "ops/embed_sru_recurrence.h"
+#include "ops/ssru_recurrence.h"
 #include "ops/lstm_recurrence.h"
 #include "ops/ops.h"
 #include "ops/sru_recurrence.h"
@@ -354,6 +355,26 @@ std::vector<OpEntry> build() {
     t.push_back(OpEntry{"embed_sru_recurrence", {"embed_sru_recurrence_forward", "embed_sru_recurrence_backward"},
                         kFloat, true, 1e-4, {many("L 4, B 2, d 3, c0", shapes(4, 2, 3), esru)},
                         many("L 128, B 32, d 1024", shapes(128, 32, 1024), esru)});
+  }
+  {
+    // U (L, B, 2d) = [z | u_f], forget_bias (d), c0 (B, d); fixed: padding (L, B) where sequence 1 ends a
+    // step early.
+    const Fixed padding = [](const Inputs& x) {
+      const int64_t L = x[0].shape()[0], B = x[0].shape()[1];
+      std::vector<int64_t> pad(static_cast<size_t>(L * B), 0);
+      pad[static_cast<size_t>((L - 1) * B + 1)] = 1;
+      return Inputs{op_index(pad, {L, B}, x[0])};
+    };
+    const auto ssru = [](const Inputs& x, const Inputs& fx) {
+      auto [h, c] = ssru_recurrence(x[0], x.size() > 1 ? x[1] : Tensor(), x.size() > 2 ? x[2] : Tensor(),
+                                    fx.empty() ? Tensor() : fx[0]);
+      return Outputs{h, c};
+    };
+    t.push_back(OpEntry{"ssru_recurrence", {"ssru_recurrence_forward", "ssru_recurrence_backward"}, kFloat, true, 1e-4,
+                        {OpCase{"L 4, B 2, d 3", {in({4, 2, 6}, -2, 2)}, nullptr, ssru},
+                         OpCase{"L 5, B 3, d 4, bias, c0, padding", {in({5, 3, 8}, -2, 2), in({4}), in({3, 4})}, padding,
+                                ssru}},
+                        OpCase{"L 128, B 32, d 1024", {in({128, 32, 2048}), in({1024}), in({32, 1024})}, nullptr, ssru}});
   }
   {
     const auto lstm = [](const Inputs& x) {
