@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "ops/dropout.h"
+#include "ops/matmul.h"
+#include "ops/ssru_recurrence.h"
 #include "ops/elementwise.h"
 #include "ops/index.h"
 #include "ops/shape_ops.h"
@@ -65,6 +67,25 @@ Tensor FeedForward::forward_step(const Tensor& z, Tensor& c) const {
   return w_2->forward(drop_inner(h));
 }
 
+// ---- SSRU sublayer ----
+
+SsruSublayer::SsruSublayer(int64_t width, DType dtype, Generator& gen) {
+  SRU_CHECK(width > 0, "SSRU sublayer: width must be positive, got ", width);
+  // Glorot-uniform W and W_f (each (w, w): limit sqrt(6 / 2w)) and a zero forget bias, as Marian's.
+  const double limit = std::sqrt(3.0 / static_cast<double>(width));
+  weight = register_parameter("weight", Tensor::uniform({2 * width, width}, -limit, limit, dtype, gen));
+  forget_bias = register_parameter("forget_bias", Tensor::zeros({width}, dtype));
+}
+
+Tensor SsruSublayer::forward(const Tensor& x, const Tensor& mask_pad, Tensor& c) const {
+  // Under autocast the product answers bf16; the recurrence runs in the parameters' dtype.
+  const Tensor U = cast(linear(x, weight, Tensor()), weight.dtype());
+  const Tensor pad = mask_pad.defined() ? mask_pad.to(x.device()) : mask_pad;
+  auto [h, c_last] = ssru_recurrence(U, forget_bias, c, pad);
+  c = c_last;
+  return h;
+}
+
 // ---- decoding state ----
 
 void TransformerLayerState::reorder(const Tensor& rows, int64_t heads) {
@@ -80,6 +101,7 @@ void TransformerLayerState::reorder(const Tensor& rows, int64_t heads) {
   context_values = gather_heads(context_values);
   if (memory_padding.defined()) memory_padding = index_select(memory_padding, 0, index.to(memory_padding.device()));
   if (ffn_c.defined()) ffn_c = index_select(ffn_c, 1, index.to(ffn_c.device()));
+  if (ssru_c.defined()) ssru_c = index_select(ssru_c, 0, index.to(ssru_c.device()));
 }
 
 // ---- layer ----
@@ -91,8 +113,11 @@ TransformerLayer::TransformerLayer(const TransformerLayerOptions& o, Generator& 
             "Transformer layer: dropouts must be in [0, 1), got ", o.dropout, ", ", o.attn_dropout, " and ",
             o.sru_dropout);
   SRU_CHECK(!(o.causal && o.sru_bidirectional), "Transformer layer: a causal layer cannot have a bidirectional SRU");
+  const bool ssru_self = o.self_sublayer == SelfSublayerKind::Ssru;
+  SRU_CHECK(!ssru_self || o.causal, "Transformer layer: the SSRU sublayer reads left to right (causal layers only)");
   if (options_.ff_size == 0) options_.ff_size = 4 * o.width;
-  self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(options_), gen));
+  if (ssru_self) ssru = register_module("ssru", std::make_shared<SsruSublayer>(o.width, o.dtype, gen));
+  else self_attn = register_module("self_attn", std::make_shared<MultiHeadAttention>(attention_options(options_), gen));
   if (o.cross_attention)
     context_attn = register_module("context_attn", std::make_shared<MultiHeadAttention>(attention_options(options_), gen));
   feed_forward = register_module("feed_forward", std::make_shared<FeedForward>(options_, gen));
@@ -126,19 +151,26 @@ Tensor TransformerLayer::forward(const Tensor& x, const Tensor& key_padding, con
   const auto pre = [&](const std::shared_ptr<LayerNorm>& norm, const Tensor& t) {
     return options_.pre_norm ? norm->forward(t) : t;
   };
-  const AttentionMask self_mask = options_.causal ? AttentionMask::causal(0, -1, key_padding)
-                                  : key_padding.defined() ? AttentionMask::padding(key_padding)
-                                                          : AttentionMask::none();
-  Tensor y = residual(x, self_attn->forward(pre(layer_norm, x), Tensor(), self_mask), layer_norm);
+  // The recurrent sublayers (SSRU, SRU feed-forward) keep their state through padded steps and output 0
+  // there; attention and the ReLU block read no (L, B) mask: no transposed copy for them.
+  const bool reads_padding = options_.ffn == FeedForwardKind::Sru || ssru;
+  const Tensor mask_pad = reads_padding && key_padding.defined() ? transpose(key_padding, 0, 1) : Tensor();
+  Tensor y;
+  if (ssru) {
+    Tensor c;
+    y = residual(x, ssru->forward(pre(layer_norm, x), mask_pad, c), layer_norm);
+  } else {
+    const AttentionMask self_mask = options_.causal ? AttentionMask::causal(0, -1, key_padding)
+                                    : key_padding.defined() ? AttentionMask::padding(key_padding)
+                                                            : AttentionMask::none();
+    y = residual(x, self_attn->forward(pre(layer_norm, x), Tensor(), self_mask), layer_norm);
+  }
   if (options_.cross_attention) {
     const AttentionMask context_mask = memory_padding.defined() ? AttentionMask::padding(memory_padding) : AttentionMask::none();
     y = residual(y, context_attn->forward(pre(layer_norm_2, y), memory, context_mask), layer_norm_2);
   }
-  // The SRU sublayer keeps its state through padded steps and outputs 0 there (the ReLU block reads no
-  // padding: no transposed copy for it).
-  const bool reads_padding = options_.ffn == FeedForwardKind::Sru;
-  const Tensor mask_pad = reads_padding && key_padding.defined() ? transpose(key_padding, 0, 1) : Tensor();
-  return residual(y, feed_forward->forward(pre(ff_layer_norm, y), mask_pad), ff_layer_norm);
+  const Tensor ffn_pad = options_.ffn == FeedForwardKind::Sru ? mask_pad : Tensor();
+  return residual(y, feed_forward->forward(pre(ff_layer_norm, y), ffn_pad), ff_layer_norm);
 }
 
 void TransformerLayer::start_decoding(TransformerLayerState& state, const Tensor& memory,
@@ -158,8 +190,13 @@ Tensor TransformerLayer::forward_incremental(const Tensor& x, TransformerLayerSt
     return options_.pre_norm ? norm->forward(t) : t;
   };
   const Tensor in = pre(layer_norm, x);
-  const Tensor attended = self_attn->attend_incremental(self_attn->project_queries(in), in, state.self);
-  Tensor y = residual(x, self_attn->project_output(attended), layer_norm);
+  Tensor y;
+  if (ssru) {
+    y = residual(x, ssru->forward(in, Tensor(), state.ssru_c), layer_norm);
+  } else {
+    const Tensor attended = self_attn->attend_incremental(self_attn->project_queries(in), in, state.self);
+    y = residual(x, self_attn->project_output(attended), layer_norm);
+  }
   if (options_.cross_attention) {
     SRU_CHECK(state.context_keys.defined(), "Transformer layer: start_decoding before the first decoder step");
     const int64_t H = options_.heads;

@@ -9,6 +9,7 @@
 //   feed_forward.sru.rnn_lst.0.* (an SRU layer w -> ff, no skip term), feed_forward.w_2 (w, ff*D),
 //   feed_forward.layer_norm (w)                                                            ffn: sru
 //   layer_norm (w) (encoder layers), layer_norm_1, layer_norm_2 (w) (decoder layers)
+//   ssru.weight (2w, w), ssru.forget_bias (w)  in place of self_attn.* with self_sublayer Ssru
 // Pre-norm (OpenNMT-py's layout, the default), with A the self-attention, C the context attention, F the
 // feed-forward block:
 //   y = x + drop(A(LN1(x))),  [z = y + drop(C(LN2(y), memory))],  out = z + drop(F(LN_ff(z)))
@@ -18,8 +19,10 @@
 // sequence (its own dropout sru_dropout on h; bidirectional in encoders on request), so the sublayer
 // reads the whole sequence (left to right in decoders).
 // Shapes time-major: x (L, B, w); memory (Ls, B, w); padding masks (B, L), nonzero = padded.
+// With self_sublayer Ssru (decoder layers of Marian's SSRU decoder) A is the SSRU sublayer below.
 // Decoding (causal layers): forward_incremental takes the next positions and a TransformerLayerState
-// (the self-attention's key/value cache, the context attention's projected memory, the SRU's c), and
+// (the self-attention's key/value cache or the SSRU's c, the context attention's projected memory, the
+// SRU feed-forward's c), and
 // equals forward() over [earlier | new] for the new rows. 12 w^2 + 13 w parameters for an encoder layer
 // with ff = 4w and the ReLU block.
 #pragma once
@@ -35,6 +38,8 @@
 namespace sru::nn {
 
 enum class FeedForwardKind { Relu, Sru };
+// A layer's first sublayer: self-attention, or (decoder layers) Marian's simplified SRU (Kim et al. 2019).
+enum class SelfSublayerKind { Attention, Ssru };
 
 struct TransformerLayerOptions {
   int64_t width = 0;
@@ -48,7 +53,24 @@ struct TransformerLayerOptions {
   FeedForwardKind ffn = FeedForwardKind::Relu;
   double sru_dropout = -1.0;     // dropout on the SRU's output (-1 = dropout)
   bool sru_bidirectional = false;
+  SelfSublayerKind self_sublayer = SelfSublayerKind::Attention;  // Ssru: causal layers only
   DType dtype = DType::F32;
+};
+
+// The SSRU sublayer of Marian's decoder (Kim et al. 2019, "From Research to Production and Back:
+// Ludicrously Fast Neural Machine Translation"), in place of causal self-attention:
+//   f = sigmoid(W_f x + b_f),  c = f c_prev + (1 - f) W x,  h = relu(c)
+// one bias-free (2w, w) product [W; W_f] x, then the fused recurrence (ops/ssru_recurrence.h). A decoding
+// step costs O(1) in the target length (a state c per row, no key/value cache). Names: weight (2w, w),
+// forget_bias (w).
+class SsruSublayer : public Module {
+ public:
+  SsruSublayer(int64_t width, DType dtype, Generator& gen);
+  // x (L, B, w), mask_pad (L, B) or undefined (padded steps keep c, output 0); c (B, w): the state before
+  // x (undefined = zeros), replaced by the state after it.
+  Tensor forward(const Tensor& x, const Tensor& mask_pad, Tensor& c) const;
+
+  Tensor weight, forget_bias;
 };
 
 // The feed-forward sublayer: W2 drop(relu(W1 z + b1)) + b2, or W2 drop(SRU(z)) + b2.
@@ -77,6 +99,7 @@ struct TransformerLayerState {
   Tensor context_keys, context_values;  // (B*H, Ls, dh): the memory projected once
   Tensor memory_padding;           // (B, Ls) or undefined
   Tensor ffn_c;                    // the SRU feed-forward's c (1, B, ff) or undefined
+  Tensor ssru_c;                   // the SSRU sublayer's c (B, w) or undefined (zeros)
   // New row i continues row rows[i] (I64 on the CPU or the state's device).
   void reorder(const Tensor& rows, int64_t heads);
 };
@@ -96,7 +119,8 @@ class TransformerLayer : public Module {
 
   const TransformerLayerOptions& options() const { return options_; }
 
-  std::shared_ptr<MultiHeadAttention> self_attn, context_attn;
+  std::shared_ptr<MultiHeadAttention> self_attn, context_attn;  // self_attn: undefined with the SSRU
+  std::shared_ptr<SsruSublayer> ssru;                            // self_sublayer Ssru
   std::shared_ptr<FeedForward> feed_forward;
   std::shared_ptr<LayerNorm> layer_norm, layer_norm_2;  // layer_norm is layer_norm_1 in decoder layers
   // Kept for the tests and the benchmark: the ReLU block's linears and norm (undefined with the SRU).

@@ -31,12 +31,6 @@ namespace {
 
 using data::SentencePieceModel;
 
-// A decoder stack's own module, so its names nest as decoder.layers.{i}.* and decoder.layer_norm.
-class DecoderNames : public nn::Module {
- public:
-  void add(const std::string& name, std::shared_ptr<nn::Module> m) { register_module(name, std::move(m)); }
-};
-
 // The batch's tensors: source (Ls, B) pieces then eos; target_in (Lt, B) bos then pieces; target_out
 // (Lt * B) pieces then eos, -100 at padding; padding masks (L, B) nonzero at padding.
 struct PairBatch {
@@ -128,24 +122,13 @@ TranslationModel::TranslationModel(const config::Config& cfg, int64_t vocab_size
     embedding_->weight.narrow0(SentencePieceModel::kPad, 1).zero_();
   }
   encoder_ = register_module("encoder", make_encoder(cfg, w, gen, vocab_size));
-  layer_options_ = enc.layer_options();
-  layer_options_.width = w;
-  layer_options_.dropout = cfg.model.dropout;
-  layer_options_.causal = true;
-  layer_options_.cross_attention = true;
-  layer_options_.sru_bidirectional = false;
-  const int64_t n = cfg.task_as<TranslateOptions>().decoder_layers > 0 ? cfg.task_as<TranslateOptions>().decoder_layers
-                                                                        : cfg.model.num_layers;
-  auto decoder = std::make_shared<DecoderNames>();
-  for (int64_t i = 0; i < n; ++i) {
-    decoder_layers_.push_back(std::make_shared<nn::TransformerLayer>(layer_options_, gen));
-    decoder->add("layers." + std::to_string(i), decoder_layers_.back());
-  }
-  if (layer_options_.pre_norm) {
-    decoder_norm_ = std::make_shared<nn::LayerNorm>(w, 1e-6);
-    decoder->add("layer_norm", decoder_norm_);
-  }
-  register_module("decoder", decoder);
+  const TranslateOptions& task = cfg.task_as<TranslateOptions>();
+  nn::DecoderArgs decoder_args;
+  decoder_args.layer = enc.layer_options();
+  decoder_args.layer.width = w;
+  decoder_args.layer.dropout = cfg.model.dropout;
+  decoder_args.num_layers = task.decoder_layers > 0 ? task.decoder_layers : cfg.model.num_layers;
+  decoder_ = register_module("decoder", nn::find_decoder(task.decoder).build(decoder_args, gen));
   output_ = register_module("output", std::make_shared<nn::Linear>(w, vocab_size, true, DType::F32, gen));
   output_->bias.zero_();
   output_->tie_weight(embedding_->weight);
@@ -162,39 +145,31 @@ Tensor TranslationModel::embed_target(const Tensor& ids, int64_t start) const {
   return dropout(nn::scaled_with_positions(embedding_->forward(ids), start), dropout_, is_training(), *gen_, 1);
 }
 
-Tensor TranslationModel::project(const Tensor& h) const {
-  const Tensor top = decoder_norm_ ? decoder_norm_->forward(h) : h;
-  return output_->forward(reshape(top, {-1, top.size(2)}));
-}
+Tensor TranslationModel::project(const Tensor& h) const { return output_->forward(reshape(h, {-1, h.size(2)})); }
 
 Tensor TranslationModel::decode(const Tensor& target_in, const Tensor& target_pad, const Tensor& memory,
                                 const Tensor& source_pad) const {
   const Device device = this->device();
   Tensor h = embed_target(target_in.to(device), 0);
   const Tensor self_pad = transpose(target_pad.to(device), 0, 1), memory_pad = transpose(source_pad.to(device), 0, 1);
-  for (const auto& layer : decoder_layers_) h = layer->forward(h, self_pad, memory, memory_pad);
-  return project(h);
+  return project(decoder_->forward(h, self_pad, memory, memory_pad));
 }
 
 TranslationModel::DecoderState TranslationModel::start_decoding(const Tensor& memory, const Tensor& source_pad) const {
   DecoderState state;
-  const Tensor memory_pad = transpose(source_pad.to(memory.device()), 0, 1);
-  state.layers.resize(decoder_layers_.size());
-  for (size_t i = 0; i < decoder_layers_.size(); ++i) decoder_layers_[i]->start_decoding(state.layers[i], memory, memory_pad);
+  state.decoder = decoder_->start_decoding(memory, transpose(source_pad.to(memory.device()), 0, 1));
   return state;
 }
 
 Tensor TranslationModel::decode_step(const std::vector<int64_t>& tokens, DecoderState& state) const {
   const int64_t N = static_cast<int64_t>(tokens.size());
-  Tensor h = embed_target(Tensor::from_vector(tokens, {1, N}).to(device()), state.position);
-  for (size_t i = 0; i < decoder_layers_.size(); ++i) h = decoder_layers_[i]->forward_incremental(h, state.layers[i]);
+  const Tensor x = embed_target(Tensor::from_vector(tokens, {1, N}).to(device()), state.position);
   ++state.position;
-  return project(h);
+  return project(decoder_->forward_step(x, *state.decoder));
 }
 
 void TranslationModel::reorder(DecoderState& state, const std::vector<int64_t>& rows) const {
-  const Tensor index = Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())});
-  for (nn::TransformerLayerState& s : state.layers) s.reorder(index, layer_options_.heads);
+  state.decoder->reorder(Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
 }
 
 // ---- task ----
@@ -529,6 +504,9 @@ std::vector<config::Section> translate_fields(TranslateOptions& o) {
                         "pieces (0 = keep all)", 0),
               bool_field("skip_empty", &o.skip_empty, "Leave out pairs with an empty side instead of refusing them")}},
           {"model", "", {
+              string_field("decoder", &o.decoder, "Decoder (the decoder registry, nn/decoder.h): transformer, or "
+                           "ssru-transformer (Marian's SSRU decoder: a simplified SRU in place of self-attention)",
+                           nn::decoder_names()),
               int_field("decoder_layers", &o.decoder_layers, "Decoder layers (0 = model.num_layers)", 0)}},
           {"eval", "", {
               string_field("decode", &o.decode, "How the validation sources are translated for BLEU", {"greedy", "beam"}),

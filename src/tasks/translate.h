@@ -14,9 +14,10 @@
 //
 // Model (names): embedding.weight (V, w), shared by the source, the target and the output layer
 // (tied; output.bias (V)); encoder.* (the registry's Transformer encoder, model.type transformer, not
-// causal); decoder.layers.{i}.* (Transformer decoder layers: self_attn, context_attn, feed_forward,
-// layer_norm_1, layer_norm_2), decoder.layer_norm (pre-norm only). Decoder layers: model.decoder_layers
-// (0 = model.num_layers).
+// causal); decoder.* (the decoder registry's model.decoder, nn/decoder.h: `transformer`, whose layers
+// decoder.layers.{i}.* hold self_attn, context_attn, feed_forward, layer_norm_1, layer_norm_2, with
+// decoder.layer_norm (pre-norm only); `ssru-transformer`, Marian's SSRU decoder, ssru.* in place of
+// self_attn). Decoder layers: model.decoder_layers (0 = model.num_layers).
 //
 // Metrics: bleu (sacreBLEU default: cased, 13a, exp smoothing; the validation sources translated with
 // eval.decode), bleu_lc (the same lower-cased), ppl and loss (teacher-forced, per target piece, eos
@@ -31,6 +32,7 @@
 #include "data/parallel_text.h"
 #include "data/sentencepiece_model.h"
 #include "dist/communicator.h"
+#include "nn/decoder.h"
 #include "nn/transformer_encoder.h"
 #include "tasks/registry.h"
 #include "tasks/task.h"
@@ -46,6 +48,7 @@ struct TranslateOptions {
   int64_t max_tokens = 4096;                 // padded tokens per training batch
   int64_t max_length = 0;                    // training pairs with a side longer (in pieces) are left out; 0 = none
   bool skip_empty = false;                   // leave out pairs with an empty side instead of refusing them
+  std::string decoder = "transformer";       // model.decoder: the decoder registry's name (nn/decoder.h)
   int64_t decoder_layers = 0;                // 0 = model.num_layers
   std::string decode = "greedy";             // eval: greedy | beam, for the validation BLEU
   int64_t beam_size = 5;                     // eval.decode beam and srueval --predict
@@ -63,9 +66,9 @@ class TranslationModel : public nn::Module {
   // Teacher forcing: target_in (Lt, B) ids (bos first), target_pad (Lt, B) -> logits (Lt * B, V).
   Tensor decode(const Tensor& target_in, const Tensor& target_pad, const Tensor& memory, const Tensor& source_pad) const;
 
-  // Decoding step by step: the state of every decoder layer and the position reached.
+  // Decoding step by step: the decoder's own state and the position reached.
   struct DecoderState {
-    std::vector<nn::TransformerLayerState> layers;
+    std::unique_ptr<nn::DecoderState> decoder;
     int64_t position = 0;
   };
   DecoderState start_decoding(const Tensor& memory, const Tensor& source_pad) const;
@@ -73,19 +76,17 @@ class TranslationModel : public nn::Module {
   Tensor decode_step(const std::vector<int64_t>& tokens, DecoderState& state) const;
   void reorder(DecoderState& state, const std::vector<int64_t>& rows) const;
 
-  int64_t heads() const { return layer_options_.heads; }
+  const nn::Decoder& decoder() const { return *decoder_; }
 
  private:
   Tensor embed_target(const Tensor& ids, int64_t start) const;
-  Tensor project(const Tensor& h) const;  // final norm (pre-norm), then the tied output layer
+  Tensor project(const Tensor& h) const;  // the tied output layer over the decoder's top states
 
-  nn::TransformerLayerOptions layer_options_;
   double dropout_;
   Generator* gen_;
   std::shared_ptr<nn::Embedding> embedding_;
   std::shared_ptr<nn::SequenceEncoder> encoder_;
-  std::vector<std::shared_ptr<nn::TransformerLayer>> decoder_layers_;
-  std::shared_ptr<nn::LayerNorm> decoder_norm_;
+  std::shared_ptr<nn::Decoder> decoder_;
   std::shared_ptr<nn::Linear> output_;
 };
 
