@@ -1,5 +1,5 @@
-// The translation task (see tasks/translate.h): data and its SentencePiece model, the Transformer
-// encoder-decoder, training batches, teacher-forced perplexity, decoding through the search layer, BLEU,
+// The translation task (see tasks/translate.h): data and its SentencePiece model, the encoder-decoder
+// model's wiring from the config (the model itself: nn/encoder_decoder.h), training batches, teacher-forced perplexity, decoding through the search layer, BLEU,
 // the checkpoint's subword model, srueval --predict, and the registry entry with its bleu-score scorer.
 #include "tasks/translate.h"
 
@@ -87,7 +87,7 @@ std::vector<int64_t> padded_lengths(const data::TokenSequences& s) {
 // The search layer's view of the decoder: log-probabilities of the next piece of every live row.
 class TranslationScorer : public search::StepScorer {
  public:
-  TranslationScorer(const TranslationModel& model, TranslationModel::DecoderState state)
+  TranslationScorer(const nn::EncoderDecoder& model, nn::EncoderDecoder::DecoderState state)
       : model_(model), state_(std::move(state)) {}
   Tensor next_log_probs(const std::vector<int64_t>& last_tokens) override {
     return search::log_probs_of_logits(model_.decode_step(last_tokens, state_));
@@ -95,16 +95,16 @@ class TranslationScorer : public search::StepScorer {
   void reorder(const std::vector<int64_t>& rows) override { model_.reorder(state_, rows); }
 
  private:
-  const TranslationModel& model_;
-  TranslationModel::DecoderState state_;
+  const nn::EncoderDecoder& model_;
+  nn::EncoderDecoder::DecoderState state_;
 };
 
 }  // namespace
 
 // ---- model ----
 
-TranslationModel::TranslationModel(const config::Config& cfg, int64_t vocab_size, Generator& gen)
-    : dropout_(cfg.model.dropout), gen_(&gen) {
+std::unique_ptr<nn::EncoderDecoder> make_translation_model(const config::Config& cfg, int64_t vocab_size,
+                                                           Generator& gen) {
   SRU_CHECK(cfg.model.type == "transformer", "model.type: the translate task's model is a Transformer "
             "encoder-decoder; set model.type: transformer (model.ffn: sru gives the SRU paper's model), got ",
             cfg.model.type);
@@ -113,63 +113,20 @@ TranslationModel::TranslationModel(const config::Config& cfg, int64_t vocab_size
   const int64_t w = cfg.model.hidden_size;
   SRU_CHECK(cfg.model.embedding_size == w, "model.embedding_size (", cfg.model.embedding_size,
             ") must equal model.hidden_size (", w, "): the embeddings are shared by source, target and output");
-  embedding_ = register_module("embedding", std::make_shared<nn::Embedding>(vocab_size, w, SentencePieceModel::kPad,
-                                                                            DType::F32, gen));
-  // fairseq's initialisation of tied Transformer embeddings: N(0, 1/w), the padding row 0.
-  {
-    autograd::NoGradGuard no_grad;
-    embedding_->weight.copy_(Tensor::randn({vocab_size, w}, DType::F32, gen) * (1.0 / std::sqrt(static_cast<double>(w))));
-    embedding_->weight.narrow0(SentencePieceModel::kPad, 1).zero_();
-  }
-  encoder_ = register_module("encoder", make_encoder(cfg, w, gen, vocab_size));
   const TranslateOptions& task = cfg.task_as<TranslateOptions>();
+  nn::EncoderDecoderOptions o;
+  o.vocab_size = vocab_size;
+  o.width = w;
+  o.padding_id = SentencePieceModel::kPad;
+  o.dropout = cfg.model.dropout;
   nn::DecoderArgs decoder_args;
   decoder_args.layer = enc.layer_options();
   decoder_args.layer.width = w;
   decoder_args.layer.dropout = cfg.model.dropout;
   decoder_args.num_layers = task.decoder_layers > 0 ? task.decoder_layers : cfg.model.num_layers;
-  decoder_ = register_module("decoder", nn::find_decoder(task.decoder).build(decoder_args, gen));
-  output_ = register_module("output", std::make_shared<nn::Linear>(w, vocab_size, true, DType::F32, gen));
-  output_->bias.zero_();
-  output_->tie_weight(embedding_->weight);
-}
-
-Tensor TranslationModel::encode(const Tensor& source, const Tensor& source_pad) const {
-  const Device device = this->device();
-  const Tensor ids = source.to(device);
-  std::vector<Tensor> no_state;
-  return encoder_->forward_sequence({embedding_->forward(ids), source_pad, ids}, no_state);
-}
-
-Tensor TranslationModel::embed_target(const Tensor& ids, int64_t start) const {
-  return dropout(nn::scaled_with_positions(embedding_->forward(ids), start), dropout_, is_training(), *gen_, 1);
-}
-
-Tensor TranslationModel::project(const Tensor& h) const { return output_->forward(reshape(h, {-1, h.size(2)})); }
-
-Tensor TranslationModel::decode(const Tensor& target_in, const Tensor& target_pad, const Tensor& memory,
-                                const Tensor& source_pad) const {
-  const Device device = this->device();
-  Tensor h = embed_target(target_in.to(device), 0);
-  const Tensor self_pad = transpose(target_pad.to(device), 0, 1), memory_pad = transpose(source_pad.to(device), 0, 1);
-  return project(decoder_->forward(h, self_pad, memory, memory_pad));
-}
-
-TranslationModel::DecoderState TranslationModel::start_decoding(const Tensor& memory, const Tensor& source_pad) const {
-  DecoderState state;
-  state.decoder = decoder_->start_decoding(memory, transpose(source_pad.to(memory.device()), 0, 1));
-  return state;
-}
-
-Tensor TranslationModel::decode_step(const std::vector<int64_t>& tokens, DecoderState& state) const {
-  const int64_t N = static_cast<int64_t>(tokens.size());
-  const Tensor x = embed_target(Tensor::from_vector(tokens, {1, N}).to(device()), state.position);
-  ++state.position;
-  return project(decoder_->forward_step(x, *state.decoder));
-}
-
-void TranslationModel::reorder(DecoderState& state, const std::vector<int64_t>& rows) const {
-  state.decoder->reorder(Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+  return std::make_unique<nn::EncoderDecoder>(
+      o, [&](Generator& g) { return make_encoder(cfg, w, g, vocab_size); }, nn::find_decoder(task.decoder),
+      decoder_args, gen);
 }
 
 // ---- task ----
@@ -232,7 +189,7 @@ TranslateTask::TranslateTask(const config::Config& cfg, Generator& gen, const Ta
   } else {
     SRU_CHECK(context.checkpoint, "translate: without data the checkpoint must supply the SentencePiece model");
   }
-  model_ = std::make_unique<TranslationModel>(cfg, spm_->piece_size(), gen);
+  model_ = make_translation_model(cfg, spm_->piece_size(), gen);
 }
 
 std::string TranslateTask::vocabulary_name() const {

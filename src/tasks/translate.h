@@ -32,7 +32,7 @@
 #include "data/parallel_text.h"
 #include "data/sentencepiece_model.h"
 #include "dist/communicator.h"
-#include "nn/decoder.h"
+#include "nn/encoder_decoder.h"
 #include "nn/transformer_encoder.h"
 #include "tasks/registry.h"
 #include "tasks/task.h"
@@ -57,38 +57,10 @@ struct TranslateOptions {
   int64_t max_len_b = 10;
 };
 
-// The Transformer encoder-decoder with tied embeddings (names in the header comment).
-class TranslationModel : public nn::Module {
- public:
-  TranslationModel(const config::Config& cfg, int64_t vocab_size, Generator& gen);
-  // source (Ls, B) ids, source_pad (Ls, B) nonzero at padding -> the encoder's output (Ls, B, w).
-  Tensor encode(const Tensor& source, const Tensor& source_pad) const;
-  // Teacher forcing: target_in (Lt, B) ids (bos first), target_pad (Lt, B) -> logits (Lt * B, V).
-  Tensor decode(const Tensor& target_in, const Tensor& target_pad, const Tensor& memory, const Tensor& source_pad) const;
-
-  // Decoding step by step: the decoder's own state and the position reached.
-  struct DecoderState {
-    std::unique_ptr<nn::DecoderState> decoder;
-    int64_t position = 0;
-  };
-  DecoderState start_decoding(const Tensor& memory, const Tensor& source_pad) const;
-  // The next tokens (N) of the N rows -> logits (N, V); advances the state by one position.
-  Tensor decode_step(const std::vector<int64_t>& tokens, DecoderState& state) const;
-  void reorder(DecoderState& state, const std::vector<int64_t>& rows) const;
-
-  const nn::Decoder& decoder() const { return *decoder_; }
-
- private:
-  Tensor embed_target(const Tensor& ids, int64_t start) const;
-  Tensor project(const Tensor& h) const;  // the tied output layer over the decoder's top states
-
-  double dropout_;
-  Generator* gen_;
-  std::shared_ptr<nn::Embedding> embedding_;
-  std::shared_ptr<nn::SequenceEncoder> encoder_;
-  std::shared_ptr<nn::Decoder> decoder_;
-  std::shared_ptr<nn::Linear> output_;
-};
+// The translation model (nn/encoder_decoder.h) the config describes: the registry's encoder
+// (model.type transformer, not causal) and decoder (model.decoder), width model.hidden_size.
+std::unique_ptr<nn::EncoderDecoder> make_translation_model(const config::Config& cfg, int64_t vocab_size,
+                                                           Generator& gen);
 
 // One split: the raw lines (for BLEU against the references) and their pieces.
 struct TranslationSplit {
@@ -150,7 +122,7 @@ class TranslateTask : public Task, public Predicts, public Translates {
   Generator* gen_;
   dist::Communicator* comm_;  // the ranks of data-parallel training (a single process otherwise)
   std::optional<data::SentencePieceModel> spm_;  // set by the constructor (from the checkpoint, a file or training)
-  std::unique_ptr<TranslationModel> model_;
+  std::unique_ptr<nn::EncoderDecoder> model_;
   TranslationSplit train_, valid_, test_;
   std::vector<std::vector<int64_t>> fixed_batches_, batches_;  // training batches; this epoch's order
 };

@@ -117,3 +117,25 @@ TEST(GradcheckAttention, DecoderLayerWithContextAttentionAndTheSruFeedForward) {
     expect_gradients_match([&](const Inputs& x) { return layer.forward(x[0], Tensor(), x[1], memory_padding); }, inputs);
   }
 }
+
+TEST(GradcheckAttention, SsruDecoderLayerWithTargetPadding) {
+  for (const bool pre_norm : {true, false}) {
+    SCOPED_TRACE(::testing::Message() << "pre_norm " << pre_norm);
+    TransformerLayerOptions o;
+    o.width = 4;
+    o.heads = 2;
+    o.ff_size = 5;
+    o.pre_norm = pre_norm;
+    o.cross_attention = true;
+    o.self_sublayer = SelfSublayerKind::Ssru;
+    o.dtype = DType::F64;
+    Generator gen(60);
+    const TransformerLayer layer(o, gen);
+    const Tensor memory_padding = padding_mask({3, 2}, 3), target_padding = padding_mask({4, 2}, 4);
+    Inputs inputs = {leaf({4, 2, 4}, 61), leaf({3, 2, 4}, 62)};
+    for (const auto& [name, p] : layer.named_parameters())
+      if (p.requires_grad()) inputs.push_back(p);
+    expect_gradients_match(
+        [&](const Inputs& x) { return layer.forward(x[0], target_padding, x[1], memory_padding); }, inputs);
+  }
+}

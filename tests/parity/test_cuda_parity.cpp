@@ -15,10 +15,12 @@
 #include <limits>
 #include <string>
 
+#include "autograd/engine.h"
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
 #include "cuda_parity.h"
 #include "nn/attention.h"
+#include "nn/decoder.h"
 #include "nn/embed_sru.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
@@ -757,5 +759,44 @@ TEST(CudaParity, EmbedSruModulesOnDeviceAndGateClipping) {
     EXPECT_EQ(gpu.first->forget->weight.to_vector<double>(), cpu.first->forget->weight.to_vector<double>());
     EXPECT_EQ(gpu.first->reset->weight.to(Device::cpu()).to_vector<float>(),
               std::vector<float>(11 * 6, static_cast<float>(nn::EmbedSRULayer::kGateMin)));
+  }
+}
+
+// Every registered decoder (nn/decoder.h) on the card against its CPU twin: the teacher-forced pass with
+// target and source padding, its input and parameter gradients, and a few decoding steps.
+TEST(CudaParity, RegisteredDecoders) {
+  SKIP_WITHOUT_CUDA();
+  for (const nn::DecoderSpec& spec : nn::decoders()) {
+    SCOPED_TRACE(spec.name);
+    nn::DecoderArgs a;
+    a.layer.width = 16;
+    a.layer.heads = 2;
+    a.layer.ff_size = 24;
+    a.num_layers = 2;
+    Generator g1(70), g2(70);
+    const std::shared_ptr<nn::Decoder> cpu = spec.build(a, g1), gpu = spec.build(a, g2);
+    gpu->to(kCuda);
+    cpu->eval();
+    gpu->eval();
+    const Tensor x = rand_leaf({5, 3, 16}, 71), memory = rand_leaf({4, 3, 16}, 72);
+    std::vector<int32_t> target_pad(3 * 5, 0), source_pad(3 * 4, 0);
+    target_pad[1 * 5 + 4] = 1;
+    source_pad[2 * 4 + 3] = 1;
+    const Tensor tp = Tensor::from_vector(target_pad, {3, 5}), sp = Tensor::from_vector(source_pad, {3, 4});
+    const Tensor x_gpu = fresh_copy(x, kCuda), memory_gpu = fresh_copy(memory, kCuda);
+    const Tensor out_cpu = cpu->forward(x, tp, memory, sp), out_gpu = gpu->forward(x_gpu, tp.to(kCuda), memory_gpu, sp.to(kCuda));
+    EXPECT_TRUE(tensors_near(out_gpu, out_cpu, 1e-5, 1e-5)) << "forward";
+    autograd::backward(sum(out_cpu));
+    autograd::backward(sum(out_gpu));
+    EXPECT_TRUE(tensors_near(x_gpu.grad(), x.grad(), 1e-4, 1e-4)) << "grad x";
+    const nn::NamedTensors pc = cpu->named_parameters(), pg = gpu->named_parameters();
+    for (size_t i = 0; i < pc.size(); ++i)
+      EXPECT_TRUE(tensors_near(pg[i].second.grad(), pc[i].second.grad(), 1e-4, 1e-4)) << pc[i].first;
+    const auto state_cpu = cpu->start_decoding(memory.detach(), sp), state_gpu = gpu->start_decoding(memory_gpu.detach(), sp.to(kCuda));
+    for (int64_t t = 0; t < 3; ++t) {
+      const Tensor step = slice(x.detach(), 0, t, t + 1);
+      EXPECT_TRUE(tensors_near(gpu->forward_step(step.to(kCuda), *state_gpu), cpu->forward_step(step, *state_cpu), 1e-5, 1e-5))
+          << "step " << t;
+    }
   }
 }

@@ -101,7 +101,7 @@ TEST(Translate, GreedyDecodingIsTheArgmaxOfTheWholeHypothesisAndBeamOneAgrees) {
     ASSERT_EQ(greedy.size(), 3u);
     // Teacher-forced argmax over bos + the greedy pieces reproduces them and then eos (or the length cap).
     autograd::NoGradGuard no_grad;
-    auto& model = dynamic_cast<tasks::TranslationModel&>(t.model());
+    auto& model = dynamic_cast<nn::EncoderDecoder&>(t.model());
     model.eval();
     const auto& spm = *dynamic_cast<const tasks::TranslateTask&>(t).subword_model();
     for (size_t i = 0; i < sources.size(); ++i) {
