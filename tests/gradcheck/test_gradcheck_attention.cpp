@@ -97,45 +97,42 @@ TEST(GradcheckAttention, TransformerLayerPreAndPostNormCausalAndPadded) {
     }
 }
 
-TEST(GradcheckAttention, DecoderLayerWithContextAttentionAndTheSruFeedForward) {
+namespace {
+
+// A decoder layer (context attention over a padded memory) of width 4, pre- and post-norm: gradients
+// of the input, the memory and every parameter against finite differences; target_padding (B, L) or
+// undefined.
+void check_decoder_layer(TransformerLayerOptions o, uint64_t seed, const Tensor& target_padding) {
   for (const bool pre_norm : {true, false}) {
     SCOPED_TRACE(::testing::Message() << "pre_norm " << pre_norm);
-    TransformerLayerOptions o;
     o.width = 4;
     o.heads = 2;
     o.ff_size = 5;
     o.pre_norm = pre_norm;
     o.cross_attention = true;
-    o.ffn = FeedForwardKind::Sru;
     o.dtype = DType::F64;
-    Generator gen(50);
+    Generator gen(seed);
     const TransformerLayer layer(o, gen);
     const Tensor memory_padding = padding_mask({3, 2}, 3);
-    Inputs inputs = {leaf({3, 2, 4}, 51), leaf({3, 2, 4}, 52)};
-    for (const auto& [name, p] : layer.named_parameters())
-      if (p.requires_grad()) inputs.push_back(p);
-    expect_gradients_match([&](const Inputs& x) { return layer.forward(x[0], Tensor(), x[1], memory_padding); }, inputs);
-  }
-}
-
-TEST(GradcheckAttention, SsruDecoderLayerWithTargetPadding) {
-  for (const bool pre_norm : {true, false}) {
-    SCOPED_TRACE(::testing::Message() << "pre_norm " << pre_norm);
-    TransformerLayerOptions o;
-    o.width = 4;
-    o.heads = 2;
-    o.ff_size = 5;
-    o.pre_norm = pre_norm;
-    o.cross_attention = true;
-    o.self_sublayer = SelfSublayerKind::Ssru;
-    o.dtype = DType::F64;
-    Generator gen(60);
-    const TransformerLayer layer(o, gen);
-    const Tensor memory_padding = padding_mask({3, 2}, 3), target_padding = padding_mask({4, 2}, 4);
-    Inputs inputs = {leaf({4, 2, 4}, 61), leaf({3, 2, 4}, 62)};
+    const int64_t L = target_padding.defined() ? target_padding.size(1) : 3;
+    Inputs inputs = {leaf({L, 2, 4}, seed + 1), leaf({3, 2, 4}, seed + 2)};
     for (const auto& [name, p] : layer.named_parameters())
       if (p.requires_grad()) inputs.push_back(p);
     expect_gradients_match(
         [&](const Inputs& x) { return layer.forward(x[0], target_padding, x[1], memory_padding); }, inputs);
   }
+}
+
+}  // namespace
+
+TEST(GradcheckAttention, DecoderLayerWithContextAttentionAndTheSruFeedForward) {
+  TransformerLayerOptions o;
+  o.ffn = FeedForwardKind::Sru;
+  check_decoder_layer(o, 50, Tensor());
+}
+
+TEST(GradcheckAttention, SsruDecoderLayerWithTargetPadding) {
+  TransformerLayerOptions o;
+  o.self_sublayer = SelfSublayerKind::Ssru;
+  check_decoder_layer(o, 60, padding_mask({4, 2}, 4));
 }
