@@ -452,6 +452,7 @@ sys.exit(0 if m and all(math.isfinite(v) for v in m.values() if isinstance(v, (i
     at_bf16 squad --config "$src/tests/data/squad_tiny.yaml" --set data.path="$sample" --set data.valid_path="$sample"
     at_bf16 translate-base --config "$src/configs/translate/multi30k-base.yaml" "${tiny_translation[@]}"
     at_bf16 translate-sru --config "$src/configs/translate/multi30k-sru-4.yaml" "${tiny_translation[@]}"
+    at_bf16 translate-ssru --config "$src/configs/translate/multi30k-ssru.yaml" "${tiny_translation[@]}"
     echo "ok: every model family trains and evaluates at bf16"
     ;;
   overfit)
