@@ -1,5 +1,6 @@
 // Shared per-element math of the cross-entropy kernels (ops/cpu/softmax.cpp, ops/cuda/softmax.cu),
-// written once as SRU_HD functions so both backends compute exactly the same function.
+// written once as SRU_HD functions: the row loss on both devices, and the per-element gradient of f64
+// rows (f32 and bf16 rows compute the same expressions in float32, each backend with its own exp).
 //
 // Label smoothing (eps in [0, 1), PyTorch's nn.CrossEntropyLoss(label_smoothing=eps)): the target
 // distribution of row n with target k is q_c = (1 - eps) [c == k] + eps / K_n, and

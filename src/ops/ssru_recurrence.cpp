@@ -59,7 +59,8 @@ std::pair<Tensor, Tensor> ssru_recurrence(const Tensor& U, const Tensor& forget_
       Tensor gb;
       if (need_bias) {  // sum over (t, b) of u_f's gradient: both halves' column sums, then the second row
         const int64_t d = kept.U.size(2) / 2;
-        gb = sum(gU.view({-1, 2, d}), 0).narrow0(1, 1).view({d});
+        gb = d > 0 ? sum(gU.view({-1, 2, d}), 0).narrow0(1, 1).view({d})
+                   : Tensor::zeros({0}, kept.U.dtype(), kept.U.device());
       }
       return std::vector<Tensor>{gU, gb, gc0};
     }, {/* c_last: the kernels read an undefined gradient as zero */ 1});

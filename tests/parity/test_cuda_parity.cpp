@@ -191,7 +191,8 @@ TEST(CudaParity, SoftmaxAndCrossEntropy) {
     expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1]); }), {logits, target}, 1e-5);
     expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1], -100, Reduction::Mean, 0.1); }),
                   {logits, target.to(DType::I32)}, 1e-5);
-    // A view one element in: its base is 4 bytes off 16 (single-element reads).
+    // A view one element in: its base is 4 bytes off 16 (single-element reads; the forward only: a
+    // no-grad view, and autograd's own gradients are fresh, aligned buffers).
     expect_parity(one([C](const Inputs& v) { return log_softmax(v[0].detach().view({-1}).narrow0(1, 8 * C).view({8, C})); }),
                   {logits}, 1e-5);
     std::vector<float> values = logits.to_vector<float>();
@@ -205,6 +206,18 @@ TEST(CudaParity, SoftmaxAndCrossEntropy) {
     expect_parity(one([](const Inputs& v) { return log_softmax(v[0]); }), {half}, 1e-2);
     expect_parity(one([](const Inputs& v) { return cross_entropy(v[0], v[1], -100, Reduction::Mean, 0.1); }),
                   {half, target}, 1e-2);
+  }
+  // A NaN beside -inf in a row (a lane holding only NaN and -inf): NaN everywhere, as on the CPU, on
+  // the warp path (C = 6) and the block path (C = 1030).
+  for (const int64_t C : {6, 1030}) {
+    std::vector<float> row(static_cast<size_t>(C), -std::numeric_limits<float>::infinity());
+    row[0] = 3.0f;
+    row[C - 1] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor x = Tensor::from_vector(row, {1, C});
+    for (const Tensor& y : {softmax(x), softmax(x.to(kCuda)).to(Device::cpu())})
+      for (const float v : y.to_vector<float>()) EXPECT_TRUE(std::isnan(v)) << "C " << C;
+    const Tensor target = Tensor::from_vector(std::vector<int64_t>{0}, {1});
+    EXPECT_TRUE(std::isnan(cross_entropy(x.to(kCuda), target.to(kCuda)).item<double>())) << "C " << C;
   }
   // Found by the kernel, reported at the next host wait (here the read of the loss).
   const Tensor bad = Tensor::from_vector(std::vector<int64_t>{1, 300}, {2});

@@ -5,6 +5,8 @@
 // a gradient in training. Also the Transformer decoder's names (checkpoints of the fixed decoder load).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "autograd/engine.h"
 #include "nn/decoder.h"
 #include "nn/transformer_decoder.h"
@@ -70,7 +72,7 @@ class DecoderContract : public ::testing::TestWithParam<Variant> {
     pad[1 * kSource + kSource - 1] = 1;
     return Tensor::from_vector(pad, {kBatch, kSource});
   }
-  // Feeds x (L, B, w) one position at a time from a fresh state (after `before` steps: none).
+  // Feeds x (L, B, w) one position at a time from a fresh state.
   static Tensor stepped(const Decoder& d, const Tensor& x, const Tensor& memory, const Tensor& padding) {
     const std::unique_ptr<DecoderState> state = d.start_decoding(memory, padding);
     std::vector<Tensor> outs;
@@ -152,4 +154,19 @@ TEST(TransformerDecoder, KeepsTheTranslationModelsNamesAndTheSsruReplacesSelfAtt
   const auto d = find_decoder("transformer").build(a, gen);
   EXPECT_TRUE(d->state().back().first == "layer_norm.bias");
   EXPECT_THROW(find_decoder("lstm"), Error);
+}
+
+TEST(SsruSublayer, PaddedStepsOutputZeroAndKeepTheState) {
+  Generator gen(3);
+  const SsruSublayer ssru(4, DType::F64, gen);
+  const Tensor x = random({4, 2, 4}, 10);
+  std::vector<int32_t> pad(4 * 2, 0);
+  pad[2 * 2 + 1] = pad[3 * 2 + 1] = 1;  // row 1 ends after two steps
+  Tensor c, c_short;
+  const Tensor h = ssru.forward(x, Tensor::from_vector(pad, {4, 2}), c);
+  ssru.forward(slice(x, 0, 0, 2), Tensor(), c_short);
+  for (int64_t t = 2; t < 4; ++t)
+    for (double v : slice(slice(h, 0, t, t + 1), 1, 1, 2).to_vector<double>()) EXPECT_EQ(v, 0.0) << "step " << t;
+  EXPECT_EQ(slice(c, 0, 1, 2).to_vector<double>(), slice(c_short, 0, 1, 2).to_vector<double>());
+  EXPECT_NE(slice(c, 0, 0, 1).to_vector<double>(), slice(c_short, 0, 0, 1).to_vector<double>());
 }

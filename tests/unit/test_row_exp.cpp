@@ -99,3 +99,20 @@ TEST(RowExp, NaNReachesTheSumsAndIsPassedOverByTheMax) {
   EXPECT_TRUE(std::isnan(out[12]));
   EXPECT_FALSE(std::isnan(out[11]));
 }
+
+TEST(RowExp, EdgeValuesInEveryLaneGiveTheOneValuePathsResults) {
+  const float specials[] = {88.5f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::infinity(), -88.0f, 88.0f, -87.3f, 0.0f};
+  for (int64_t n = 8; n <= 17; ++n)
+    for (int64_t at = 0; at < n; ++at) {
+      std::vector<float> x = random_row(n, -3.0, 3.0, 100 + n);
+      for (int k = 0; k < 8; ++k) x[(at + k) % n] = specials[k];
+      std::vector<float> out(static_cast<size_t>(n));
+      rows::exp_scaled(x.data(), n, 0.0f, 1.0f, out.data());
+      for (int64_t c = 0; c < n; ++c) {
+        const float want = rows::exp(x[c]);
+        if (std::isnan(want)) EXPECT_TRUE(std::isnan(out[c])) << "n " << n << ", c " << c;
+        else EXPECT_EQ(bits_of(out[c]), bits_of(want)) << "n " << n << ", c " << c << ", x " << x[c];
+      }
+    }
+}

@@ -50,6 +50,7 @@ TEST(SsruRecurrence, RefusesBadShapesByName) {
   EXPECT_THROW(ssru_recurrence(U, Tensor(), Tensor(), Tensor::zeros({3, 2})), Error);
   try {
     ssru_recurrence(U, Tensor::zeros({3}), Tensor(), Tensor());
+    ADD_FAILURE() << "a (3) forget bias for d = 4 was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ssru_recurrence: forget_bias must be (4)"), std::string::npos) << e.what();
   }

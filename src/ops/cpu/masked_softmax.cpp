@@ -4,7 +4,8 @@
 // MaskIndex (broadcast strides, no mask copy), or the causal pattern computed from the row index. Max and
 // the scores are multiplied by `scale` first (1 for masked_softmax). Forward writes y; backward writes gx
 // (not accumulated) from g and the saved y: gx = scale * (the softmax backward).
-// f32 and bf16 rows compute in float32, as the CUDA warp kernel: the row's scores with hidden keys as
+// f32 and bf16 rows compute in float32, as the CUDA warp kernel (rows up to 1,024 keys; longer rows run
+// the CUDA block kernel in double): the row's scores with hidden keys as
 // -inf in a scratch row, then cpu/row_exp.h's max, exp polynomial and double-lane sums (bf16: read as
 // float, each output rounded once). f64 rows (the gradient checks) run the per-element math of
 // ops/masked_softmax_math.h in double, in column order.

@@ -5,7 +5,8 @@
 // f64 rows (the gradient checks): one block per row in double with fixed-tree sums. dweight / dbias sum
 // over rows per column with column_sums (ops/cuda/kernel_util.cuh: fixed chunks, in double,
 // deterministic). bf16 x, y and dx: weight, bias, statistics and weight gradients in float32
-// (C = compute_t<T>), each output rounded once, as the CPU twin.
+// (C = compute_t<T>), each output rounded once, as the CPU twin (whose row statistics accumulate in
+// double: the two differ by float32 rounding).
 #include <type_traits>
 
 #include "ops/cuda/kernel_util.cuh"

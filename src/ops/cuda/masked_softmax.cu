@@ -2,8 +2,8 @@
 // twin ops/cpu/masked_softmax.cpp). Shapes: x, y, g, gx (N, C) rows; the keys a row leaves out come from
 // a row provider (ops/masked_softmax_math.h): a mask tensor read in place through MaskIndex (broadcast
 // strides), or the causal pattern computed from the row index (no mask tensor). The scores are
-// multiplied by `scale` first (1 for masked_softmax). The per-element math is ops/masked_softmax_math.h,
-// the code the CPU kernel runs.
+// multiplied by `scale` first (1 for masked_softmax). The per-element math is ops/masked_softmax_math.h
+// (the CPU twin's f64 path; its f32 / bf16 rows compute the same in float32 with cpu/row_exp.h).
 // Rows of C <= kWarpRowMax (attention: C = the key length, tens to hundreds): a warp per row, 8 rows a
 // block, in compute_t<T> (float for float32 and bf16 rows, double for float64), the row max and sums by
 // butterfly warp shuffles (fixed order: the same result every run, in every lane), three passes over

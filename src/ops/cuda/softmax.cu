@@ -154,10 +154,12 @@ struct MaxSum {
       s += expf(x - m);
     }
   }
+  // Commutative (every lane of a butterfly gets the same pair), and a side at the maximum keeps its sum
+  // as it is: two empty sides (m = -inf) add their sums, so a NaN held beside an all -inf row survives,
+  // and two +inf maxima never compute inf - inf.
   __device__ void merge(float m2, float s2) {
     const float top = fmaxf(m, m2);
-    if (top == -INFINITY) return;  // both empty
-    s = s * expf(m - top) + s2 * expf(m2 - top);
+    s = (m == top ? s : s * expf(m - top)) + (m2 == top ? s2 : s2 * expf(m2 - top));
     m = top;
   }
 };
@@ -298,7 +300,7 @@ __global__ void cross_entropy_backward_f32_kernel(const T* logits, const I* targ
     const long long k = static_cast<long long>(target[n]);
     const bool ignored = k == ignore_index;
     const float l = lse[n], s = eps > 0 ? static_cast<float>(share[n]) : 0.0f;
-    const float target_q = static_cast<float>(1.0 - eps);
+    const double row_share = eps > 0 ? share[n] : 0.0;
     for (long long c = static_cast<long long>(threads.lane) * V; c < C; c += static_cast<long long>(TPR) * V) {
       Pack<T, V> p;
       p.load(logits + n * C + c);
@@ -312,7 +314,9 @@ __global__ void cross_entropy_backward_f32_kernel(const T* logits, const I* targ
           p.v[j] = expf(x - l) * f;
           if (at_target) p.v[j] -= f;
         } else {
-          const float q = (at_target ? target_q : 0.0f) + (smoothing_keeps(x) ? s : 0.0f);
+          // At the target the CPU twin's q: (1 - eps + share) rounded once.
+          const float q = at_target ? static_cast<float>(1.0 - eps + (smoothing_keeps(x) ? row_share : 0.0))
+                                    : (smoothing_keeps(x) ? s : 0.0f);
           p.v[j] = (expf(x - l) - q) * f;
         }
       }
