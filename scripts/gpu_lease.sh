@@ -264,6 +264,11 @@ print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/
   [ -s "$csv" ] && bench "ncu_train_${name}_table" python3 scripts/ncu_kernel_table.py "$csv" --steps "$steps" --step-ms "$step_ms"
 }
 if [ "$mode" = focus ]; then
+  # The float32 row kernels (softmax, cross-entropy, layer norm) and the SSRU recurrence of 2026-11-28
+  # (docs/gpu-notes.md): the op table's bench cases, first, as they take seconds.
+  for op in softmax cross_entropy layer_norm ssru_recurrence; do
+    bench "ops_$op" $build/srubench ops --device cuda --only $op --repeats 20 --json "$out/ops_$op.json"
+  done
   # The changes of 2026-11-28 after the lease (docs/gpu-notes.md, their predictions): the translation step
   # without the host-built position table and with dropout drawn in its kernel, and the cuDNN LSTM
   # without device sequence lengths and at bf16 (CUDNN_DATA_BFLOAT16); each with the host profile,
