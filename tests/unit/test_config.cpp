@@ -9,6 +9,7 @@
 #include "nn/sru.h"
 #include "tasks/lm.h"
 #include "tasks/registry.h"
+#include "tasks/translate.h"
 #include "testing.h"
 
 using namespace sru;
@@ -195,3 +196,12 @@ TEST(Config, DocsListEveryKeyWithItsDefault) {
       << "docs/configs.md is out of date: regenerate its reference with `build/srutrain --list-keys`";
 }
 #endif
+
+TEST(Config, TranslateDecoderNamesTheRegistryAndRefusesOthersByKey) {
+  const std::string text = "task: translate\n" + kMinimal + "model:\n  type: transformer\n";
+  EXPECT_EQ(parse(text, {"model.decoder=ssru-transformer"}).task_as<tasks::TranslateOptions>().decoder,
+            "ssru-transformer");
+  const std::string message = error_of([&] { parse(text, {"model.decoder=lstm"}); });
+  EXPECT_NE(message.find("model.decoder"), std::string::npos) << message;
+  EXPECT_NE(message.find("ssru-transformer"), std::string::npos) << message;
+}
