@@ -263,12 +263,12 @@ profile_step() {  # NAME TIMED_JSON IMPL STEPS SRUBENCH-ARGS...
 print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/null || echo 0)
   [ -s "$csv" ] && bench "ncu_train_${name}_table" python3 scripts/ncu_kernel_table.py "$csv" --steps "$steps" --step-ms "$step_ms"
 }
+# The float32 row kernels (softmax, cross-entropy, layer norm) and the SSRU recurrence of 2026-11-28
+# (docs/gpu-notes.md): the op table's bench cases, first in both modes, as they take seconds.
+for op in softmax cross_entropy layer_norm ssru_recurrence; do
+  bench "ops_$op" $build/srubench ops --device cuda --only $op --repeats 20 --json "$out/ops_$op.json"
+done
 if [ "$mode" = focus ]; then
-  # The float32 row kernels (softmax, cross-entropy, layer norm) and the SSRU recurrence of 2026-11-28
-  # (docs/gpu-notes.md): the op table's bench cases, first, as they take seconds.
-  for op in softmax cross_entropy layer_norm ssru_recurrence; do
-    bench "ops_$op" $build/srubench ops --device cuda --only $op --repeats 20 --json "$out/ops_$op.json"
-  done
   # The changes of 2026-11-28 after the lease (docs/gpu-notes.md, their predictions): the translation step
   # without the host-built position table and with dropout drawn in its kernel, and the cuDNN LSTM
   # without device sequence lengths and at bf16 (CUDNN_DATA_BFLOAT16); each with the host profile,
@@ -308,13 +308,21 @@ if [ "$mode" = focus ]; then
 fi
 # 1. The paper-size configs at every precision, ours and the peers' at theirs, side by side.
 paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
+# The host profile (`srubench --host-profile`, a second pass after the timed one) of the rows to explain.
+declare -A host_profile_at_bf16=([bf16]=--host-profile) host_profile_at_tf32=([tf32]=--host-profile)
 for precision in bf16 tf32 fp32; do
+  # shellcheck disable=SC2086  # the host-profile flag or nothing
   bench "train_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
     --set train.device=cuda --set train.precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 \
-    --repeats 3 --json "$out/train_epoch_$precision.json"
+    --repeats 3 ${host_profile_at_bf16[$precision]:-} --json "$out/train_epoch_$precision.json"
 done
+# LEASE_FULL=1: also the rows that the last lease measured and no change since touches (the fp32 and fp16
+# peers, the layer grid at tf32 with its peer, the small configs' peers); default off for a short lease.
+full=${LEASE_FULL:-0}
 if [ "$quick" != 1 ]; then
-  for peer in "--amp fp16" "--amp bf16" "--matmul-precision high" "--matmul-precision highest"; do
+  train_peers=("--amp fp16" "--amp bf16" "--matmul-precision high")
+  [ "$full" = 1 ] && train_peers+=("--matmul-precision highest")
+  for peer in "${train_peers[@]}"; do
     name=peer_train_$(echo "$peer" | awk '{print $2}')
     # shellcheck disable=SC2086  # $peer is an option and its value
     bench "$name" python3 scripts/gpu_peer_bench.py $peer --sru-src $carry/sru_ref --repeats 3 --json "$out/$name.json" \
@@ -325,12 +333,20 @@ fi
 # nn.Transformer base at its fastest settings on batches of 328 pairs of 16 / 15 tokens, unpadded.
 if [ -s $m30k/train.en.gz ]; then
   for precision in tf32 bf16; do
+    # shellcheck disable=SC2086  # the host-profile flag or nothing
     bench "translate_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
       --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
-      --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 --json "$out/translate_epoch_$precision.json"
+      --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 \
+      ${host_profile_at_tf32[$precision]:-} --json "$out/translate_epoch_$precision.json"
   done
+  # wmt-base with the SSRU decoder (model.decoder ssru-transformer, docs/architecture.md).
+  bench translate_epoch_ssru_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/translate/wmt-base.yaml \
+    "${translate_sets[@]}" --set model.decoder=ssru-transformer --set train.precision=bf16 --steps 20 --warmup-steps 3 \
+    --repeats 3 --json "$out/translate_epoch_ssru_bf16.json"
   if [ "$quick" != 1 ]; then
-    for peer in "--matmul-precision high" "--amp bf16" "--amp fp16"; do
+    translate_peers=("--matmul-precision high" "--amp bf16")
+    [ "$full" = 1 ] && translate_peers+=("--amp fp16")
+    for peer in "${translate_peers[@]}"; do
       name=peer_translate_$(echo "$peer" | awk '{print $2}')
       # shellcheck disable=SC2086  # $peer is an option and its value
       bench "$name" python3 scripts/gpu_peer_bench.py $peer --repeats 3 --json "$out/$name.json" \
@@ -351,7 +367,7 @@ if command -v ncu > /dev/null && [ "$quick" != 1 ]; then
 fi
 # 3. The layer grid and the small configs, ours and the peers'.
 sizes=(--lengths 32 128 256 --hidden 256 512 1024 --batch 32)
-for precision in bf16 tf32; do
+for precision in bf16 $([ "$full" = 1 ] && echo tf32); do
   bench "sru_vs_lstm_$precision" $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --precision $precision \
     "${sizes[@]}" --repeats 20 --impls gemm recurrence copy sru_fused lstm_cudnn --json "$out/sru_vs_lstm_$precision.json"
 done
@@ -360,12 +376,12 @@ if [ -x $build/srubench-before ]; then
   bench sru_vs_lstm_before $build/srubench-before --warm-up-seconds 0 sru-vs-lstm --device cuda "${sizes[@]}" --repeats 20 \
     --impls recurrence copy sru_fused --json "$out/sru_vs_lstm_before.json"
 fi
-[ "$quick" != 1 ] && bench peer_layer_tf32 python3 scripts/gpu_peer_bench.py --matmul-precision high --sru-src $carry/sru_ref \
+[ "$quick" != 1 ] && [ "$full" = 1 ] && bench peer_layer_tf32 python3 scripts/gpu_peer_bench.py --matmul-precision high --sru-src $carry/sru_ref \
   --json "$out/peer_layer_tf32.json" layer "${sizes[@]}"
 small=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml)
 bench train_epoch_small $build/srubench --warm-up-seconds 0 train-epoch "${small[@]/#/--config=}" --set train.device=cuda \
   --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_small.json"
-[ "$quick" != 1 ] && bench peer_train_small python3 scripts/gpu_peer_bench.py --sru-src $carry/sru_ref --repeats 3 \
+[ "$quick" != 1 ] && [ "$full" = 1 ] && bench peer_train_small python3 scripts/gpu_peer_bench.py --sru-src $carry/sru_ref --repeats 3 \
   --json "$out/peer_train_small.json" train --config "${small[@]}" --data $data --steps 20
 # 4. The recurrence under Nsight Compute at L 256, d 1024, B 32: every kernel's time in one forward +
 # backward, then the SRU kernels' sections (clocks left as they are).
