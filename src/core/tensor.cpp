@@ -75,6 +75,8 @@ Tensor Tensor::from_vector(const std::vector<T>& values, const Shape& shape, DTy
 }
 
 Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype, Generator& gen) {
+  // bf16 / f16: the float32 draw (the same generator words), rounded to nearest even.
+  if (is_floating(dtype) && !is_compute_floating(dtype)) return uniform(shape, low, high, DType::F32, gen).to(dtype);
   Tensor t = empty(shape, dtype);
   const int64_t n = t.numel();
   const uint64_t seed = gen.seed(), offset = gen.reserve(n);
@@ -90,6 +92,7 @@ Tensor Tensor::uniform(const Shape& shape, double low, double high, DType dtype,
 }
 
 Tensor Tensor::randn(const Shape& shape, DType dtype, Generator& gen) {
+  if (is_floating(dtype) && !is_compute_floating(dtype)) return randn(shape, DType::F32, gen).to(dtype);  // as uniform
   Tensor t = empty(shape, dtype);
   const int64_t n = t.numel();
   // Two words per element: Box-Muller on (u1, u2), u1 shifted into (0, 1] so log(u1) is finite.

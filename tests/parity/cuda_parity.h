@@ -123,15 +123,20 @@ inline RecurrenceExtras recurrence_extras(bool with, int64_t L, int64_t B, int64
   return e;
 }
 
-// The same LSTM (same options and seed) on the CPU and on cuda:0; on(x) is the one on x's device.
+// The same LSTM (same options and seed) on the CPU and on cuda:0 (`second`: the device of the second
+// copy; the CPU for the helper's own test); on(x) is the one on x's device. The pair owns the
+// generators: an LSTM draws its between-layer dropout from the generator it was built with, so they
+// must outlive the modules (declared first, destroyed last).
 struct LstmPair {
+  std::unique_ptr<Generator> cpu_gen, gpu_gen;
   std::unique_ptr<nn::LSTM> cpu, gpu;
   const nn::LSTM& on(const Tensor& x) const { return x.device().is_cuda() ? *gpu : *cpu; }
 };
-inline LstmPair lstm_pair(const nn::LSTMOptions& o, uint64_t seed) {
-  Generator g1(seed), g2(seed);
-  LstmPair p{std::make_unique<nn::LSTM>(o, g1), std::make_unique<nn::LSTM>(o, g2)};
-  p.gpu->to(kCuda);
+inline LstmPair lstm_pair(const nn::LSTMOptions& o, uint64_t seed, Device second = kCuda) {
+  LstmPair p{std::make_unique<Generator>(seed), std::make_unique<Generator>(seed), nullptr, nullptr};
+  p.cpu = std::make_unique<nn::LSTM>(o, *p.cpu_gen);
+  p.gpu = std::make_unique<nn::LSTM>(o, *p.gpu_gen);
+  p.gpu->to(second);
   return p;
 }
 // An LSTM pair's forward as a parity function: inputs x, h0, c0, mask_pad; outputs output, h, c.

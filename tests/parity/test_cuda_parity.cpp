@@ -518,6 +518,24 @@ TEST(CudaParity, WeightEmaOnDevice) {
 
 // The cuDNN LSTM against the CPU LSTM: 2 layers, both directions, dropout between layers (same
 // masks), initial states, padding at the end of sequences; outputs and all gradients.
+// The helper itself, on the CPU (no device needed): both copies draw the same dropout between layers
+// from generators that live as long as the pair (on an H200, 2026-11-28, generators local to
+// lstm_pair left the modules a dangling pointer: garbage batch shards in the dropout's check).
+TEST(CudaParityHelpers, LstmPairOwnsTheGeneratorsItsModulesDrawDropoutFrom) {
+  nn::LSTMOptions o;
+  o.input_size = 3;
+  o.hidden_size = 4;
+  o.num_layers = 3;
+  o.dropout = 0.5;
+  const LstmPair m = lstm_pair(o, 11, Device::cpu());
+  const Tensor x = rand_leaf({6, 2, 3}, 12);
+  const uint64_t before = m.cpu_gen->offset();
+  const Tensor a = m.cpu->forward(x).output, b = m.gpu->forward(x).output;
+  EXPECT_GT(m.cpu_gen->offset(), before) << "no dropout was drawn";
+  EXPECT_EQ(m.cpu_gen->offset(), m.gpu_gen->offset());
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+}
+
 TEST(CudaParity, CudnnLstmMatchesCpuLstm) {
   SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::F32, DType::F64})

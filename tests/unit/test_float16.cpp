@@ -128,6 +128,23 @@ TEST(Float16, TensorsConvertFillAndPrint) {
   EXPECT_TRUE(std::isinf(x.to(DType::F16).to_vector<float>()[4]));  // f16 overflows past 65504
 }
 
+// Random 16-bit tensors are the float32 draw rounded to nearest even, the generator advanced as at
+// float32 (torch.rand(dtype=torch.bfloat16) likewise); the CUDA parity tests draw bf16 inputs and
+// output weights this way.
+TEST(Float16, RandomTensorsAreTheFloat32DrawRounded) {
+  for (DType t : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(t));
+    Generator g32(7), g16(7);
+    const Tensor u32 = Tensor::uniform({3, 5}, -2, 2, DType::F32, g32), u16 = Tensor::uniform({3, 5}, -2, 2, t, g16);
+    EXPECT_EQ(u16.dtype(), t);
+    EXPECT_EQ(u16.to(DType::F32).to_vector<float>(), u32.to(t).to(DType::F32).to_vector<float>());
+    EXPECT_EQ(g16.offset(), g32.offset());
+    const Tensor n32 = Tensor::randn({17}, DType::F32, g32), n16 = Tensor::randn({17}, t, g16);
+    EXPECT_EQ(n16.to(DType::F32).to_vector<float>(), n32.to(t).to(DType::F32).to_vector<float>());
+    EXPECT_EQ(g16.offset(), g32.offset());
+  }
+}
+
 // Until an op has 16-bit kernels (issue 37's op table), it refuses 16-bit tensors naming itself; those
 // with bf16 kernels refuse f16.
 TEST(Float16, OpsWithoutSixteenBitKernelsRefuseThemByName) {
