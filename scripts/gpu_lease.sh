@@ -263,9 +263,10 @@ profile_step() {  # NAME TIMED_JSON IMPL STEPS SRUBENCH-ARGS...
 print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/null || echo 0)
   [ -s "$csv" ] && bench "ncu_train_${name}_table" python3 scripts/ncu_kernel_table.py "$csv" --steps "$steps" --step-ms "$step_ms"
 }
-# The float32 row kernels (softmax, cross-entropy, layer norm) and the SSRU recurrence of 2026-11-28
-# (docs/gpu-notes.md): the op table's bench cases, first in both modes, as they take seconds.
-for op in softmax cross_entropy layer_norm ssru_recurrence; do
+# The float32 row kernels (softmax, cross-entropy, layer norm: its row in registers since 2026-11-28
+# afternoon), dropout's four-element accesses and the SSRU recurrence (docs/gpu-notes.md): the op
+# table's bench cases, first in both modes, as they take seconds.
+for op in softmax cross_entropy layer_norm dropout ssru_recurrence; do
   bench "ops_$op" $build/srubench ops --device cuda --only $op --repeats 20 --json "$out/ops_$op.json"
 done
 if [ "$mode" = focus ]; then

@@ -279,10 +279,14 @@ TEST(CudaParity, DropoutMasksAreBitIdentical) {
 // without a shard (a thread per Philox block, an element count that ends mid-block) and with one.
 TEST(CudaParity, DropoutDrawnInTheKernelIsBitIdentical) {
   SKIP_WITHOUT_CUDA();
+  // 4,995 elements: whole Philox blocks of four in one access each and a tail of three; offset 1: the
+  // input view one element past an aligned start, so the kernel takes its element-at-a-time path.
   for (const DType dtype : {DType::F32, DType::F64, DType::BF16})
-    for (const bool shard : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + (shard ? ", batch shard" : ""));
-      const Tensor x = rand_leaf({5, 3, 333}, 80, DType::F64).detach().to(dtype);
+    for (const int variant : {0, 1, 2}) {
+      const bool shard = variant == 1;
+      const int64_t offset = variant == 2 ? 1 : 0;
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (shard ? ", batch shard" : "") + (offset ? ", offset 1" : ""));
+      const Tensor x = rand_leaf({5 * 3 * 333 + offset}, 80, DType::F64).detach().to(dtype);
       const Tensor g = rand_leaf({5, 3, 333}, 81, DType::F64).detach().to(dtype);
       std::vector<std::vector<double>> outputs, grads;
       for (const Device device : {Device::cpu(), kCuda}) {
@@ -290,7 +294,8 @@ TEST(CudaParity, DropoutDrawnInTheKernelIsBitIdentical) {
         if (shard) gen.set_batch_shard({7, 3, 3});
         Tensor leaf = x.to(device);
         leaf.set_requires_grad(true);
-        const Tensor y = dropout(leaf, 0.4, true, gen, shard ? 1 : 0);
+        const Tensor input = reshape(slice(leaf, 0, offset, offset + 5 * 3 * 333), {5, 3, 333});
+        const Tensor y = dropout(input, 0.4, true, gen, shard ? 1 : 0);
         autograd::backward({y}, {g.to(device)});
         outputs.push_back(y.to(DType::F64).to_vector<double>());
         grads.push_back(leaf.grad().to(DType::F64).to_vector<double>());
@@ -309,8 +314,10 @@ TEST(CudaParity, LayerNorm) {
     expect_parity(one([](const Inputs& v) { return layer_norm(v[0], Tensor(), Tensor()); }), {x}, tol);
   }
   // Every launch shape of the float32 kernels (ops/cuda/row_kernels.cuh): a warp per row or a block,
-  // 16-byte packs or single elements, f32 and bf16 rows (float32 weight, bias and statistics).
-  for (const int64_t D : {8, 301, 512, 1027, 2048}) {
+  // 16-byte packs or single elements, f32 and bf16 rows (float32 weight, bias and statistics), and each
+  // number of packs a warp-per-row thread holds in registers (float32 P = 1, 2, 4, 8 at D = 8, 200, 512,
+  // 1000; bf16 P = 1, 2, 4).
+  for (const int64_t D : {8, 200, 301, 512, 1000, 1027, 2048}) {
     SCOPED_TRACE("D " + std::to_string(D));
     const Tensor x = rand_leaf({7, D}, 50 + D, DType::F32, -3, 3), w = rand_leaf({D}, 51), b = rand_leaf({D}, 52);
     expect_parity(one([](const Inputs& v) { return layer_norm(v[0], v[1], v[2]); }), {x, w, b}, 1e-5);

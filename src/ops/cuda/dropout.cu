@@ -23,12 +23,60 @@ __global__ void dropout_kernel(unsigned long long seed, unsigned long long offse
     write(i, philox::u32_to_unit_float(philox::random_u32(seed, offset, window.global_index(i))) >= threshold);
   }
 }
+// Four consecutive elements in one access (float: 16 bytes, bf16: 8, double: two of 16) where the
+// pointer is aligned to 4 elements: the per-element accesses of a warp spanned 512 bytes in 16 sectors
+// each, four times the L2 transactions (20 us a 2.5 M-element launch on an H200, 889 GB/s).
+template <typename T>
+__device__ void load4(const T* p, T (&out)[4]) {
+  if constexpr (sizeof(T) == 2) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    memcpy(out, &raw, sizeof(raw));
+  } else {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int h = 0; h < static_cast<int>(sizeof(T)) / 4; ++h) {
+      const uint4 raw = q[h];
+      memcpy(reinterpret_cast<char*>(out) + 16 * h, &raw, sizeof(raw));
+    }
+  }
+}
+template <typename T>
+__device__ void store4(T* p, const T (&in)[4]) {
+  if constexpr (sizeof(T) == 2) {
+    uint2 raw;
+    memcpy(&raw, in, sizeof(raw));
+    *reinterpret_cast<uint2*>(p) = raw;
+  } else {
+    uint4* q = reinterpret_cast<uint4*>(p);
+#pragma unroll
+    for (int h = 0; h < static_cast<int>(sizeof(T)) / 4; ++h) {
+      uint4 raw;
+      memcpy(&raw, reinterpret_cast<const char*>(in) + 16 * h, sizeof(raw));
+      q[h] = raw;
+    }
+  }
+}
+template <typename T>
+bool aligned4(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0;
+}
+
+// A thread per Philox block b: elements 4b..4b+3 from its four words; write.quad when the four are in
+// range and the functor's pointers are 4-element aligned (write.vector), else one element at a time.
 template <typename Write>
 __global__ void dropout_blocks_kernel(unsigned long long seed, unsigned long long offset, float threshold, long long n,
                                       Write write) {
   SRU_GRID_STRIDE(b, (n + 3) / 4) {
     const philox::U32x4 words = philox::philox4x32_10(offset + static_cast<unsigned long long>(b), 0, seed);
     const long long first = 4 * b;
+    if (write.vector && first + 4 <= n) {
+      const bool kept[4] = {philox::u32_to_unit_float(words.v[0]) >= threshold,
+                            philox::u32_to_unit_float(words.v[1]) >= threshold,
+                            philox::u32_to_unit_float(words.v[2]) >= threshold,
+                            philox::u32_to_unit_float(words.v[3]) >= threshold};
+      write.quad(first, kept);
+      continue;
+    }
     for (int k = 0; k < 4 && first + k < n; ++k) write(first + k, philox::u32_to_unit_float(words.v[k]) >= threshold);
   }
 }
@@ -50,7 +98,14 @@ template <typename T>
 struct MaskWrite {
   T keep;
   T* m;
+  bool vector;  // m is 4-element aligned
   __device__ void operator()(long long i, bool kept) const { m[i] = kept ? keep : T(0); }
+  __device__ void quad(long long first, const bool (&kept)[4]) const {
+    T out[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out[k] = kept[k] ? keep : T(0);
+    store4(m + first, out);
+  }
 };
 // The product with the mask element, in compute_t, rounded once.
 template <typename T>
@@ -58,9 +113,18 @@ struct ApplyWrite {
   compute_t<T> keep;
   const T* x;
   T* y;
+  bool vector;  // x and y are 4-element aligned
   __device__ void operator()(long long i, bool kept) const {
     using C = compute_t<T>;
     y[i] = T(C(x[i]) * (kept ? keep : C(0)));
+  }
+  __device__ void quad(long long first, const bool (&kept)[4]) const {
+    using C = compute_t<T>;
+    T in[4], out[4];
+    load4(x + first, in);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) out[k] = T(C(in[k]) * (kept[k] ? keep : C(0)));
+    store4(y + first, out);
   }
 };
 }  // namespace
@@ -69,7 +133,9 @@ void apply_dropout(uint64_t seed, uint64_t offset, double p, const Tensor& in, c
   const long long n = in.numel();
   if (n == 0) return;
   SRU_DISPATCH_FLOATING_BF16(in.dtype(), "dropout", [&]<typename T>() {
-    const ApplyWrite<T> write{static_cast<compute_t<T>>(1.0 / (1.0 - p)), in.data<T>(), out.data<T>()};
+    const T* x = in.data<T>();
+    T* y = out.data<T>();
+    const ApplyWrite<T> write{static_cast<compute_t<T>>(1.0 / (1.0 - p)), x, y, aligned4(x) && aligned4(y)};
     launch_dropout(seed, offset, p, n, window, write, stream_of(in));
   });
 }
@@ -78,7 +144,8 @@ void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& m
   const long long n = mask.numel();
   if (n == 0) return;
   SRU_DISPATCH_FLOATING(mask.dtype(), "dropout_mask", [&]<typename T>() {
-    launch_dropout(seed, offset, p, n, window, MaskWrite<T>{static_cast<T>(1.0 / (1.0 - p)), mask.data<T>()},
+    launch_dropout(seed, offset, p, n, window,
+                   MaskWrite<T>{static_cast<T>(1.0 / (1.0 - p)), mask.data<T>(), aligned4(mask.data<T>())},
                    stream_of(mask));
   });
 }

@@ -1,7 +1,8 @@
 // CUDA kernels of layer_norm (math in ops/layer_norm.h; CPU twins in ops/cpu/layer_norm.cpp).
 // x (N, D). f32 and bf16 rows in float32 (ops/cuda/row_kernels.cuh): a warp per row up to 1,024
-// elements, else a block; 16-byte packs where the rows allow; the mean, then the centred sum of squares
-// (two passes, the second from L1), then y; backward the two row sums (of gh and gh xhat), then dx.
+// elements, else a block; 16-byte packs where the rows allow; the mean, then the centred sum of squares,
+// then y; backward the two row sums (of gh and gh xhat), then dx. A warp per row with packs holds its
+// row in registers (row_kernels.cuh, RowPacks): one read of x (of g and x backward) for all passes.
 // f64 rows (the gradient checks): one block per row in double with fixed-tree sums. dweight / dbias sum
 // over rows per column with column_sums (ops/cuda/kernel_util.cuh: fixed chunks, in double,
 // deterministic). bf16 x, y and dx: weight, bias, statistics and weight gradients in float32
@@ -67,79 +68,93 @@ __global__ void layer_norm_backward_f64_kernel(const T* g, const T* x, const C* 
   }
 }
 
-// y = (x - mean) rstd w + b in float32, and the row's mean and rstd.
-template <typename T, int V, int TPR>
+// y = (x - mean) rstd w + b in float32, and the row's mean and rstd. P > 0: the row held in registers
+// (with_row_cache), read once for its three passes.
+template <typename T, int V, int TPR, int P>
 __global__ void layer_norm_f32_kernel(const T* x, const float* w, const float* b, long long N, long long D, float eps,
                                       T* y, float* mean, float* rstd) {
   __shared__ float shared[kBlock / 32];
   const RowThreads<TPR> threads;
   const long long first = static_cast<long long>(threads.lane) * V, stride = static_cast<long long>(TPR) * V;
   for (long long n = threads.first; n < N; n += threads.step) {
-    const T* row = x + n * D;
+    const RowPacks<T, V, P> packs(x + n * D, first, stride, D);
     float s = 0.0f;
-    for (long long j = first; j < D; j += stride) {
-      Pack<T, V> p;
-      p.load(row + j);
+    packs.each([&](const Pack<T, V>& p, long long) {
 #pragma unroll
       for (int k = 0; k < V; ++k) s += p.v[k];
-    }
+    });
     const float mu = row_sum<TPR>(s, shared) / static_cast<float>(D);
     float v = 0.0f;
-    for (long long j = first; j < D; j += stride) {
-      Pack<T, V> p;
-      p.load(row + j);
+    packs.each([&](const Pack<T, V>& p, long long) {
 #pragma unroll
       for (int k = 0; k < V; ++k) v += (p.v[k] - mu) * (p.v[k] - mu);
-    }
+    });
     const float r = 1.0f / sqrtf(row_sum<TPR>(v, shared) / static_cast<float>(D) + eps);
     if (threads.lane == 0) {
       mean[n] = mu;
       rstd[n] = r;
     }
-    for (long long j = first; j < D; j += stride) {
-      Pack<T, V> p;
-      p.load(row + j);
+    packs.each([&](const Pack<T, V>& p, long long j) {
+      Pack<T, V> out;
 #pragma unroll
       for (int k = 0; k < V; ++k) {
         float h = (p.v[k] - mu) * r;
         if (w) h *= w[j + k];
         if (b) h += b[j + k];
-        p.v[k] = h;
+        out.v[k] = h;
       }
-      p.store(y + n * D + j);
-    }
+      out.store(y + n * D + j);
+    });
   }
 }
 
-// dx = rstd (gh - mean(gh) - xhat mean(gh xhat)), gh = g w, in float32.
-template <typename T, int V, int TPR>
+// dx = rstd (gh - mean(gh) - xhat mean(gh xhat)), gh = g w, in float32. P > 0: g's and x's rows held in
+// registers for the two passes.
+template <typename T, int V, int TPR, int P>
 __global__ void layer_norm_backward_f32_kernel(const T* g, const T* x, const float* w, const float* mean,
                                                const float* rstd, long long N, long long D, T* dx) {
   __shared__ float shared[kBlock / 32];
   const RowThreads<TPR> threads;
   const long long first = static_cast<long long>(threads.lane) * V, stride = static_cast<long long>(TPR) * V;
   for (long long n = threads.first; n < N; n += threads.step) {
-    const T *gr = g + n * D, *xr = x + n * D;
+    const RowPacks<T, V, P> gs(g + n * D, first, stride, D), xs(x + n * D, first, stride, D);
     const float mu = mean[n], r = rstd[n];
-    // One pass over the thread's elements: f(element of the g pack, gh, xhat); the pack goes to out when given.
-    const auto pass = [&](T* out, auto&& f) {
-      for (long long j = first; j < D; j += stride) {
-        Pack<T, V> pg, px;
-        pg.load(gr + j);
-        px.load(xr + j);
+    // f(j, k, gh, xhat) over the thread's elements in order, the two rows' packs side by side.
+    const auto pass = [&](auto&& f) {
+      if constexpr (P > 0) {
 #pragma unroll
-        for (int k = 0; k < V; ++k) f(pg.v[k], w ? pg.v[k] * w[j + k] : pg.v[k], (px.v[k] - mu) * r);
-        if (out) pg.store(out + j);
+        for (int q = 0; q < P; ++q) {
+          const long long j = first + q * stride;
+          if (j >= D) continue;
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const float gv = gs.held[q].v[k];
+            f(j, k, w ? gv * w[j + k] : gv, (xs.held[q].v[k] - mu) * r);
+          }
+        }
+      } else {
+        for (long long j = first; j < D; j += stride) {
+          Pack<T, V> pg, px;
+          pg.load(g + n * D + j);
+          px.load(x + n * D + j);
+#pragma unroll
+          for (int k = 0; k < V; ++k) f(j, k, w ? pg.v[k] * w[j + k] : pg.v[k], (px.v[k] - mu) * r);
+        }
       }
     };
     float sum_gh = 0.0f, sum_gh_xhat = 0.0f;
-    pass(nullptr, [&](float&, float gh, float xhat) {
+    pass([&](long long, int, float gh, float xhat) {
       sum_gh += gh;
       sum_gh_xhat += gh * xhat;
     });
     const float mean_gh = row_sum<TPR>(sum_gh, shared) / static_cast<float>(D);
     const float mean_gh_xhat = row_sum<TPR>(sum_gh_xhat, shared) / static_cast<float>(D);
-    pass(dx + n * D, [&](float& v, float gh, float xhat) { v = r * (gh - mean_gh - xhat * mean_gh_xhat); });
+    // dx a pack at a time: the pack of j is complete after its k = V - 1.
+    Pack<T, V> out;
+    pass([&](long long j, int k, float gh, float xhat) {
+      out.v[k] = r * (gh - mean_gh - xhat * mean_gh_xhat);
+      if (k == V - 1) out.store(dx + n * D + j);
+    });
   }
 }
 
@@ -178,9 +193,11 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
       // The weight and bias are read per element of a pack: only x and y need 16-byte alignment.
       const RowLaunch shape = row_launch<T>(N, D, {x.data_ptr(), y.data_ptr()});
       with_row_shape<T>(shape, [&]<int V, int TPR>() {
-        layer_norm_f32_kernel<T, V, TPR><<<shape.blocks, kBlock, 0, s>>>(
-            x.data<T>(), data_or_null<C>(weight), data_or_null<C>(bias), N, D, static_cast<float>(eps), y.data<T>(),
-            mean.data<C>(), rstd.data<C>());
+        with_row_cache<V, TPR>(D, [&]<int P>() {
+          layer_norm_f32_kernel<T, V, TPR, P><<<shape.blocks, kBlock, 0, s>>>(
+              x.data<T>(), data_or_null<C>(weight), data_or_null<C>(bias), N, D, static_cast<float>(eps), y.data<T>(),
+              mean.data<C>(), rstd.data<C>());
+        });
       });
       SRU_CUDA_LAUNCH_CHECK("layer_norm_f32_kernel");
     }
@@ -201,8 +218,10 @@ void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
     } else {
       const RowLaunch shape = row_launch<T>(N, D, {g.data_ptr(), x.data_ptr(), dx.data_ptr()});
       with_row_shape<T>(shape, [&]<int V, int TPR>() {
-        layer_norm_backward_f32_kernel<T, V, TPR><<<shape.blocks, kBlock, 0, s>>>(
-            g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>());
+        with_row_cache<V, TPR>(D, [&]<int P>() {
+          layer_norm_backward_f32_kernel<T, V, TPR, P><<<shape.blocks, kBlock, 0, s>>>(
+              g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>());
+        });
       });
       SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f32_kernel");
     }

@@ -261,12 +261,14 @@ __global__ void backward_kernel(Args<T, S> a, const T* __restrict__ c_all, const
 }
 
 // grad_weight_c[i] = sum over b of part_v[b, i] (and grad_bias from part_b). A block per tile of 32
-// columns x 8 lanes (grid-stride over tiles): lane y adds rows y, y + 8, ... of its column, then lane 0
-// adds the 8 lane sums in lane order (fixed, so every run gives the same bits; the CPU twin adds b in
+// columns x 32 lanes (grid-stride over tiles): lane y adds rows y, y + 32, ... of its column, then lane
+// 0 adds the 32 lane sums in lane order (fixed, so every run gives the same bits; the CPU twin adds b in
 // order, within float rounding of this). One thread per column looping over every b ran 2 * out
 // threads (2,624 at the paper's d 1312) through B dependent loads each: 87 GB/s, 0.25 ms of an 8.75 ms
-// enwik8 step at bf16 on an H200 (2026-11-28); floor of its 2 x B x 2 out x 4 bytes: ~1 us.
-constexpr int kReduceColumns = 32, kReduceLanes = 8;
+// enwik8 step at bf16 on an H200 (2026-11-28); floor of its 2 x B x 2 out x 4 bytes: ~1 us. With 8
+// lanes (16 loads a thread at B 128, 82 blocks of 256 threads: under one block an SM) it took 13 us a
+// launch (203 GB/s, H200, 2026-11-28 afternoon): latency of the loads in sequence, hence 32 lanes.
+constexpr int kReduceColumns = 32, kReduceLanes = 32;
 
 template <typename T>
 __global__ void reduce_batch_kernel(const T* part_v, const T* part_b, long long B, long long width, T* gw, T* gb) {
@@ -275,6 +277,7 @@ __global__ void reduce_batch_kernel(const T* part_v, const T* part_b, long long 
     const long long i = tile * kReduceColumns + threadIdx.x;
     T sv = T(0), sb = T(0);
     if (i < width)
+#pragma unroll 4
       for (long long b = threadIdx.y; b < B; b += kReduceLanes) {
         sv += part_v[b * width + i];
         sb += part_b[b * width + i];
