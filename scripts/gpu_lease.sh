@@ -266,9 +266,14 @@ print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/
 # The float32 row kernels (softmax, cross-entropy, layer norm: its row in registers since 2026-11-28
 # afternoon), dropout's four-element accesses and the SSRU recurrence (docs/gpu-notes.md): the op
 # table's bench cases, first in both modes, as they take seconds.
-for op in softmax cross_entropy layer_norm dropout ssru_recurrence; do
+for op in softmax cross_entropy layer_norm dropout ssru_recurrence fused_attention; do
   bench "ops_$op" $build/srubench ops --device cuda --only $op --repeats 20 --json "$out/ops_$op.json"
 done
+bench ops_fused_attention_bf16 $build/srubench ops --device cuda --only fused_attention --dtype bf16 --repeats 20 \
+  --json "$out/ops_fused_attention_bf16.json"
+# The fused attention's peer at the same shape (L 512, B 16, 8 heads of 64, causal), fp32 and bf16.
+[ "$mode" != profile ] && bench peer_attention python3 scripts/gpu_peer_bench.py --repeats 20 --json "$out/peer_attention.json" \
+  attention --causal --batch 16 --heads 8 --length 512 --dim 64 --dtypes fp32 bf16
 if [ "$mode" = focus ]; then
   # The changes of 2026-11-28 after the lease (docs/gpu-notes.md, their predictions): the translation step
   # without the host-built position table and with dropout drawn in its kernel, and the cuDNN LSTM

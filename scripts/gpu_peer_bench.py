@@ -292,6 +292,36 @@ def translate_bench(a):
     return rows
 
 
+def attention_bench(a):
+    """F.scaled_dot_product_attention forward + backward on (B, H, L, d) at each dtype, causal or not:
+    the peer of `srubench ops --device cuda --only fused_attention` (its bench case: (L, B, H x d) heads,
+    causal) and of the issue's goal (L 512, 8 heads, d 64). PyTorch picks its fastest backend (flash
+    or memory-efficient attention) for the dtype."""
+    import torch.nn.functional as F
+    rows = []
+    print("| impl | dtype | B | H | L | d | causal | fwd ms | fwd+bwd ms |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for dtype_name in a.dtypes:
+        dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype_name]
+        shape = (a.batch, a.heads, a.length, a.dim)
+        q, k, v = (torch.empty(shape, device=DEVICE, dtype=dtype).uniform_(-1, 1).requires_grad_() for _ in range(3))
+        grad = torch.ones(shape, device=DEVICE, dtype=dtype)
+
+        def forward():
+            with torch.no_grad():
+                F.scaled_dot_product_attention(q, k, v, is_causal=a.causal)
+
+        def both():
+            q.grad = k.grad = v.grad = None
+            F.scaled_dot_product_attention(q, k, v, is_causal=a.causal).backward(grad)
+        fwd, fwd_bwd = time_ms(forward, a.warmup, a.repeats), time_ms(both, a.warmup, a.repeats)
+        rows.append({"impl": "torch_sdpa", "dtype": dtype_name, "B": a.batch, "H": a.heads, "L": a.length, "d": a.dim,
+                     "causal": a.causal, "fwd_ms": fwd, "fwd_bwd_ms": fwd_bwd})
+        print(f"| torch_sdpa | {dtype_name} | {a.batch} | {a.heads} | {a.length} | {a.dim} | {a.causal} | {fwd:.4f} | "
+              f"{fwd_bwd:.4f} |", flush=True)
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description="PyTorch peers of srubench, on a GPU or the CPU")
     p.add_argument("--sru-src", default="", help="folder holding the reference `sru` package")
@@ -324,6 +354,13 @@ def main():
     xp.add_argument("--src-len", type=int, default=16)
     xp.add_argument("--tgt-len", type=int, default=15, help="target tokens a sentence (the decoder's input is as long)")
     xp.add_argument("--steps", type=int, default=20, help="steps per timed repeat")
+    ap = sub.add_parser("attention")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--length", type=int, default=512)
+    ap.add_argument("--dim", type=int, default=64, help="features a head")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--dtypes", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16", "fp16"])
     a = p.parse_args()
     global DEVICE, CLOCK
     DEVICE = a.device
@@ -351,7 +388,8 @@ def main():
               f"matmul precision {a.matmul_precision}" + (" (TF32 off)" if a.matmul_precision == "highest" else "")
               + (f", AMP {a.amp}" if a.amp != "none" else ""))
     sru = import_reference_sru(a.sru_src)
-    benches = {"layer": lambda: layer_bench(a, sru), "train": lambda: train_bench(a, sru), "translate": lambda: translate_bench(a)}
+    benches = {"layer": lambda: layer_bench(a, sru), "train": lambda: train_bench(a, sru), "translate": lambda: translate_bench(a),
+               "attention": lambda: attention_bench(a)}
     rows = benches[a.cmd]()
     if a.json:
         json.dump([dict(r, matmul_precision=a.matmul_precision) for r in rows], open(a.json, "w"), indent=1)

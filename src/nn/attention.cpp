@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/index.h"
 #include "ops/elementwise.h"
@@ -219,18 +220,32 @@ std::pair<Tensor, Tensor> MultiHeadAttention::project_keys_values(const Tensor& 
   return {matmul(source, slice(w, 0, 0, d), false, true), matmul(source, slice(w, 0, d, 2 * d), false, true)};
 }
 
-Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) const {
-  const int64_t H = options_.heads;
-  SRU_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.size(1) == k.size(1) && k.size(0) == v.size(0) &&
-                k.size(1) == v.size(1),
-            "multi-head attention: expected q (Lq, B, d), k and v (Lk, B, d), got q ", shape_str(q.shape()), ", k ",
-            shape_str(k.shape()), ", v ", shape_str(v.shape()));
-  const double scale = 1.0 / std::sqrt(static_cast<double>(options_.model_size / H));
+Tensor attend_projected(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const AttentionMask& mask,
+                        double scale, double dropout_p, bool training, Generator& gen, AttentionKernel kernel) {
+  SRU_CHECK(heads > 0 && q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.size(1) == k.size(1) &&
+                k.size(0) == v.size(0) && k.size(1) == v.size(1) && q.size(2) % heads == 0 && v.size(2) % heads == 0,
+            "multi-head attention: expected q (Lq, B, d), k and v (Lk, B, d) with ", heads, " heads, got q ",
+            shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
+  const int64_t dh = q.size(2) / heads, dv = v.size(2) / heads;
+  const bool fused = kernel == AttentionKernel::Fused ||
+                     (kernel == AttentionKernel::Auto && q.device().is_cuda() &&
+                      fused_attention_supports(dh, dv, q.dtype(), q.device()));
+  if (fused) {
+    AttentionPattern pattern;
+    if (mask.kind == AttentionMask::Kind::Causal) pattern = {true, mask.offset, mask.window};
+    const Tensor padding = mask.kind == AttentionMask::Kind::None ? Tensor() : mask.key_padding;
+    return fused_attention(q, k, v, heads, pattern, padding, scale, dropout_p, training, gen);
+  }
   // attend_heads over split_heads' views, merged back, without the copies: the products read and write
   // the (L, B, H*dh) layout (ops/matmul.h head_scores, head_mix).
-  const Tensor weights =
-      attention_weights(head_scores(q, k, H), H, mask, scale, options_.attn_dropout, is_training(), *gen_);
-  return head_mix(weights, v, H);
+  const Tensor weights = attention_weights(head_scores(q, k, heads), heads, mask, scale, dropout_p, training, gen);
+  return head_mix(weights, v, heads);
+}
+
+Tensor MultiHeadAttention::attend(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask) const {
+  const int64_t H = options_.heads;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(options_.model_size / H));
+  return attend_projected(q, k, v, H, mask, scale, options_.attn_dropout, is_training(), *gen_);
 }
 
 Tensor MultiHeadAttention::project_output(const Tensor& attended) const {

@@ -71,6 +71,20 @@ struct AttentionMask {
 Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
                     double scale, double dropout = 0.0, bool training = false, Generator& gen = default_generator());
 
+// How the attention over projected heads is computed: Composed (head_scores, the fused softmax kernels,
+// dropout, head_mix: ops/matmul.h, ops/masked_softmax.h), Fused (one op each way, no (Lq, Lk) matrix
+// in memory: ops/attention.h), or Auto: fused on a GPU where fused_attention_supports the heads,
+// composed on the CPU, whose BLAS products are faster than the fused kernels' loops at every length
+// measured (docs/results.md). Both draw the same dropout and agree within float rounding.
+enum class AttentionKernel { Auto, Composed, Fused };
+
+// softmax(scale q k^T, mask) v per head on the projections' layout: q (Lq, B, H*dh), k (Lk, B, H*dh),
+// v (Lk, B, H*dv) -> (Lq, B, H*dv); mask.key_padding, if any, (B, Lk). Dropout (training) applies to
+// the weights, drawn as dropout() over (B, H, Lq, Lk) with the batch first.
+Tensor attend_projected(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const AttentionMask& mask,
+                        double scale, double dropout = 0.0, bool training = false, Generator& gen = default_generator(),
+                        AttentionKernel kernel = AttentionKernel::Auto);
+
 // Projected keys and values of earlier positions, for decoding step by step. Head-major (B*H, capacity,
 // dh) buffers used as a ring: `length` valid rows starting at slot `start`, in time order. A bounded
 // cache (max_length >= 0, SRU++'s attention memory) keeps the last max_length rows in max_length + 1

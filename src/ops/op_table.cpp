@@ -140,6 +140,32 @@ std::vector<OpEntry> build() {
                            [](const Inputs& x) { return head_mix(x[0], x[1], 2); })},
                       one("p (32 x 8, 64, 64) v (64, 32, 8 x 64)", {in({256, 64, 64}), in({64, 32, 512})},
                           [](const Inputs& x) { return head_mix(x[0], x[1], 8); })});
+  {
+    // The fused attention (2 heads, scale 0.5) on the projections' layout; key padding (B, Lk) where
+    // batch row 1's last key is padded; causal with one key of memory and a window of 2.
+    const Fixed key_padding = [](const Inputs& x) {
+      const int64_t B = x[1].shape()[1], Lk = x[1].shape()[0];
+      std::vector<int64_t> pad(static_cast<size_t>(B * Lk), 0);
+      pad[static_cast<size_t>(2 * Lk - 1)] = 1;
+      return Inputs{op_index(pad, {B, Lk}, x[0])};
+    };
+    const auto padded = [](const Inputs& x, const Inputs& fx) {
+      return fused_attention(x[0], x[1], x[2], 2, AttentionPattern{}, fx[0], 0.5);
+    };
+    const auto causal = [](const Inputs& x) {
+      return fused_attention(x[0], x[1], x[2], 2, AttentionPattern{true, 1, 2}, Tensor(), 0.5);
+    };
+    t.push_back(OpEntry{"fused_attention", {"fused_attention_forward", "fused_attention_backward"}, kFloatBf16, true, 1e-4,
+                        {one_fixed("q (3, 2, 2 x 4), k (5, 2, 2 x 4), v (5, 2, 2 x 3), key padding",
+                                   {in({3, 2, 8}), in({5, 2, 8}), in({5, 2, 6})}, key_padding, padded),
+                         one("q (4, 2, 2 x 4), k, v (5, 2, 2 x 4), causal, memory 1, window 2",
+                             {in({4, 2, 8}), in({5, 2, 8}), in({5, 2, 8})}, causal)},
+                        // The goal shape (L 512, 8 heads of 64), B 16: scripts/gpu_peer_bench.py attention.
+                        one("q, k, v (512, 16, 8 x 64) causal", {in({512, 16, 512}), in({512, 16, 512}), in({512, 16, 512})},
+                            [](const Inputs& x) {
+                              return fused_attention(x[0], x[1], x[2], 8, AttentionPattern{true, 0, -1}, Tensor(), 0.125);
+                            })});
+  }
   // Normalisation and softmax.
   // bf16: x (and y) in it, the weight and bias float32.
   t.push_back(OpEntry{"layer_norm", {"layer_norm_forward", "layer_norm_backward"}, kFloatBf16, true, 1e-4,

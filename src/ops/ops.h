@@ -1,6 +1,7 @@
 // Convenience header: every differentiable op.
 #pragma once
 
+#include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"

@@ -838,3 +838,51 @@ TEST(CudaParity, RegisteredDecoders) {
     }
   }
 }
+
+// The fused attention's CUDA kernels (ops/cuda/attention.cu) against their CPU twin: each head width
+// (32, 64, 128 values: W = 1, 2, 4; dv != dh), one and several key tiles of 32 with the causal tile
+// skips (memory and a window), key padding with a sequence whose queries see no key, dropout on the
+// weights (the same Philox words on both devices), bf16 heads and float64.
+TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
+  SKIP_WITHOUT_CUDA();
+  struct Case {
+    const char* name;
+    int64_t Lq, Lk, heads, dh, dv;
+    AttentionPattern pattern;
+    bool padding;
+    double dropout;
+    DType dtype;
+    double tol;
+  };
+  const Case cases[] = {
+      {"L 1, widths 8 / 12", 1, 1, 2, 8, 12, {}, false, 0.0, DType::F32, 1e-5},
+      {"L 7, key padding, widths 64", 7, 7, 3, 64, 64, {}, true, 0.0, DType::F32, 1e-5},
+      {"L 64, causal, widths 128 / 100", 64, 64, 2, 128, 100, {true, 0, -1}, false, 0.0, DType::F32, 1e-5},
+      {"L 200 over 203 keys, memory 3, window 50", 200, 203, 2, 32, 32, {true, 3, 50}, false, 0.0, DType::F32, 1e-5},
+      {"L 64, causal, key padding, dropout 0.2", 64, 64, 4, 16, 16, {true, 0, -1}, true, 0.2, DType::F32, 1e-5},
+      {"bf16, L 64, causal, widths 128 / 100", 64, 64, 2, 128, 100, {true, 0, -1}, false, 0.0, DType::BF16, 2e-2},
+      {"bf16, L 33, key padding, dropout 0.2", 33, 33, 2, 64, 64, {}, true, 0.2, DType::BF16, 2e-2},
+      {"f64, L 40, causal, key padding, widths 64 / 24", 40, 40, 2, 64, 24, {true, 0, -1}, true, 0.0, DType::F64, 1e-10},
+  };
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const int64_t B = 3;
+    Tensor padding;
+    if (c.padding) {
+      std::vector<float> pad(static_cast<size_t>(B * c.Lk), 0.0f);
+      for (int64_t j = c.Lk - 3; j < c.Lk; ++j) pad[static_cast<size_t>(c.Lk + j)] = 1.0f;  // row 1: 3 keys
+      for (int64_t j = 0; j < c.Lk; ++j) pad[static_cast<size_t>(2 * c.Lk + j)] = 1.0f;     // row 2: every key
+      padding = Tensor::from_vector(pad, {B, c.Lk});
+    }
+    const Tensor q = rand_leaf({c.Lq, B, c.heads * c.dh}, ++seed, c.dtype, -2, 2);
+    const Tensor k = rand_leaf({c.Lk, B, c.heads * c.dh}, ++seed, c.dtype, -2, 2);
+    const Tensor v = rand_leaf({c.Lk, B, c.heads * c.dv}, ++seed, c.dtype);
+    expect_parity(one([&c](const Inputs& x) {
+                    Generator gen(77);  // the same dropout words on both devices
+                    return fused_attention(x[0], x[1], x[2], c.heads, c.pattern, x[3],
+                                           1.0 / std::sqrt(static_cast<double>(c.dh)), c.dropout, c.dropout > 0, gen);
+                  }),
+                  {q, k, v, padding}, c.tol);
+  }
+}

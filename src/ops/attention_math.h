@@ -1,0 +1,64 @@
+// The per-element rules of the fused attention (ops/attention.h), shared by its CPU kernels
+// (ops/cpu/attention.cpp) and their CUDA twins (ops/cuda/attention.cu): which key a query sees, where
+// each element of the (B, H, Lq, Lk) weights sits, and the dropout factor of that element, drawn from
+// the same Philox words as dropout() over the weights would draw (ops/dropout.h), so the fused and the
+// composed attention drop the same weights.
+#pragma once
+
+#include <cstdint>
+
+#include "core/hd.h"
+#include "core/philox.h"
+#include "ops/dropout.h"
+
+namespace sru {
+
+// Which keys query i (of Lq) sees besides the key-padding tensor: all, or with causal the keys
+// j <= i + offset (the keys being [offset earlier positions | the queries' own]) and, with window >= 0,
+// only j >= i + offset - window. The same pattern as CausalMask (ops/masked_softmax_math.h).
+struct AttentionPattern {
+  bool causal = false;
+  long long offset = 0;
+  long long window = -1;
+  SRU_HD bool sees(long long i, long long j) const {
+    if (!causal) return true;
+    const long long at = i + offset;
+    return j <= at && (window < 0 || j >= at - window);
+  }
+  // The keys query i may see, [first, last] (before padding); empty when last < first.
+  SRU_HD long long first_key(long long i) const { return causal && window >= 0 ? i + offset - window : 0; }
+  SRU_HD long long last_key(long long i, long long Lk) const {
+    return causal ? (i + offset < Lk - 1 ? i + offset : Lk - 1) : Lk - 1;
+  }
+};
+
+// The sizes of one call: q (Lq, B, H*dh), k (Lk, B, H*dh), v (Lk, B, H*dv), the projections' layout.
+struct AttentionShape {
+  long long B = 0, H = 1, Lq = 0, Lk = 0, dh = 0, dv = 0;
+  double scale = 1.0;
+  AttentionPattern pattern;
+  SRU_HD long long q_at(long long i, long long b, long long h) const { return (i * B + b) * H * dh + h * dh; }
+  SRU_HD long long k_at(long long j, long long b, long long h) const { return (j * B + b) * H * dh + h * dh; }
+  SRU_HD long long v_at(long long j, long long b, long long h) const { return (j * B + b) * H * dv + h * dv; }
+  SRU_HD long long o_at(long long i, long long b, long long h) const { return (i * B + b) * H * dv + h * dv; }
+  // Row (b, h, i) of the saved statistics (B*H*Lq) and of the weights (B, H, Lq, Lk).
+  SRU_HD long long row(long long b, long long h, long long i) const { return (b * H + h) * Lq + i; }
+};
+
+// Dropout on the weights: element (b, h, i, j) is kept when the Philox uniform of word
+// window.global_index(((b H + h) Lq + i) Lk + j) of (seed, offset) is >= p, and then multiplied by
+// keep = 1 / (1 - p); inactive: every factor 1.
+struct AttentionDropout {
+  bool active = false;
+  float p = 0.0f;
+  double keep = 1.0;
+  uint64_t seed = 0, offset = 0;
+  MaskWindow window;
+  SRU_HD bool kept(long long element) const {
+    if (!active) return true;
+    const uint32_t word = philox::random_u32(seed, offset, static_cast<uint64_t>(window.global_index(element)));
+    return philox::u32_to_unit_float(word) >= p;
+  }
+};
+
+}  // namespace sru

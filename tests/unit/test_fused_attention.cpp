@@ -1,0 +1,126 @@
+// The fused attention op (ops/attention.h) against the composed attention (nn/attention.h
+// attend_projected with AttentionKernel::Composed: head products, the fused softmax kernels, dropout)
+// on the CPU: every mask kind (none, key padding with a fully padded sequence, causal with memory and a
+// window, causal with padding), lengths 1 to 200, one and several heads, dv != dh, float64 and float32;
+// the same dropout as dropout() over the weights (batch shards too); argument errors. Its float64
+// gradient check and CPU/CUDA parity run through the op table (tests/unit/test_op_table.cpp,
+// tests/parity/test_cuda_op_table.cpp).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "autograd/engine.h"
+#include "nn/attention.h"
+#include "ops/attention.h"
+#include "ops/ops.h"
+#include "testing.h"
+
+using namespace sru;
+using namespace sru::nn;
+using sru::testing::error_of;
+using sru::testing::tensors_near;
+
+namespace {
+
+Tensor leaf_of(const Shape& shape, uint64_t seed, DType dtype) {
+  Generator gen(seed);
+  Tensor t = Tensor::uniform(shape, -1.5, 1.5, dtype, gen);
+  t.set_requires_grad(true);
+  return t;
+}
+
+struct Attended {
+  Tensor out, gq, gk, gv;
+  uint64_t offset_after = 0;
+};
+
+// One forward and backward (the loss: a fixed random weighting of the output) through `kernel`.
+Attended run(AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const AttentionMask& mask,
+        double dropout_p, const BatchShard& shard = {}) {
+  const Tensor lq = q.detach(), lk = k.detach(), lv = v.detach();
+  for (Tensor t : {lq, lk, lv}) t.set_requires_grad(true);
+  Generator gen(1234);
+  gen.set_batch_shard(shard);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(2) / heads));
+  const Tensor out = attend_projected(lq, lk, lv, heads, mask, scale, dropout_p, dropout_p > 0, gen, kernel);
+  Generator weights_gen(99);
+  const Tensor w = Tensor::uniform(out.shape(), -1, 1, out.dtype(), weights_gen);
+  autograd::backward(sum(mul(out, w)));
+  return {out.detach(), lq.grad(), lk.grad(), lv.grad(), gen.offset()};
+}
+
+void expect_same(const Attended& fused, const Attended& composed, double tol) {
+  EXPECT_TRUE(tensors_near(fused.out, composed.out, tol, tol)) << "output";
+  EXPECT_TRUE(tensors_near(fused.gq, composed.gq, tol, tol)) << "grad q";
+  EXPECT_TRUE(tensors_near(fused.gk, composed.gk, tol, tol)) << "grad k";
+  EXPECT_TRUE(tensors_near(fused.gv, composed.gv, tol, tol)) << "grad v";
+  EXPECT_EQ(fused.offset_after, composed.offset_after) << "generator words reserved";
+}
+
+// (B, Lk) key padding: sequence 1 ends two keys early, sequence 2 (when B > 2) is padded everywhere
+// (its queries see no key: zero outputs and gradients both ways).
+Tensor key_padding(int64_t B, int64_t Lk) {
+  std::vector<float> pad(static_cast<size_t>(B * Lk), 0.0f);
+  for (int64_t j = std::max<int64_t>(0, Lk - 2); j < Lk && B > 1; ++j) pad[static_cast<size_t>(Lk + j)] = 1.0f;
+  for (int64_t j = 0; j < Lk && B > 2; ++j) pad[static_cast<size_t>(2 * Lk + j)] = 1.0f;
+  return Tensor::from_vector(pad, {B, Lk});
+}
+
+}  // namespace
+
+TEST(FusedAttention, MatchesTheComposedAttentionForEveryMaskAndLength) {
+  for (const DType dt : {DType::F64, DType::F32})
+    for (const int64_t L : {1, 7, 64, 200})
+      for (const int64_t heads : {1, 3})
+        for (int kind = 0; kind < 4; ++kind) {
+          const int64_t B = 3, dh = 8, dv = 12, memory = kind == 2 ? 3 : 0, Lk = L + memory;
+          AttentionMask mask;
+          std::string name;
+          switch (kind) {
+            case 0: name = "none"; break;
+            case 1: mask = AttentionMask::padding(key_padding(B, Lk)); name = "key padding"; break;
+            case 2: mask = AttentionMask::causal(memory, 4); name = "causal, memory 3, window 4"; break;
+            default: mask = AttentionMask::causal(0, -1, key_padding(B, Lk)); name = "causal with key padding";
+          }
+          SCOPED_TRACE(std::string(dtype_name(dt)) + ", L " + std::to_string(L) + ", " + std::to_string(heads) +
+                       " heads, " + name);
+          const Tensor q = leaf_of({L, B, heads * dh}, 1, dt), k = leaf_of({Lk, B, heads * dh}, 2, dt),
+                       v = leaf_of({Lk, B, heads * dv}, 3, dt);
+          const double tol = dt == DType::F64 ? 1e-12 : 2e-5;
+          expect_same(run(AttentionKernel::Fused, q, k, v, heads, mask, 0.0),
+                      run(AttentionKernel::Composed, q, k, v, heads, mask, 0.0), tol);
+        }
+}
+
+// Training: the fused op drops the weights dropout() drops over (B, H, Lq, Lk), so both kernels give the
+// same result for a generator state, also for a data-parallel rank's rows (batch shard).
+TEST(FusedAttention, DropsTheWeightsDropoutWouldDrop) {
+  const int64_t L = 9, B = 2, heads = 2, dh = 4;
+  const Tensor q = leaf_of({L, B, heads * dh}, 4, DType::F64), k = leaf_of({L, B, heads * dh}, 5, DType::F64),
+               v = leaf_of({L, B, heads * dh}, 6, DType::F64);
+  for (const bool shard : {false, true}) {
+    SCOPED_TRACE(shard ? "batch shard: rows 1..2 of 4" : "one process");
+    const BatchShard rows = shard ? BatchShard{4, 1, 2} : BatchShard{};
+    for (const AttentionMask& mask : {AttentionMask::none(), AttentionMask::causal()}) {
+      const Attended fused = run(AttentionKernel::Fused, q, k, v, heads, mask, 0.3, rows);
+      expect_same(fused, run(AttentionKernel::Composed, q, k, v, heads, mask, 0.3, rows), 1e-12);
+      EXPECT_FALSE(tensors_near(fused.out, run(AttentionKernel::Fused, q, k, v, heads, mask, 0.0).out, 1e-3, 1e-3))
+          << "dropout changed nothing";
+    }
+  }
+}
+
+TEST(FusedAttention, RefusesWhatItCannotTakeNamingIt) {
+  const Tensor q = Tensor::zeros({3, 2, 8}), kv = Tensor::zeros({4, 2, 8});
+  EXPECT_NE(error_of([&] { fused_attention(q, kv, kv, 3, {}, Tensor(), 1.0); }).find("fused_attention: expected q"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { fused_attention(q, kv, kv, 2, {}, Tensor::zeros({2, 3}), 1.0); })
+                .find("key_padding must be (B, Lk) = (2, 4)"),
+            std::string::npos);
+  const Tensor wide = Tensor::zeros({3, 2, 2 * 130});
+  EXPECT_NE(error_of([&] { fused_attention(wide, wide, wide, 2, {}, Tensor(), 1.0); }).find("compose the attention"),
+            std::string::npos);
+  EXPECT_FALSE(fused_attention_supports(130, 64, DType::F32, Device::cpu()));
+  EXPECT_TRUE(fused_attention_supports(64, 64, DType::BF16, Device::cpu()));
+  EXPECT_FALSE(fused_attention_supports(64, 64, DType::I64, Device::cpu()));
+}
