@@ -93,12 +93,33 @@ Tensor attention_weights(const Tensor& scores, int64_t heads, const AttentionMas
 
 }  // namespace
 
+namespace {
+
+// Whether `kernel` means the fused op for heads of dh, dv features of q (else the composed attention).
+bool use_fused(AttentionKernel kernel, const Tensor& q, int64_t dh, int64_t dv) {
+  return kernel == AttentionKernel::Fused ||
+         (kernel == AttentionKernel::Auto && q.device().is_cuda() && fused_attention_supports(dh, dv, q.dtype(), q.device()));
+}
+
+// The fused op in `layout` with the mask's pattern and key padding.
+Tensor attend_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const AttentionMask& mask,
+                    double scale, double dropout_p, bool training, Generator& gen, HeadsLayout layout) {
+  AttentionPattern pattern;
+  if (mask.kind == AttentionMask::Kind::Causal) pattern = {true, mask.offset, mask.window};
+  const Tensor padding = mask.kind == AttentionMask::Kind::None ? Tensor() : mask.key_padding;
+  return fused_attention(q, k, v, heads, pattern, padding, scale, dropout_p, training, gen, layout);
+}
+
+}  // namespace
+
 Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
-                    double scale, double dropout_p, bool training, Generator& gen) {
+                    double scale, double dropout_p, bool training, Generator& gen, AttentionKernel kernel) {
   SRU_CHECK(qh.dim() == 3 && kh.dim() == 3 && vh.dim() == 3 && qh.size(0) == kh.size(0) && kh.size(0) == vh.size(0) &&
                 qh.size(2) == kh.size(2) && kh.size(1) == vh.size(1) && heads > 0 && qh.size(0) % heads == 0,
             "attention: expected q (B*H, Lq, dh), k (B*H, Lk, dh), v (B*H, Lk, dv) with H = ", heads, ", got q ",
             shape_str(qh.shape()), ", k ", shape_str(kh.shape()), ", v ", shape_str(vh.shape()));
+  if (use_fused(kernel, qh, qh.size(2), vh.size(2)))
+    return attend_fused(qh, kh, vh, heads, mask, scale, dropout_p, training, gen, HeadsLayout::HeadMajor);
   const Tensor scores = bmm(qh, kh, false, true);  // (B*H, Lq, Lk)
   return bmm(attention_weights(scores, heads, mask, scale, dropout_p, training, gen), vh);
 }
@@ -226,16 +247,8 @@ Tensor attend_projected(const Tensor& q, const Tensor& k, const Tensor& v, int64
                 k.size(0) == v.size(0) && k.size(1) == v.size(1) && q.size(2) % heads == 0 && v.size(2) % heads == 0,
             "multi-head attention: expected q (Lq, B, d), k and v (Lk, B, d) with ", heads, " heads, got q ",
             shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
-  const int64_t dh = q.size(2) / heads, dv = v.size(2) / heads;
-  const bool fused = kernel == AttentionKernel::Fused ||
-                     (kernel == AttentionKernel::Auto && q.device().is_cuda() &&
-                      fused_attention_supports(dh, dv, q.dtype(), q.device()));
-  if (fused) {
-    AttentionPattern pattern;
-    if (mask.kind == AttentionMask::Kind::Causal) pattern = {true, mask.offset, mask.window};
-    const Tensor padding = mask.kind == AttentionMask::Kind::None ? Tensor() : mask.key_padding;
-    return fused_attention(q, k, v, heads, pattern, padding, scale, dropout_p, training, gen);
-  }
+  if (use_fused(kernel, q, q.size(2) / heads, v.size(2) / heads))
+    return attend_fused(q, k, v, heads, mask, scale, dropout_p, training, gen, HeadsLayout::TimeMajor);
   // attend_heads over split_heads' views, merged back, without the copies: the products read and write
   // the (L, B, H*dh) layout (ops/matmul.h head_scores, head_mix).
   const Tensor weights = attention_weights(head_scores(q, k, heads), heads, mask, scale, dropout_p, training, gen);

@@ -68,15 +68,16 @@ struct AttentionMask {
 // dv) -> (B*H, Lq, dv), batch row b*H + h (split_heads' layout). Dropout (training only) applies to the
 // weights, drawn with the batch as dim 0 of (B, H, Lq, Lk), so a data-parallel rank draws its rows of
 // the single process's mask.
-Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
-                    double scale, double dropout = 0.0, bool training = false, Generator& gen = default_generator());
-
-// How the attention over projected heads is computed: Composed (head_scores, the fused softmax kernels,
-// dropout, head_mix: ops/matmul.h, ops/masked_softmax.h), Fused (one op each way, no (Lq, Lk) matrix
+// How the attention over projected heads is computed: Composed (head products, the fused softmax kernels,
+// dropout, head products: ops/matmul.h, ops/masked_softmax.h), Fused (one op each way, no (Lq, Lk) matrix
 // in memory: ops/attention.h), or Auto: fused on a GPU where fused_attention_supports the heads,
 // composed on the CPU, whose BLAS products are faster than the fused kernels' loops at every length
 // measured (docs/results.md). Both draw the same dropout and agree within float rounding.
 enum class AttentionKernel { Auto, Composed, Fused };
+
+Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
+                    double scale, double dropout = 0.0, bool training = false, Generator& gen = default_generator(),
+                    AttentionKernel kernel = AttentionKernel::Auto);
 
 // softmax(scale q k^T, mask) v per head on the projections' layout: q (Lq, B, H*dh), k (Lk, B, H*dh),
 // v (Lk, B, H*dv) -> (Lq, B, H*dv); mask.key_padding, if any, (B, Lk). Dropout (training) applies to

@@ -17,29 +17,46 @@ bool fused_attention_supports(long long dh, long long dv, DType dtype, Device de
 namespace {
 
 AttentionShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const AttentionPattern& pattern,
-                        const Tensor& key_padding, double scale) {
+                        const Tensor& key_padding, double scale, HeadsLayout layout) {
   const char* op = "fused_attention";
   SRU_CHECK(q.defined() && k.defined() && v.defined(), op, ": q, k and v are required");
   const auto shapes = [&] {
     return "q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " + shape_str(v.shape());
   };
-  SRU_CHECK(heads >= 1 && q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.size(2) % heads == 0 &&
-                v.size(2) % heads == 0 && k.size(2) == q.size(2) && k.size(0) == v.size(0) && q.size(1) == k.size(1) &&
-                v.size(1) == k.size(1),
-            op, ": expected q (Lq, B, H*dh), k (Lk, B, H*dh), v (Lk, B, H*dv) with H = ", heads, ", got ", shapes());
+  SRU_CHECK(heads >= 1 && q.dim() == 3 && k.dim() == 3 && v.dim() == 3, op, ": q, k, v must have 3 dims, got ", shapes());
+  AttentionShape s;
+  s.H = heads;
+  s.scale = scale;
+  s.pattern = pattern;
+  if (layout == HeadsLayout::TimeMajor) {
+    SRU_CHECK(q.size(2) % heads == 0 && v.size(2) % heads == 0 && k.size(2) == q.size(2) && k.size(0) == v.size(0) &&
+                  q.size(1) == k.size(1) && v.size(1) == k.size(1),
+              op, ": expected q (Lq, B, H*dh), k (Lk, B, H*dh), v (Lk, B, H*dv) with H = ", heads, ", got ", shapes());
+    s.B = q.size(1);
+    s.Lq = q.size(0);
+    s.Lk = k.size(0);
+    s.dh = q.size(2) / heads;
+    s.dv = v.size(2) / heads;
+    s.q = s.k = HeadStrides::time_major(s.B, heads, s.dh);
+    s.v = s.o = HeadStrides::time_major(s.B, heads, s.dv);
+  } else {
+    SRU_CHECK(q.size(0) % heads == 0 && k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(2) == q.size(2) &&
+                  k.size(1) == v.size(1),
+              op, ": expected q (B*H, Lq, dh), k (B*H, Lk, dh), v (B*H, Lk, dv) with H = ", heads, ", got ", shapes());
+    s.B = q.size(0) / heads;
+    s.Lq = q.size(1);
+    s.Lk = k.size(1);
+    s.dh = q.size(2);
+    s.dv = v.size(2);
+    s.q = HeadStrides::head_major(s.Lq, heads, s.dh);
+    s.k = HeadStrides::head_major(s.Lk, heads, s.dh);
+    s.v = HeadStrides::head_major(s.Lk, heads, s.dv);
+    s.o = HeadStrides::head_major(s.Lq, heads, s.dv);
+  }
   for (const Tensor* t : {&k, &v}) {
     check_same_dtype(q, *t, op);
     check_same_device(q, *t, op);
   }
-  AttentionShape s;
-  s.B = q.size(1);
-  s.H = heads;
-  s.Lq = q.size(0);
-  s.Lk = k.size(0);
-  s.dh = q.size(2) / heads;
-  s.dv = v.size(2) / heads;
-  s.scale = scale;
-  s.pattern = pattern;
   SRU_CHECK(fused_attention_supports(s.dh, s.dv, q.dtype(), q.device()), op, ": heads of ", s.dh, " (q, k) and ", s.dv,
             " (v) features in ", dtype_name(q.dtype()), " on ", q.device().str(), " are not supported (f32, bf16, f64; at most ",
             kFusedAttentionMaxHead, ", 64 for f64 on CUDA); compose the attention instead");
@@ -54,9 +71,10 @@ AttentionShape shape_of(const Tensor& q, const Tensor& k, const Tensor& v, int64
 }  // namespace
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const AttentionPattern& pattern,
-                       const Tensor& key_padding, double scale, double dropout_p, bool training, Generator& gen) {
+                       const Tensor& key_padding, double scale, double dropout_p, bool training, Generator& gen,
+                       HeadsLayout layout) {
   check_floating16(q, "fused_attention");
-  const AttentionShape shape = shape_of(q, k, v, heads, pattern, key_padding, scale);
+  const AttentionShape shape = shape_of(q, k, v, heads, pattern, key_padding, scale, layout);
   SRU_CHECK(dropout_p >= 0.0 && dropout_p < 1.0, "fused_attention: dropout probability must be in [0, 1), got ", dropout_p);
   // The mask as float32 (nonzero = hidden): one type for the kernels to read.
   const Tensor padding = key_padding.defined() ? key_padding.detach().to(DType::F32) : Tensor();
@@ -73,7 +91,9 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_
   }
   const DType stats = q.dtype() == DType::F64 ? DType::F64 : DType::F32;
   const AttentionTensors in{q, k, v, padding};
-  Tensor out = Tensor::empty({shape.Lq, shape.B, shape.H * shape.dv}, q.dtype(), q.device());
+  const Shape out_shape = layout == HeadsLayout::TimeMajor ? Shape{shape.Lq, shape.B, shape.H * shape.dv}
+                                                           : Shape{shape.B * shape.H, shape.Lq, shape.dv};
+  Tensor out = Tensor::empty(out_shape, q.dtype(), q.device());
   Tensor lse = Tensor::empty({shape.B * shape.H * shape.Lq}, stats, q.device());
   SRU_KERNEL(q.device(), fused_attention_forward, in, shape, drop, out, lse);
 

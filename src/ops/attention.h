@@ -6,7 +6,9 @@
 //   D_i = dO_i . out_i,  dV_j = sum_i P_ij Z_ij dO_i,  dS_ij = P_ij (Z_ij dO_i . v_j - D_i),
 //   dQ_i = scale sum_j dS_ij k_j,  dK_j = scale sum_i dS_ij q_i.
 // Heads are read in place from the projections' time-major layout (no split / merge copies):
-//   q (Lq, B, H*dh), k (Lk, B, H*dh), v (Lk, B, H*dv), contiguous  ->  out (Lq, B, H*dv), q's dtype.
+//   q (Lq, B, H*dh), k (Lk, B, H*dh), v (Lk, B, H*dv)  ->  out (Lq, B, H*dv), q's dtype;
+// or, HeadsLayout::HeadMajor, split heads and the decoding cache's buffers: q (B*H, Lq, dh), k (B*H,
+// Lk, dh), v (B*H, Lk, dv) -> out (B*H, Lq, dv), row b*H + h.
 // Masks: `pattern` (ops/attention_math.h: causal with offset and window, or none) and key_padding
 // (B, Lk, any dtype, nonzero = a padded key hidden from every query; undefined = none). A query that
 // sees no key gets a zero output and zero gradients (as masked_softmax's fully masked rows).
@@ -27,12 +29,14 @@ namespace sru {
 
 constexpr long long kFusedAttentionMaxHead = 128;
 
+enum class HeadsLayout { TimeMajor, HeadMajor };
+
 // Whether fused_attention takes heads of these widths in `dtype` on `device` (else compose it).
 bool fused_attention_supports(long long dh, long long dv, DType dtype, Device device);
 
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads, const AttentionPattern& pattern,
                        const Tensor& key_padding, double scale, double dropout_p = 0.0, bool training = false,
-                       Generator& gen = default_generator());
+                       Generator& gen = default_generator(), HeadsLayout layout = HeadsLayout::TimeMajor);
 
 struct AttentionTensors {
   Tensor q, k, v, key_padding;  // key_padding: float32 (B, Lk) or undefined
@@ -51,7 +55,7 @@ void visit_tensors(const AttentionDropout&, F&&) {}
 // Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/attention.cu) have the same
 // contracts, tensors on one CUDA device.
 SRU_DECLARE_KERNELS(
-// Writes out (Lq, B, H*dv) and lse (B*H*Lq, float32; float64 for f64; -inf for a query that sees no key).
+// Writes out (q's layout, dv features a head) and lse (B*H*Lq, float32; float64 for f64; -inf for a query that sees no key).
 void fused_attention_forward(const AttentionTensors& in, const AttentionShape& shape, const AttentionDropout& drop,
                              const Tensor& out, const Tensor& lse);
 // Overwrites gq, gk, gv (the shapes of q, k, v) from grad_out (out's shape); row_dot: scratch of lse's

@@ -32,15 +32,26 @@ struct AttentionPattern {
   }
 };
 
-// The sizes of one call: q (Lq, B, H*dh), k (Lk, B, H*dh), v (Lk, B, H*dv), the projections' layout.
+// Where the features of (position, batch row b, head h) start in an operand, in elements: the
+// projections' time-major layout (L, B, H*d) or the head-major one (B*H, L, d) of split heads and of
+// the decoding cache (whose rows are `length` apart: its capacity).
+struct HeadStrides {
+  long long position = 0, batch = 0, head = 0;
+  SRU_HD long long at(long long p, long long b, long long h) const { return p * position + b * batch + h * head; }
+  static HeadStrides time_major(long long B, long long H, long long d) { return {B * H * d, H * d, d}; }
+  static HeadStrides head_major(long long length, long long H, long long d) { return {d, H * length * d, length * d}; }
+};
+
+// The sizes of one call and its operands' layouts (q and out: Lq positions, k and v: Lk).
 struct AttentionShape {
   long long B = 0, H = 1, Lq = 0, Lk = 0, dh = 0, dv = 0;
   double scale = 1.0;
   AttentionPattern pattern;
-  SRU_HD long long q_at(long long i, long long b, long long h) const { return (i * B + b) * H * dh + h * dh; }
-  SRU_HD long long k_at(long long j, long long b, long long h) const { return (j * B + b) * H * dh + h * dh; }
-  SRU_HD long long v_at(long long j, long long b, long long h) const { return (j * B + b) * H * dv + h * dv; }
-  SRU_HD long long o_at(long long i, long long b, long long h) const { return (i * B + b) * H * dv + h * dv; }
+  HeadStrides q, k, v, o;
+  SRU_HD long long q_at(long long i, long long b, long long h) const { return q.at(i, b, h); }
+  SRU_HD long long k_at(long long j, long long b, long long h) const { return k.at(j, b, h); }
+  SRU_HD long long v_at(long long j, long long b, long long h) const { return v.at(j, b, h); }
+  SRU_HD long long o_at(long long i, long long b, long long h) const { return o.at(i, b, h); }
   // Row (b, h, i) of the saved statistics (B*H*Lq) and of the weights (B, H, Lq, Lk).
   SRU_HD long long row(long long b, long long h, long long i) const { return (b * H + h) * Lq + i; }
 };

@@ -842,7 +842,8 @@ TEST(CudaParity, RegisteredDecoders) {
 // The fused attention's CUDA kernels (ops/cuda/attention.cu) against their CPU twin: each head width
 // (32, 64, 128 values: W = 1, 2, 4; dv != dh), one and several key tiles of 32 with the causal tile
 // skips (memory and a window), key padding with a sequence whose queries see no key, dropout on the
-// weights (the same Philox words on both devices), bf16 heads and float64.
+// weights (the same Philox words on both devices), bf16 heads, float64, and the head-major layout of
+// split heads and the decoding cache.
 TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
   SKIP_WITHOUT_CUDA();
   struct Case {
@@ -853,6 +854,7 @@ TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
     double dropout;
     DType dtype;
     double tol;
+    HeadsLayout layout = HeadsLayout::TimeMajor;
   };
   const Case cases[] = {
       {"L 1, widths 8 / 12", 1, 1, 2, 8, 12, {}, false, 0.0, DType::F32, 1e-5},
@@ -863,6 +865,10 @@ TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
       {"bf16, L 64, causal, widths 128 / 100", 64, 64, 2, 128, 100, {true, 0, -1}, false, 0.0, DType::BF16, 2e-2},
       {"bf16, L 33, key padding, dropout 0.2", 33, 33, 2, 64, 64, {}, true, 0.2, DType::BF16, 2e-2},
       {"f64, L 40, causal, key padding, widths 64 / 24", 40, 40, 2, 64, 24, {true, 0, -1}, true, 0.0, DType::F64, 1e-10},
+      {"head-major: one query over a ring of 16, offset 5", 1, 16, 4, 64, 64, {true, 5, -1}, false, 0.0, DType::F32, 1e-5,
+       HeadsLayout::HeadMajor},
+      {"head-major: L 33 over 40 keys, key padding, dropout 0.2", 33, 40, 2, 32, 48, {}, true, 0.2, DType::F32, 1e-5,
+       HeadsLayout::HeadMajor},
   };
   uint64_t seed = 900;
   for (const Case& c : cases) {
@@ -875,13 +881,18 @@ TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
       for (int64_t j = 0; j < c.Lk; ++j) pad[static_cast<size_t>(2 * c.Lk + j)] = 1.0f;     // row 2: every key
       padding = Tensor::from_vector(pad, {B, c.Lk});
     }
-    const Tensor q = rand_leaf({c.Lq, B, c.heads * c.dh}, ++seed, c.dtype, -2, 2);
-    const Tensor k = rand_leaf({c.Lk, B, c.heads * c.dh}, ++seed, c.dtype, -2, 2);
-    const Tensor v = rand_leaf({c.Lk, B, c.heads * c.dv}, ++seed, c.dtype);
+    const bool time_major = c.layout == HeadsLayout::TimeMajor;
+    const auto shape = [&](int64_t L, int64_t d) {
+      return time_major ? Shape{L, B, c.heads * d} : Shape{B * c.heads, L, d};
+    };
+    const Tensor q = rand_leaf(shape(c.Lq, c.dh), ++seed, c.dtype, -2, 2);
+    const Tensor k = rand_leaf(shape(c.Lk, c.dh), ++seed, c.dtype, -2, 2);
+    const Tensor v = rand_leaf(shape(c.Lk, c.dv), ++seed, c.dtype);
     expect_parity(one([&c](const Inputs& x) {
                     Generator gen(77);  // the same dropout words on both devices
                     return fused_attention(x[0], x[1], x[2], c.heads, c.pattern, x[3],
-                                           1.0 / std::sqrt(static_cast<double>(c.dh)), c.dropout, c.dropout > 0, gen);
+                                           1.0 / std::sqrt(static_cast<double>(c.dh)), c.dropout, c.dropout > 0, gen,
+                                           c.layout);
                   }),
                   {q, k, v, padding}, c.tol);
   }

@@ -124,3 +124,35 @@ TEST(FusedAttention, RefusesWhatItCannotTakeNamingIt) {
   EXPECT_TRUE(fused_attention_supports(64, 64, DType::BF16, Device::cpu()));
   EXPECT_FALSE(fused_attention_supports(64, 64, DType::I64, Device::cpu()));
 }
+
+// Split heads and the decoding cache (HeadsLayout::HeadMajor, through attend_heads): one query over a
+// ring of 16 slots of which 6 are filled (causal offset 5), three queries at offset 7 with a window,
+// key padding, none; forward and gradients against the composed attend_heads.
+TEST(FusedAttention, HeadMajorHeadsAsTheDecodingCacheHoldsThem) {
+  struct Case {
+    const char* name;
+    int64_t Lq, Lk;
+    AttentionMask mask;
+  };
+  const int64_t B = 2, H = 3, dh = 8, dv = 5;
+  const Case cases[] = {{"one query over a ring of 16, 6 filled", 1, 16, AttentionMask::causal(5)},
+                        {"three queries, offset 7, window 4", 3, 10, AttentionMask::causal(7, 4)},
+                        {"key padding", 4, 6, AttentionMask::padding(key_padding(B, 6))},
+                        {"none", 4, 6, AttentionMask::none()}};
+  for (const DType dt : {DType::F64, DType::F32})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + ", " + c.name);
+      const Tensor q = leaf_of({B * H, c.Lq, dh}, 7, dt), k = leaf_of({B * H, c.Lk, dh}, 8, dt),
+                   v = leaf_of({B * H, c.Lk, dv}, 9, dt);
+      std::vector<Attended> runs;
+      for (const AttentionKernel kernel : {AttentionKernel::Fused, AttentionKernel::Composed}) {
+        const Tensor lq = q.detach(), lk = k.detach(), lv = v.detach();
+        for (Tensor t : {lq, lk, lv}) t.set_requires_grad(true);
+        const Tensor out = attend_heads(lq, lk, lv, H, c.mask, 0.35, 0.0, false, default_generator(), kernel);
+        Generator weights_gen(99);
+        autograd::backward(sum(mul(out, Tensor::uniform(out.shape(), -1, 1, out.dtype(), weights_gen))));
+        runs.push_back({out.detach(), lq.grad(), lk.grad(), lv.grad(), 0});
+      }
+      expect_same(runs[0], runs[1], dt == DType::F64 ? 1e-12 : 2e-5);
+    }
+}
