@@ -53,7 +53,8 @@ TEST(CudaTensor, CopiesFillsAndConverts) {
 }
 
 // 16-bit storage on the device: conversions from and to every dtype, fills and gathers give the CPU's
-// bits (one SRU_HD conversion serves both), including ties, subnormals, overflow and NaN.
+// bits (one SRU_HD conversion serves both), including ties, subnormals, overflow and NaN, from aligned
+// starts (four elements a thread) and unaligned views.
 TEST(CudaTensor, SixteenBitStorageConvertsAsOnTheCpu) {
   SKIP_WITHOUT_CUDA();
   const std::vector<float> xs = rounding_test_values(4099, 102);
@@ -69,6 +70,14 @@ TEST(CudaTensor, SixteenBitStorageConvertsAsOnTheCpu) {
     const std::vector<float> widened = gpu.to(DType::F32).to_vector<float>(), want = cpu.to(DType::F32).to_vector<float>();
     for (size_t i = 0; i < want.size(); ++i)
       if (!std::isnan(want[i])) ASSERT_EQ(widened[i], want[i]) << dtype_name(t) << " element " << i;
+    // A view one element past an aligned start: the conversion's element-at-a-time path (4,099 elements
+    // from an aligned start take four a thread and a tail of three).
+    const Tensor offset_cpu = x.narrow0(1, 4098).to(t), offset_gpu = x.to(kCuda).narrow0(1, 4098).to(t);
+    EXPECT_EQ(std::memcmp(offset_gpu.to(Device::cpu()).data_ptr(), offset_cpu.data_ptr(), offset_cpu.nbytes()), 0)
+        << dtype_name(t) << " from an unaligned f32 view";
+    const std::vector<float> widened_view = gpu.narrow0(1, 4098).to(DType::F32).to_vector<float>();
+    for (size_t i = 0; i < widened_view.size(); ++i)
+      if (!std::isnan(want[i + 1])) ASSERT_EQ(widened_view[i], want[i + 1]) << dtype_name(t) << " unaligned, element " << i;
     EXPECT_EQ(Tensor::full({5}, 2.75, t, kCuda).to_vector<float>(), std::vector<float>(5, 2.75f)) << dtype_name(t);
     const Tensor idx = Tensor::from_vector(std::vector<int64_t>{3, 1, 3}, {3});  // finite values
     EXPECT_EQ(index_select(gpu, 0, idx.to(kCuda)).to(DType::F32).to_vector<float>(),

@@ -45,9 +45,15 @@ __device__ C warp_sum(C v) {
   for (int lanes = 16; lanes > 0; lanes >>= 1) v += __shfl_xor_sync(0xffffffffu, v, lanes);
   return v;
 }
+// max that keeps a NaN (fmax drops it): a NaN score makes the row's output and statistics NaN, as the
+// CPU twin's sums do, instead of being skipped.
+template <typename C>
+__device__ C nan_max(C a, C b) {
+  return (b > a || b != b) ? b : a;
+}
 template <typename C>
 __device__ C warp_max(C v) {
-  for (int lanes = 16; lanes > 0; lanes >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, lanes));
+  for (int lanes = 16; lanes > 0; lanes >>= 1) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, lanes));
   return v;
 }
 template <typename C>
@@ -122,7 +128,7 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, con
     const long long j = t0 + lane;
     const bool sees = j < s.Lk && s.pattern.sees(i, j) && !padded(pad, s, b, j);
     const C score = sees ? scale * shared_dot(qs[warp], ks[lane], s.dh) : minus_infinity<C>();
-    const C m_new = max(m, warp_max(score));
+    const C m_new = nan_max(m, warp_max(score));
     if (m_new == minus_infinity<C>()) continue;  // no key seen yet (warp-uniform)
     const C alpha = m == minus_infinity<C>() ? C(0) : exp_of(m - m_new);
     const C p = sees ? exp_of(score - m_new) : C(0);
@@ -140,11 +146,13 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, con
     m = m_new;
   }
   if (!active) return;
-  const C inv = l > C(0) ? C(1) / l : C(0);
+  // A query that saw a key has m > -inf (or NaN, which then reaches out and lse).
+  const bool seen = m != minus_infinity<C>();
+  const C inv = seen ? C(1) / l : C(0);
 #pragma unroll
   for (int c = 0; c < W; ++c)
     if (lane + 32 * c < s.dv) out[s.o_at(i, b, h) + lane + 32 * c] = static_cast<T>(acc[c] * inv);
-  if (lane == 0) lse[row] = l > C(0) ? m + log_of(l) : minus_infinity<C>();
+  if (lane == 0) lse[row] = seen ? m + log_of(l) : minus_infinity<C>();
 }
 
 // Backward (1): D_i and dq_i, a warp per query.

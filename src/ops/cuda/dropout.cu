@@ -7,6 +7,7 @@
 // Philox block of 4 words writes elements 4b..4b+3 from one philox4x32_10 call; with a shard, a thread
 // per element (each computing the block of its word). The per-element kernel ran at 129 GB/s on an H200
 // (1.6 ms of a wmt-base step): ten Philox rounds per element, three of every four words thrown away.
+#include "core/cuda/quads.cuh"
 #include "core/philox.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/dropout.h"
@@ -23,44 +24,6 @@ __global__ void dropout_kernel(unsigned long long seed, unsigned long long offse
     write(i, philox::u32_to_unit_float(philox::random_u32(seed, offset, window.global_index(i))) >= threshold);
   }
 }
-// Four consecutive elements in one access (float: 16 bytes, bf16: 8, double: two of 16) where the
-// pointer is aligned to 4 elements: the per-element accesses of a warp spanned 512 bytes in 16 sectors
-// each, four times the L2 transactions (20 us a 2.5 M-element launch on an H200, 889 GB/s).
-template <typename T>
-__device__ void load4(const T* p, T (&out)[4]) {
-  if constexpr (sizeof(T) == 2) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(p);
-    memcpy(out, &raw, sizeof(raw));
-  } else {
-    const uint4* q = reinterpret_cast<const uint4*>(p);
-#pragma unroll
-    for (int h = 0; h < static_cast<int>(sizeof(T)) / 4; ++h) {
-      const uint4 raw = q[h];
-      memcpy(reinterpret_cast<char*>(out) + 16 * h, &raw, sizeof(raw));
-    }
-  }
-}
-template <typename T>
-__device__ void store4(T* p, const T (&in)[4]) {
-  if constexpr (sizeof(T) == 2) {
-    uint2 raw;
-    memcpy(&raw, in, sizeof(raw));
-    *reinterpret_cast<uint2*>(p) = raw;
-  } else {
-    uint4* q = reinterpret_cast<uint4*>(p);
-#pragma unroll
-    for (int h = 0; h < static_cast<int>(sizeof(T)) / 4; ++h) {
-      uint4 raw;
-      memcpy(&raw, reinterpret_cast<const char*>(in) + 16 * h, sizeof(raw));
-      q[h] = raw;
-    }
-  }
-}
-template <typename T>
-bool aligned4(const T* p) {
-  return reinterpret_cast<uintptr_t>(p) % (4 * sizeof(T)) == 0;
-}
-
 // A thread per Philox block b: elements 4b..4b+3 from its four words; write.quad when the four are in
 // range and the functor's pointers are 4-element aligned (write.vector), else one element at a time.
 template <typename Write>
@@ -135,7 +98,7 @@ void apply_dropout(uint64_t seed, uint64_t offset, double p, const Tensor& in, c
   SRU_DISPATCH_FLOATING_BF16(in.dtype(), "dropout", [&]<typename T>() {
     const T* x = in.data<T>();
     T* y = out.data<T>();
-    const ApplyWrite<T> write{static_cast<compute_t<T>>(1.0 / (1.0 - p)), x, y, aligned4(x) && aligned4(y)};
+    const ApplyWrite<T> write{static_cast<compute_t<T>>(1.0 / (1.0 - p)), x, y, quad_aligned(x) && quad_aligned(y)};
     launch_dropout(seed, offset, p, n, window, write, stream_of(in));
   });
 }
@@ -145,7 +108,7 @@ void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& m
   if (n == 0) return;
   SRU_DISPATCH_FLOATING(mask.dtype(), "dropout_mask", [&]<typename T>() {
     launch_dropout(seed, offset, p, n, window,
-                   MaskWrite<T>{static_cast<T>(1.0 / (1.0 - p)), mask.data<T>(), aligned4(mask.data<T>())},
+                   MaskWrite<T>{static_cast<T>(1.0 / (1.0 - p)), mask.data<T>(), quad_aligned(mask.data<T>())},
                    stream_of(mask));
   });
 }
