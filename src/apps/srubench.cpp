@@ -18,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/common.h"
+#include "nn/attention.h"
 #include "bench/bench.h"
 #include "bench/ceilings_bench.h"
 #include "bench/generate_bench.h"
@@ -46,7 +47,7 @@ void add_timing_options(CLI::App* cmd, sru::bench::TimingOptions& timing,
 struct SharedOptions {
   int threads = 0;
   double warm_up_seconds = 2.0;
-  std::string json_path, device = "cpu", precision = "fp32";
+  std::string json_path, device = "cpu", precision = "fp32", attention = "auto";
   void add_json(CLI::App* cmd) { cmd->add_option("--json", json_path, "Also write the rows as JSON to this file"); }
   void add_precision(CLI::App* cmd) {
     cmd->add_option("--precision", precision, "Float32 matrix products: fp32, tf32 (TF32 tensor cores on a GPU; FP32 "
@@ -283,6 +284,7 @@ int run(const BenchCommand& command, const SharedOptions& shared, const std::vec
     SRU_CHECK(why.empty(), "srubench ", name, ": --device ", shared.device, " is not available: ", why);
   }
   sru::set_matmul_precision(sru::parse_precision(shared.precision, "--precision"));
+  sru::nn::set_attention_kernel(sru::nn::parse_attention_kernel(shared.attention, "--attention"));
   sru::bench::Report report(name);
   sru::bench::warm_up_cpu(shared.warm_up_seconds);
   command.run(report, device);
@@ -308,6 +310,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   cli.add_option("--warm-up-seconds", shared.warm_up_seconds, "Busy GEMM time before the first measurement")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cli.add_option("--attention", shared.attention, "Multi-head attention: auto (fused on a GPU, composed on the CPU), "
+                 "composed or fused (nn/attention.h AttentionKernel)")
+      ->capture_default_str()->check(CLI::IsMember(sru::nn::attention_kernel_names()));
   Options options;
   const std::vector<BenchCommand> commands = {
       add_ceilings(cli, options, shared),   add_sru_vs_lstm(cli, options, shared), add_train_epoch(cli, options, shared),

@@ -3,6 +3,7 @@
 // transpose flags, the fused softmax kernels, dropout, reshape/transpose, index_select / index_copy_.
 #include "nn/attention.h"
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 
@@ -95,10 +96,19 @@ Tensor attention_weights(const Tensor& scores, int64_t heads, const AttentionMas
 
 namespace {
 
+std::atomic<AttentionKernel> process_attention_kernel{AttentionKernel::Auto};
+
 // Whether `kernel` means the fused op for heads of dh, dv features of q (else the composed attention).
+// A call's explicit Fused is strict (unsupported heads are an error); the process-wide choice behind
+// Auto takes the fused op only where it supports the heads.
 bool use_fused(AttentionKernel kernel, const Tensor& q, int64_t dh, int64_t dv) {
-  return kernel == AttentionKernel::Fused ||
-         (kernel == AttentionKernel::Auto && q.device().is_cuda() && fused_attention_supports(dh, dv, q.dtype(), q.device()));
+  if (kernel != AttentionKernel::Auto) return kernel == AttentionKernel::Fused;
+  const bool supported = fused_attention_supports(dh, dv, q.dtype(), q.device());
+  switch (attention_kernel()) {
+    case AttentionKernel::Fused: return supported;
+    case AttentionKernel::Composed: return false;
+    default: return supported && q.device().is_cuda();
+  }
 }
 
 // The fused op in `layout` with the mask's pattern and key padding.
@@ -111,6 +121,21 @@ Tensor attend_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t h
 }
 
 }  // namespace
+
+void set_attention_kernel(AttentionKernel kernel) { process_attention_kernel = kernel; }
+AttentionKernel attention_kernel() { return process_attention_kernel; }
+
+const std::vector<std::string>& attention_kernel_names() {
+  static const std::vector<std::string> names = {"auto", "composed", "fused"};
+  return names;
+}
+
+AttentionKernel parse_attention_kernel(const std::string& name, const std::string& what) {
+  if (name == "auto") return AttentionKernel::Auto;
+  if (name == "composed") return AttentionKernel::Composed;
+  if (name == "fused") return AttentionKernel::Fused;
+  SRU_FAIL(what, ": '", name, "' is not an attention kernel (auto, composed or fused)");
+}
 
 Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
                     double scale, double dropout_p, bool training, Generator& gen, AttentionKernel kernel) {

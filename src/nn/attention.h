@@ -71,9 +71,18 @@ struct AttentionMask {
 // How the attention over projected heads is computed: Composed (head products, the fused softmax kernels,
 // dropout, head products: ops/matmul.h, ops/masked_softmax.h), Fused (one op each way, no (Lq, Lk) matrix
 // in memory: ops/attention.h), or Auto: fused on a GPU where fused_attention_supports the heads,
-// composed on the CPU, whose BLAS products are faster than the fused kernels' loops at every length
-// measured (docs/results.md). Both draw the same dropout and agree within float rounding.
+// composed on the CPU (as fast as the fused op's blocked CPU kernels at translation sizes, and it keeps
+// the CPU's numbers: docs/results.md). Both draw the same dropout and agree within float rounding.
 enum class AttentionKernel { Auto, Composed, Fused };
+// What Auto means in this process (default Auto: the rule above; Fused: the fused op wherever it takes
+// the heads, on any device; Composed: never), as PyTorch's sdpa_kernel context chooses a backend:
+// `srubench --attention composed|fused` compares the two on one machine. A call's own Fused or Composed
+// is kept (Fused with heads it cannot take is an error). Names:
+// attention_kernel_names() ("auto", "composed", "fused"); parse refuses others naming `what`.
+void set_attention_kernel(AttentionKernel kernel);
+AttentionKernel attention_kernel();
+const std::vector<std::string>& attention_kernel_names();
+AttentionKernel parse_attention_kernel(const std::string& name, const std::string& what);
 
 Tensor attend_heads(const Tensor& qh, const Tensor& kh, const Tensor& vh, int64_t heads, const AttentionMask& mask,
                     double scale, double dropout = 0.0, bool training = false, Generator& gen = default_generator(),

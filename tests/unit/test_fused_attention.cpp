@@ -96,14 +96,15 @@ TEST(FusedAttention, MatchesTheComposedAttentionForEveryMaskAndLength) {
 // same result for a generator state, also for a data-parallel rank's rows (batch shard).
 TEST(FusedAttention, DropsTheWeightsDropoutWouldDrop) {
   const int64_t L = 9, B = 2, heads = 2, dh = 4;
-  const Tensor q = leaf_of({L, B, heads * dh}, 4, DType::F64), k = leaf_of({L, B, heads * dh}, 5, DType::F64),
-               v = leaf_of({L, B, heads * dh}, 6, DType::F64);
+  for (const DType dt : {DType::F64, DType::F32})
   for (const bool shard : {false, true}) {
-    SCOPED_TRACE(shard ? "batch shard: rows 1..2 of 4" : "one process");
+    SCOPED_TRACE(std::string(dtype_name(dt)) + (shard ? ", batch shard: rows 1..2 of 4" : ", one process"));
+    const Tensor q = leaf_of({L, B, heads * dh}, 4, dt), k = leaf_of({L, B, heads * dh}, 5, dt),
+                 v = leaf_of({L, B, heads * dh}, 6, dt);
     const BatchShard rows = shard ? BatchShard{4, 1, 2} : BatchShard{};
     for (const AttentionMask& mask : {AttentionMask::none(), AttentionMask::causal()}) {
       const Attended fused = run(AttentionKernel::Fused, q, k, v, heads, mask, 0.3, rows);
-      expect_same(fused, run(AttentionKernel::Composed, q, k, v, heads, mask, 0.3, rows), 1e-12);
+      expect_same(fused, run(AttentionKernel::Composed, q, k, v, heads, mask, 0.3, rows), dt == DType::F64 ? 1e-12 : 2e-5);
       EXPECT_FALSE(tensors_near(fused.out, run(AttentionKernel::Fused, q, k, v, heads, mask, 0.0).out, 1e-3, 1e-3))
           << "dropout changed nothing";
     }
@@ -155,4 +156,24 @@ TEST(FusedAttention, HeadMajorHeadsAsTheDecodingCacheHoldsThem) {
       }
       expect_same(runs[0], runs[1], dt == DType::F64 ? 1e-12 : 2e-5);
     }
+}
+
+// The process-wide choice behind Auto (srubench --attention): fused makes Auto take the fused op on the
+// CPU too (bit for bit the forced Fused), names are checked.
+TEST(FusedAttention, TheProcessWideKernelDecidesAuto) {
+  const Tensor q = leaf_of({5, 2, 8}, 11, DType::F32), k = leaf_of({6, 2, 8}, 12, DType::F32),
+               v = leaf_of({6, 2, 8}, 13, DType::F32);
+  const AttentionMask mask = AttentionMask::causal(1);
+  const Tensor fused = attend_projected(q, k, v, 2, mask, 0.5, 0.0, false, default_generator(), AttentionKernel::Fused);
+  const Tensor composed =
+      attend_projected(q, k, v, 2, mask, 0.5, 0.0, false, default_generator(), AttentionKernel::Composed);
+  ASSERT_NE(fused.to_vector<float>(), composed.to_vector<float>()) << "the paths should differ in rounding";
+  set_attention_kernel(AttentionKernel::Fused);
+  const Tensor automatic = attend_projected(q, k, v, 2, mask, 0.5);
+  set_attention_kernel(AttentionKernel::Auto);
+  EXPECT_EQ(automatic.to_vector<float>(), fused.to_vector<float>());
+  EXPECT_EQ(attend_projected(q, k, v, 2, mask, 0.5).to_vector<float>(), composed.to_vector<float>());
+  EXPECT_EQ(parse_attention_kernel("composed", "--attention"), AttentionKernel::Composed);
+  EXPECT_NE(error_of([] { parse_attention_kernel("flash", "--attention"); }).find("--attention: 'flash' is not"),
+            std::string::npos);
 }
