@@ -345,6 +345,11 @@ if [ -s $m30k/train.en.gz ]; then
       --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 \
       ${host_profile_at_tf32[$precision]:-} --json "$out/translate_epoch_$precision.json"
   done
+  # The same step with the composed attention (srubench --attention composed): the fused attention's
+  # share of the step, measured in this call.
+  bench translate_epoch_composed_tf32 $build/srubench --warm-up-seconds 0 --attention composed train-epoch \
+    --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=tf32 --steps 20 --warmup-steps 3 \
+    --repeats 3 --json "$out/translate_epoch_composed_tf32.json"
   # wmt-base with the SSRU decoder (model.decoder ssru-transformer, docs/architecture.md).
   bench translate_epoch_ssru_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/translate/wmt-base.yaml \
     "${translate_sets[@]}" --set model.decoder=ssru-transformer --set train.precision=bf16 --steps 20 --warmup-steps 3 \
