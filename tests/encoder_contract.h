@@ -3,7 +3,7 @@
 //   - padding does not change the other rows, and a padded row's valid steps equal that row run alone;
 //   - in evaluation, a sequence fed in chunks with the carried state equals one pass (when streams());
 //   - token by token equals one pass (when streams());
-//   - reorder_state, then a step, equals recomputing the reordered rows from scratch.
+//   - a state's reordered(rows), then a step, equals recomputing the reordered rows from scratch.
 // Float64 within 1e-10, float32 within 1e-5. tests/unit/test_encoder_contract.cpp runs it on the CPU,
 // tests/parity/test_cuda_encoder_contract.cpp on a GPU (label cuda).
 #pragma once
@@ -95,7 +95,7 @@ inline ContractInput batch_rows(const ContractInput& in, const std::vector<int64
   return {index_select(in.x, 1, index), index_select(in.tokens, 1, index)};
 }
 
-inline Tensor run(const nn::SequenceEncoder& e, const ContractInput& in, std::vector<Tensor>& state,
+inline Tensor run(const nn::SequenceEncoder& e, const ContractInput& in, nn::EncoderStatePtr& state,
                   const Tensor& mask_pad = Tensor()) {
   return e.forward_sequence({in.x, mask_pad, in.tokens}, state);
 }
@@ -116,7 +116,7 @@ inline ::testing::AssertionResult outputs_equal(const Tensor& a, const Tensor& b
 
 // Feeds the input in pieces of the given lengths with the carried state; returns the outputs joined.
 inline Tensor run_in_pieces(const nn::SequenceEncoder& e, const ContractInput& in, const std::vector<int64_t>& pieces,
-                            std::vector<Tensor>& state) {
+                            nn::EncoderStatePtr& state) {
   return testing::joined_over_pieces(pieces, [&](int64_t from, int64_t to) { return run(e, time_slice(in, from, to), state); });
 }
 
@@ -129,7 +129,7 @@ inline void check_pieces_equal_whole(const EncoderVariant& v, Device device, int
   if (!e->streams()) GTEST_SKIP() << v.name() << " does not stream (streams() is false): another variant covers it";
   autograd::NoGradGuard no_grad;
   const ContractInput in = contract_input(L, B, v.dtype, device, seed);
-  std::vector<Tensor> whole_state, piece_state;
+  nn::EncoderStatePtr whole_state, piece_state;
   const Tensor whole = run(*e, in, whole_state);
   const Tensor pieced = run_in_pieces(*e, in, pieces, piece_state);
   EXPECT_TRUE(outputs_equal(pieced, whole, v.dtype)) << v.name();
@@ -157,10 +157,10 @@ inline void check_padding_leaves_other_rows(const EncoderVariant& v, Device devi
   std::vector<int32_t> pad(L * B);
   for (int64_t t = 0; t < L; ++t)
     for (int64_t b = 0; b < B; ++b) pad[t * B + b] = t >= lengths[b];
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   const Tensor padded = run(*e, in, state, Tensor::from_vector(pad, {L, B}).to(device));
   for (int64_t b = 0; b < B; ++b) {
-    std::vector<Tensor> alone_state;
+    nn::EncoderStatePtr alone_state;
     const ContractInput row = time_slice(batch_rows(in, {b}), 0, lengths[b]);
     const Tensor alone = run(*e, row, alone_state);
     const Tensor ours = slice(index_select(padded, 1, Tensor::full({1}, static_cast<double>(b), DType::I64, device)), 0, 0,
@@ -175,11 +175,11 @@ inline void check_reorder_then_step(const EncoderVariant& v, Device device) {
   const ContractInput prefix = contract_input(6, 3, v.dtype, device, 5);
   const std::vector<int64_t> rows = {2, 0, 0, 1};
   const ContractInput next = contract_input(e->streams() ? 1 : 2, 4, v.dtype, device, 6);
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   run(*e, prefix, state);
-  e->reorder_state(state, Tensor::from_vector(rows, {4}));
+  if (state) state = state->reordered(Tensor::from_vector(rows, {4}));
   const Tensor reordered = run(*e, next, state);
-  std::vector<Tensor> fresh;
+  nn::EncoderStatePtr fresh;
   run(*e, batch_rows(prefix, rows), fresh);
   EXPECT_TRUE(outputs_equal(reordered, run(*e, next, fresh), v.dtype)) << v.name();
 }
@@ -195,10 +195,10 @@ inline void check_bf16_precision_answers_in_float32(const EncoderVariant& v, Dev
   } restore;
   const auto encoder = build_encoder(v, device);
   const ContractInput in = contract_input(5, 3, DType::F32, device, 41);
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   set_matmul_precision(MatmulPrecision::Highest);
   const Tensor reference = run(*encoder, in, state);
-  state.clear();
+  state = nullptr;
   set_matmul_precision(MatmulPrecision::Medium);
   Tensor x = in.x.detach().clone();
   x.set_requires_grad(true);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "nn/srupp.h"
 #include "testing.h"
@@ -20,6 +21,20 @@ inline nn::SRUppOptions srupp_options(int64_t input, int64_t hidden, int64_t pro
   o.num_heads = heads;
   o.dtype = dtype;
   return o;
+}
+
+// Every tensor of an SRU++ carried state, in order: c, then the raw memories (SruppState) or each attention
+// layer's cached keys and values (SruppCacheState, evaluation with a memory).
+inline std::vector<Tensor> srupp_state_tensors(const nn::EncoderStatePtr& state) {
+  if (!state) return {};
+  if (const auto* raw = dynamic_cast<const nn::SruppState*>(state.get())) return raw->tensors();
+  const auto& cached = dynamic_cast<const nn::SruppCacheState&>(*state);
+  std::vector<Tensor> out = {cached.c};
+  for (const nn::KeyValueCache& cache : cached.caches) {
+    out.push_back(cache.keys);
+    out.push_back(cache.values);
+  }
+  return out;
 }
 
 inline void set_alpha(const nn::SRUpp& model, double value) {

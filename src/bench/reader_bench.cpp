@@ -43,7 +43,7 @@ void bench_reader_rnn(Report& report, const ReaderBenchOptions& o) {
       const Tensor x = Tensor::uniform({L, o.batch, n_in}, -1, 1, sru::DType::F32, gen).to(o.device).set_requires_grad(true);
       const Tensor grad = Tensor::ones({L, o.batch, rnn->output_size()}, sru::DType::F32, o.device);
       const auto t = sru::bench::time_on(o.device, [&, rnn = rnn] {
-        std::vector<Tensor> state;
+        sru::nn::EncoderStatePtr state;
         rnn->zero_grad();
         sru::autograd::backward(rnn->forward_sequence({x, Tensor(), Tensor()}, state), grad);
       }, o.timing);

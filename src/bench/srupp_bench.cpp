@@ -106,7 +106,7 @@ void bench_srupp_layer(Report& report, const SruppLayerBenchOptions& o) {
       const std::vector<Entry> entries = {
           {"srupp", d, &srupp,
            [&](const Tensor& x) {
-             std::vector<Tensor> state;
+             sru::nn::EncoderStatePtr state;
              return srupp.forward_sequence({x, Tensor(), Tensor()}, state);
            }},
           {"sru", widths.sru_width, &sru_layer, [&](const Tensor& x) { return sru_layer.forward(x).first; }},

@@ -183,7 +183,7 @@ void bench_eval(Report& report, const EvalBenchOptions& o) {
     const auto t_encoder = sru::bench::time_cpu(
         [&] {
           sru::autograd::NoGradGuard no_grad;
-          std::vector<Tensor> state;
+          sru::nn::EncoderStatePtr state;
           encoder->forward_sequence({x, Tensor(), tokens_in}, state);
         },
         {o.timing.warmup, o.timing.repeats * 10});

@@ -210,26 +210,6 @@ void KeyValueCache::reorder(const Tensor& rows, int64_t heads) {
   values = reshape(index_select(values.view({B, heads * cap * dh}), 0, index), {B2 * heads, cap, values.size(2)});
 }
 
-void KeyValueCache::load(const std::vector<Tensor>& state, size_t at, Device device) {
-  SRU_CHECK(at + 1 < state.size(), "attention cache: the carried state has ", state.size(),
-            " tensors, none at ", at, " and ", at + 1, " for the keys and values");
-  keys = state[at].to(device);
-  values = state[at + 1].to(device);
-}
-
-void KeyValueCache::store(std::vector<Tensor>& state) const {
-  state.push_back(keys);
-  state.push_back(values);
-}
-
-void KeyValueCache::reorder_in_state(std::vector<Tensor>& state, size_t at, const Tensor& rows, int64_t heads) {
-  KeyValueCache cache;
-  cache.load(state, at, state[at].device());
-  cache.reorder(rows, heads);
-  state[at] = cache.keys;
-  state[at + 1] = cache.values;
-}
-
 // ---- multi-head attention ----
 
 MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& o, Generator& gen) : options_(o), gen_(&gen) {

@@ -115,11 +115,6 @@ struct KeyValueCache {
   // Replaces the contents with kh, vh (B*H, n, dh) in time order: their last max_length rows when bounded.
   void assign(const Tensor& kh, const Tensor& vh);
 
-  // Encoders carry a cache in their state vector as two tensors, keys at state[at] and values at
-  // state[at + 1] (start and length travel apart, as the encoder's cursor or position).
-  void load(const std::vector<Tensor>& state, size_t at, Device device);
-  void store(std::vector<Tensor>& state) const;  // appends keys, then values
-  static void reorder_in_state(std::vector<Tensor>& state, size_t at, const Tensor& rows, int64_t heads);
 };
 
 // Multi-head attention with the projections it needs, named by the owner so that every model keeps its

@@ -79,8 +79,9 @@ EmbedSRU::EmbedSRU(const EmbedSRUOptions& o, int64_t vocab_size, EmbedSRUForm fo
   }
 }
 
-Tensor EmbedSRU::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
-  const Tensor c0 = state.empty() ? Tensor() : state[0];
+Tensor EmbedSRU::forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const {
+  const CellState* carried = state_as<CellState>(state, "Embed-SRU");
+  const Tensor c0 = carried ? carried->c : Tensor();
   const int64_t n = options.num_layers;
   const char* what = name_of(first->form);
   // As in SRU::forward: a host-made padding mask goes to x's device once, for every layer.
@@ -93,8 +94,12 @@ Tensor EmbedSRU::forward_sequence(const EncoderInput& input, std::vector<Tensor>
     h = h_i;
     last_states.push_back(c_i);
   }
-  state = {stack_layer_states(last_states)};
+  state = std::make_shared<CellState>(stack_layer_states(last_states));
   return cast(h, out_dtype);
+}
+
+EncoderStatePtr EmbedSRU::state_from(const std::vector<Tensor>& tensors) const {
+  return cell_state_from(tensors, "Embed-SRU");
 }
 
 SuperEmbedConversion convert_to_super_embed(const SequenceEncoder& encoder, const std::string& type,

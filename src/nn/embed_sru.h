@@ -67,8 +67,9 @@ class EmbedSRULayer : public Module {
 class EmbedSRU : public SequenceEncoder {
  public:
   EmbedSRU(const EmbedSRUOptions& options, int64_t vocab_size, EmbedSRUForm form, Generator& gen = default_generator());
-  // The encoder interface: needs input.tokens; state {c (layers, B, d)}.
-  Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
+  // The encoder interface: needs input.tokens; state CellState {c (layers, B, d)}.
+  Tensor forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const override;
+  EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const override;
   int64_t output_size() const override { return options.hidden_size; }
   int64_t directions() const override { return 1; }
 

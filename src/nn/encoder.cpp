@@ -6,7 +6,6 @@
 #include "nn/sru.h"
 #include "nn/srupp.h"
 #include "nn/transformer_encoder.h"
-#include "ops/index.h"
 
 namespace sru::nn {
 
@@ -20,14 +19,6 @@ const std::vector<EncoderSpec>& encoders() {
       transformer_encoder(),
   };
   return list;
-}
-
-void SequenceEncoder::reorder_state(std::vector<Tensor>& state, const Tensor& rows) const {
-  for (Tensor& t : state) {
-    SRU_CHECK(t.dim() > kStateBatchDim, "reorder_state: a state tensor of shape ", shape_str(t.shape()),
-              " has no batch dim ", kStateBatchDim);
-    t = index_select(t, kStateBatchDim, rows.to(t.device()));
-  }
 }
 
 const EncoderSpec& find_encoder(const std::string& name) { return config::find_named(encoders(), name, "model.type"); }

@@ -5,17 +5,18 @@
 // Shapes: x (L, B, input_size) time-major; mask_pad (L, B), nonzero = padded step (the state passes
 // through unchanged and the output there is 0); tokens (L, B) i64: the ids of the input tokens, for
 // encoders that look up per-token parameters (undefined when a task has none). The carried state is
-// the encoder's own list of tensors (SRU: {c (layers, B, out)}; LSTM: {h, c}); an empty list means
-// zeros, and forward replaces it with the state after the last step.
+// a struct of the encoder's own (nn/encoder_state.h: SRU, Embed-SRU `CellState` {c (layers, B, out)};
+// LSTM `LstmState` {h, c}; SRU++ `SruppState` / `SruppCacheState`; Transformer
+// `TransformerEncoderState`) behind EncoderStatePtr; null means zeros, and forward replaces it with the
+// state after the last step.
 //
 // Incremental state (decoding): forward_sequence is also the step of a decoder. Feed the next tokens
 // (L >= 1, often 1) with the state the previous call returned; the encoder contract
 // (tests/unit/test_encoder_contract.cpp, run over every registered encoder) requires, in evaluation mode,
 // that feeding a sequence in chunks or token by token equals one pass over it whenever streams() says
-// so, that padding a row does not change the others, and that reorder_state then a step equals the
-// step on the reordered rows recomputed from scratch. reorder_state is the beam search's hook: new row
-// i of the batch continues old row rows[i], for every tensor of the state; unless an encoder says
-// otherwise, each state tensor holds the batch at dim kStateBatchDim and is gathered there.
+// so, that padding a row does not change the others, and that a state's reordered(rows) then a step
+// equals the step on the reordered rows recomputed from scratch (the beam search's hook: new row i of
+// the batch continues old row rows[i]).
 #pragma once
 
 #include <functional>
@@ -25,6 +26,7 @@
 
 #include "config/options.h"
 #include "core/rng.h"
+#include "nn/encoder_state.h"
 #include "nn/module.h"
 
 namespace sru::nn {
@@ -38,18 +40,17 @@ struct EncoderInput {
 class SequenceEncoder : public Module {
  public:
   // The top layer's output (L, B, output_size()); `state` is read, then replaced (see above).
-  virtual Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const = 0;
+  virtual Tensor forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const = 0;
+  // A state from a checkpoint's tensors (EncoderState::tensors() of a state this encoder made in
+  // training); an empty list gives null. A count or shape this encoder never makes is an error.
+  virtual EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const = 0;
   virtual int64_t output_size() const = 0;  // directions * hidden size
   virtual int64_t directions() const = 0;
   // Whether, in evaluation mode, a sequence fed in chunks with the carried state gives exactly the
   // output of one pass (true for recurrences; SRU++ only with a memory, see nn/srupp.h).
   virtual bool streams() const { return directions() == 1; }
-  // New row i of the batch continues row rows[i] (I64 indices, any count; rows may repeat or drop).
-  virtual void reorder_state(std::vector<Tensor>& state, const Tensor& rows) const;
   // Whether forward_sequence takes a padding mask (SRU++ with a memory reads unpadded streams only).
   virtual bool accepts_padding() const { return true; }
-
-  static constexpr int kStateBatchDim = 1;
 };
 
 // What every encoder is built from (the model section's common keys), plus the task's input size.

@@ -34,7 +34,7 @@ EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& o,
 
 Tensor EncoderDecoder::encode(const Tensor& source, const Tensor& source_pad) const {
   const Tensor ids = source.to(device());
-  std::vector<Tensor> no_state;
+  EncoderStatePtr no_state;
   return encoder_->forward_sequence({embedding_->forward(ids), source_pad, ids}, no_state);
 }
 

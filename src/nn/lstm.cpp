@@ -179,11 +179,17 @@ RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Ten
 }
 #endif
 
-Tensor LSTM::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
-  RecurrentOutput r = forward(input.x, state.empty() ? Tensor() : state[0], state.size() > 1 ? state[1] : Tensor(),
-                              input.mask_pad);
-  state = {r.h, r.c};
+Tensor LSTM::forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const {
+  const LstmState* carried = state_as<LstmState>(state, "LSTM");
+  RecurrentOutput r = forward(input.x, carried ? carried->h : Tensor(), carried ? carried->c : Tensor(), input.mask_pad);
+  state = std::make_shared<LstmState>(r.h, r.c);
   return r.output;
+}
+
+EncoderStatePtr LSTM::state_from(const std::vector<Tensor>& tensors) const {
+  if (tensors.empty()) return nullptr;
+  SRU_CHECK(tensors.size() == 2, "LSTM: a carried state is two tensors (h, c), got ", tensors.size());
+  return std::make_shared<LstmState>(tensors[0], tensors[1]);
 }
 
 EncoderSpec lstm_encoder() {

@@ -50,13 +50,25 @@ struct RecurrentOutput {
   Tensor c;       // (layers, B, out), last cell state per layer
 };
 
+// The LSTM's carried state: h and c (layers, B, out).
+struct LstmState : BatchAtDim1State<LstmState> {
+  Tensor h, c;
+  LstmState(Tensor h_, Tensor c_) : h(std::move(h_)), c(std::move(c_)) {}
+  template <typename F>
+  void each(F&& f) {
+    f(h);
+    f(c);
+  }
+};
+
 class LSTM : public SequenceEncoder {
  public:
   explicit LSTM(const LSTMOptions& options, Generator& gen = default_generator());
   RecurrentOutput forward(const Tensor& x, const Tensor& h0 = Tensor(), const Tensor& c0 = Tensor(),
                           const Tensor& mask_pad = Tensor()) const;
-  // The encoder interface: state {h, c}, each (layers, B, out).
-  Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
+  // The encoder interface: state LstmState {h, c}, each (layers, B, out).
+  Tensor forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const override;
+  EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const override;
   int64_t output_size() const override { return directions() * options.hidden_size; }
   int64_t directions() const override { return options.bidirectional ? 2 : 1; }
   // The CPU implementation (a CUDA device always uses cuDNN).

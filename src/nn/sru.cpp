@@ -168,11 +168,20 @@ void SRU::set_implementation(SRUImplementation impl) {
   for (auto& layer : layers) layer->implementation = impl;
 }
 
-Tensor SRU::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
-  auto [h, c] = forward(input.x, state.empty() ? Tensor() : state[0], input.mask_pad);
-  state = {c};
+Tensor SRU::forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const {
+  const CellState* carried = state_as<CellState>(state, "SRU");
+  auto [h, c] = forward(input.x, carried ? carried->c : Tensor(), input.mask_pad);
+  state = std::make_shared<CellState>(c);
   return h;
 }
+
+EncoderStatePtr cell_state_from(const std::vector<Tensor>& tensors, const char* encoder) {
+  if (tensors.empty()) return nullptr;
+  SRU_CHECK(tensors.size() == 1, encoder, ": a carried state is one tensor (c), got ", tensors.size());
+  return std::make_shared<CellState>(tensors[0]);
+}
+
+EncoderStatePtr SRU::state_from(const std::vector<Tensor>& tensors) const { return cell_state_from(tensors, "SRU"); }
 
 std::vector<config::Section> sru_option_fields(SRUOptions& o) {
   using namespace config;

@@ -72,8 +72,9 @@ class SRU : public SequenceEncoder {
  public:
   explicit SRU(const SRUOptions& options, Generator& gen = default_generator());
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& c0 = Tensor(), const Tensor& mask_pad = Tensor()) const;
-  // The encoder interface: state {c (layers, B, out)}.
-  Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
+  // The encoder interface: state CellState {c (layers, B, out)}.
+  Tensor forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const override;
+  EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const override;
   void set_implementation(SRUImplementation impl);
   int64_t output_size() const override { return layers.back()->output_size; }
   int64_t directions() const override { return options.bidirectional ? 2 : 1; }
@@ -85,6 +86,8 @@ class SRU : public SequenceEncoder {
 // Stacked per-layer states (layers, B, out): layer i's (B, out) (undefined when `states` is), checked
 // against the stack's layer count; and the stack of each layer's last state.
 Tensor layer_state(const Tensor& states, int64_t i, int64_t layers, const char* what);
+// A CellState from a checkpoint's tensors ({c}; empty: null), for the encoders whose state it is.
+EncoderStatePtr cell_state_from(const std::vector<Tensor>& tensors, const char* encoder);
 Tensor stack_layer_states(const std::vector<Tensor>& last_states);
 
 // The SRU's own config keys (model.*) bound to o's members: every SRUOptions member but the sizes,

@@ -249,32 +249,61 @@ int64_t SRUpp::attention_layers() const {
 
 namespace {
 
-// The decoding state's cursor: [start, length] of every attention layer's cache ring (they move together).
-Tensor cache_cursor(const KeyValueCache& cache) {
-  return Tensor::from_vector(std::vector<int64_t>{cache.start, cache.length}, {2});
-}
-
-// The A attention layers' key/value caches of a decoding pass, rings of M positions: empty, or loaded
-// from a carried state of 2 + 2A tensors (c, the cursor, then K and V of each layer).
-std::vector<KeyValueCache> decoding_caches(const std::vector<Tensor>& state, bool given_cache, int64_t A, int64_t M,
-                                           Device device) {
-  std::vector<KeyValueCache> caches(static_cast<size_t>(A));
-  std::vector<int64_t> cursor = {0, 0};
-  if (given_cache) {
-    cursor = state[1].to(Device::cpu()).to_vector<int64_t>();
-    SRU_CHECK(cursor.size() == 2 && cursor[1] <= M, "SRU++: the decoding cache's cursor must be [start, length <= ",
-              M, "], got ", shape_str(state[1].shape()));
-  }
-  for (size_t a = 0; a < caches.size(); ++a) {
-    caches[a].max_length = M;
-    if (given_cache) {
-      caches[a].load(state, 2 + 2 * a, device);
-      caches[a].start = cursor[0];
-      caches[a].length = cursor[1];
+// The A attention layers' key/value caches of a decoding pass, rings of M positions: a copy of the
+// carried cache state's, or empty ones.
+std::vector<KeyValueCache> decoding_caches(const SruppCacheState* carried, int64_t A, int64_t M, Device device) {
+  if (carried) {
+    SRU_CHECK(static_cast<int64_t>(carried->caches.size()) == A, "SRU++: the carried decoding cache has ",
+              carried->caches.size(), " attention layers, this model ", A);
+    std::vector<KeyValueCache> caches = carried->caches;
+    for (KeyValueCache& cache : caches) {
+      if (cache.keys.defined()) cache.keys = cache.keys.to(device);
+      if (cache.values.defined()) cache.values = cache.values.to(device);
     }
+    return caches;
   }
+  std::vector<KeyValueCache> caches(static_cast<size_t>(A));
+  for (KeyValueCache& cache : caches) cache.max_length = M;
   return caches;
 }
+
+// A cache state's caches with f applied to every buffer.
+template <typename F>
+std::shared_ptr<SruppCacheState> map_caches(const SruppCacheState& state, F&& f) {
+  auto copy = std::make_shared<SruppCacheState>(state);
+  for (KeyValueCache& cache : copy->caches) {
+    if (cache.keys.defined()) cache.keys = f(cache.keys);
+    if (cache.values.defined()) cache.values = f(cache.values);
+  }
+  return copy;
+}
+
+}  // namespace
+
+EncoderStatePtr SruppCacheState::reordered(const Tensor& rows) const {
+  auto copy = std::make_shared<SruppCacheState>(*this);
+  if (c.defined()) copy->c = index_select(c, 1, rows.to(c.device()));
+  for (KeyValueCache& cache : copy->caches) cache.reorder(rows, heads);
+  return copy;
+}
+
+EncoderStatePtr SruppCacheState::on(Device device) const {
+  auto copy = map_caches(*this, [&](const Tensor& t) { return t.to(device); });
+  if (c.defined()) copy->c = c.to(device);
+  return copy;
+}
+
+EncoderStatePtr SruppCacheState::detached() const {
+  auto copy = map_caches(*this, [](const Tensor& t) { return t.detach(); });
+  if (c.defined()) copy->c = c.detach();
+  return copy;
+}
+
+std::vector<Tensor> SruppCacheState::tensors() const {
+  SRU_FAIL("SRU++: a decoding cache (evaluation with a memory) is not checkpointed; the training state is");
+}
+
+namespace {
 
 // What every attention layer of a pass shares: causality, the evaluation window, and the key padding
 // of an (L, B) padding mask.
@@ -293,7 +322,7 @@ AttentionContext shared_attention_context(const SRUppOptions& options, bool trai
 
 }  // namespace
 
-Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
+Tensor SRUpp::forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const {
   const Tensor& x0 = input.x;
   check_input(x0, options.input_size, "SRU++");
   const int64_t L = x0.size(0), B = x0.size(1), n = static_cast<int64_t>(layers.size()), M = options.memory_length;
@@ -302,14 +331,16 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
   // Evaluation with a memory decodes through key/value caches (see nn/srupp.h); training keeps raw inputs,
   // whose projection follows the weights as they change.
   const bool decoding = with_memory && A > 0 && !is_training();
-  const size_t raw_size = with_memory ? 1 + static_cast<size_t>(A) : 1, cache_size = 2 + 2 * static_cast<size_t>(A);
-  const bool given_cache = decoding && state.size() == cache_size;
-  SRU_CHECK(state.empty() || state.size() == 1 || state.size() == raw_size || given_cache, "SRU++: the carried state must hold ",
-            raw_size, " tensors (c", with_memory ? " and the memory of each attention layer" : "", ")",
-            decoding ? " or " + std::to_string(cache_size) + " (c, the cursor and K, V of each attention layer)" : "",
-            ", got ", state.size(), is_training() && state.size() == cache_size && with_memory
-                                       ? " (a decoding cache, which only evaluation reads)" : "");
-  const Tensor c0 = state.empty() ? Tensor() : state[0];
+  const SruppState* raw = state ? dynamic_cast<const SruppState*>(state.get()) : nullptr;
+  const SruppCacheState* cached = state ? dynamic_cast<const SruppCacheState*>(state.get()) : nullptr;
+  SRU_CHECK(!state || raw || cached, "SRU++: the carried state is another encoder's (its type does not match)");
+  SRU_CHECK(!cached || decoding, "SRU++: the carried state is a decoding cache, which only evaluation with a memory "
+            "reads");
+  const size_t memories = with_memory ? static_cast<size_t>(A) : 0;
+  SRU_CHECK(!raw || raw->memories.empty() || raw->memories.size() == memories, "SRU++: the carried state holds ",
+            raw ? raw->memories.size() : 0, " memories, this model keeps ", memories, " (one per attention layer",
+            with_memory ? "" : "; model.memory_length is 0", ")");
+  const Tensor c0 = raw ? raw->c : cached ? cached->c : Tensor();
   if (c0.defined())
     SRU_CHECK(c0.dim() == 3 && c0.size(0) == n && c0.size(1) == B, "SRU++: c0 must be (num_layers = ", n, ", B = ", B,
               ", out), got ", shape_str(c0.shape()));
@@ -319,10 +350,10 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
             "padding; this input has a padding mask");
   AttentionContext context = shared_attention_context(options, is_training(), pad, L, B);
   std::vector<KeyValueCache> caches;
-  if (decoding) caches = decoding_caches(state, given_cache, A, M, x0.device());
+  if (decoding) caches = decoding_caches(cached, A, M, x0.device());
 
   Tensor x = input_to_hidden ? input_to_hidden->forward(x0) : x0;
-  std::vector<Tensor> last_c, memories;
+  std::vector<Tensor> last_c, kept;
   size_t attention_index = 0;
   for (int64_t i = 0; i < n; ++i) {
     const SRUppLayer& layer = *layers[i];
@@ -330,7 +361,7 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
     const bool remembers = with_memory && attends;
     context.memory = Tensor();
     context.cache = nullptr;
-    if (remembers && state.size() == raw_size && raw_size > 1) context.memory = state[1 + attention_index].to(x.device());
+    if (remembers && raw && !raw->memories.empty()) context.memory = raw->memories[attention_index].to(x.device());
     if (decoding && attends) {
       KeyValueCache& cache = caches[attention_index];
       if (context.memory.defined()) {
@@ -343,9 +374,9 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
       // The last M inputs of [memory | x], detached; a compact copy unless it is x itself.
       const Tensor seen = context.memory.defined() ? concat({context.memory, x.detach()}, 0) : x.detach();
       const int64_t keep = std::min(M, seen.size(0));
-      memories.push_back(keep == seen.size(0) && !context.memory.defined()
-                             ? seen
-                             : slice(seen, 0, seen.size(0) - keep, seen.size(0)).clone());
+      kept.push_back(keep == seen.size(0) && !context.memory.defined()
+                         ? seen
+                         : slice(seen, 0, seen.size(0) - keep, seen.size(0)).clone());
     }
     attention_index += attends ? 1 : 0;
     const Tensor c0_i = c0.defined() ? reshape(slice(c0, 0, i, i + 1), {c0.size(1), c0.size(2)}) : Tensor();
@@ -353,26 +384,30 @@ Tensor SRUpp::forward_sequence(const EncoderInput& input, std::vector<Tensor>& s
     x = h;
     last_c.push_back(reshape(c, {1, c.size(0), c.size(1)}));
   }
-  state = {concat(last_c, 0)};
   if (decoding) {
-    state.push_back(cache_cursor(caches.front()));
-    for (const KeyValueCache& cache : caches) cache.store(state);
+    auto next = std::make_shared<SruppCacheState>();
+    next->c = concat(last_c, 0);
+    next->caches = std::move(caches);
+    next->heads = options.num_heads;
+    state = next;
   } else {
-    state.insert(state.end(), memories.begin(), memories.end());
+    auto next = std::make_shared<SruppState>();
+    next->c = concat(last_c, 0);
+    next->memories = std::move(kept);
+    state = next;
   }
   return cast(x, x0.dtype());  // at bf16 the layers pass bf16 h on; the encoder answers in x's dtype
 }
 
-void SRUpp::reorder_state(std::vector<Tensor>& state, const Tensor& rows) const {
-  const size_t A = static_cast<size_t>(attention_layers());
-  if (options.memory_length == 0 || A == 0 || state.size() != 2 + 2 * A) {
-    SequenceEncoder::reorder_state(state, rows);  // c and raw memories: the batch at dim 1
-    return;
-  }
-  std::vector<Tensor> c = {state[0]};
-  SequenceEncoder::reorder_state(c, rows);
-  state[0] = c[0];
-  for (size_t a = 0; a < A; ++a) KeyValueCache::reorder_in_state(state, 2 + 2 * a, rows, options.num_heads);
+EncoderStatePtr SRUpp::state_from(const std::vector<Tensor>& tensors) const {
+  if (tensors.empty()) return nullptr;
+  const size_t memories = options.memory_length > 0 ? static_cast<size_t>(attention_layers()) : 0;
+  SRU_CHECK(tensors.size() == 1 || tensors.size() == 1 + memories, "SRU++: a carried state is c and the memory of each "
+            "attention layer (", 1 + memories, " tensors), got ", tensors.size());
+  auto state = std::make_shared<SruppState>();
+  state->c = tensors[0];
+  state->memories.assign(tensors.begin() + 1, tensors.end());
+  return state;
 }
 
 // ---- registry entry ----

@@ -34,13 +34,13 @@
 // values, so a model sees beyond the unroll window. Training lets each query see the whole memory plus
 // the segment up to itself (the reference's training mask); in evaluation with same_length each query
 // sees exactly M earlier positions (the reference's evaluation mask), which also makes evaluation
-// independent of how a stream is cut into chunks. The carried state in training is {c (layers, B, out),
-// then the memory (M', B, n_in) of each attention layer in order} (M' <= M; {c} alone when M = 0); an
-// empty state means zeros and no memory. In evaluation with a memory the state is the decoding cache
-// instead: {c, cursor, then K and V (B*H, M + 1, d'/H) of each attention layer} with cursor = [start,
-// length] (I64, on the CPU) of the caches' rings (nn/attention.h KeyValueCache): a generated token then
-// costs one projected row and attention over M cached rows, not a projection of all M + 1 inputs. A
-// training state given to an evaluating encoder is projected into a cache on the way in.
+// independent of how a stream is cut into chunks. The carried state in training is a SruppState: c
+// (layers, B, out) and the memory (M', B, n_in) of each attention layer in order (M' <= M; none when
+// M = 0); null means zeros and no memory. In evaluation with a memory it is a SruppCacheState instead:
+// c and the key/value cache (nn/attention.h KeyValueCache: K and V (B*H, M + 1, d'/H), rings whose
+// start and length move together) of each attention layer: a generated token then costs one projected
+// row and attention over M cached rows, not a projection of all M + 1 inputs. A training state given to
+// an evaluating encoder is projected into a cache on the way in.
 // With the layer's pre-norm the memory rows are normalised as the current ones (normalize_memory, the
 // default: a segmented stream computes what the whole stream does); normalize_memory false is the
 // reference's convention (only the current segment is normalised), so its checkpoints evaluate as there.
@@ -168,11 +168,37 @@ class SRUppLayer : public Module {
   Generator* gen_;
 };
 
+// SRU++'s carried state in training (and in evaluation without a memory): c (layers, B, out) and the raw
+// memory (M', B, n_in) of each attention layer (none without a memory).
+struct SruppState : BatchAtDim1State<SruppState> {
+  Tensor c;
+  std::vector<Tensor> memories;
+  template <typename F>
+  void each(F&& f) {
+    f(c);
+    for (Tensor& m : memories) f(m);
+  }
+};
+
+// In evaluation with a memory: c and each attention layer's key/value cache (heads: the attention's,
+// for reordering the caches' (B*H, ...) rows). The next step writes its rows into the caches' buffers
+// in place (a ring); reordered() copies them.
+struct SruppCacheState : EncoderState {
+  Tensor c;
+  std::vector<KeyValueCache> caches;
+  int64_t heads = 1;
+  EncoderStatePtr reordered(const Tensor& rows) const override;
+  EncoderStatePtr on(Device device) const override;
+  EncoderStatePtr detached() const override;
+  std::vector<Tensor> tensors() const override;  // refused: a decoding cache is not checkpointed
+};
+
 class SRUpp : public SequenceEncoder {
  public:
   explicit SRUpp(const SRUppOptions& options, Generator& gen = default_generator());
   // The encoder interface; state as in the header comment.
-  Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
+  Tensor forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const override;
+  EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const override;
   int64_t output_size() const override { return layers.back()->output_size; }
   int64_t directions() const override { return options.bidirectional ? 2 : 1; }
   // Chunks equal the whole stream in evaluation only with a memory and same_length (each query then sees
@@ -183,7 +209,6 @@ class SRUpp : public SequenceEncoder {
     const bool reference_memory = options.layer_norm && !options.normalize_after && !options.normalize_memory;
     return options.memory_length > 0 && options.same_length && !options.bidirectional && !reference_memory;
   }
-  void reorder_state(std::vector<Tensor>& state, const Tensor& rows) const override;
   bool accepts_padding() const override { return options.memory_length == 0; }
   int64_t attention_layers() const;
 

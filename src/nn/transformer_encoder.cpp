@@ -50,50 +50,75 @@ Tensor TransformerEncoder::embed(const Tensor& x, int64_t start) const {
   return dropout(scaled_with_positions(x, start), options.dropout, is_training(), *gen_, 1);  // batch dim 1
 }
 
-Tensor TransformerEncoder::forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const {
+Tensor TransformerEncoder::forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const {
   const Tensor& x = input.x;
   SRU_CHECK(x.defined() && x.dim() == 3 && x.size(2) == options.input_size, "Transformer: input must be (L, B, ",
             options.input_size, "), got ", x.defined() ? shape_str(x.shape()) : std::string("undefined"));
   const int64_t n = static_cast<int64_t>(layers.size());
-  const bool sru_block = options.ffn == "sru";
-  const size_t per_layer = sru_block ? 3 : 2;
   // A causal stack in evaluation continues the stream through its caches (a padded batch is one pass).
   const bool decoding = options.causal && !is_training() && !input.mask_pad.defined();
   if (!decoding) {
     const Tensor pad = input.mask_pad.defined() ? transpose(input.mask_pad.to(x.device()), 0, 1) : Tensor();
     Tensor h = embed(x, 0);
     for (const auto& layer : layers) h = layer->forward(h, pad);
-    state.clear();
+    state = nullptr;
     return layer_norm ? layer_norm->forward(h) : h;
   }
-  SRU_CHECK(state.empty() || state.size() == 1 + per_layer * n, "Transformer: the carried state must hold ",
-            1 + per_layer * n, " tensors (the position, then K, V", sru_block ? ", c" : "", " of each layer), got ",
-            state.size());
-  const int64_t position = state.empty() ? 0 : state[0].to(Device::cpu()).to_vector<int64_t>().at(0);
+  const TransformerEncoderState* carried = state_as<TransformerEncoderState>(state, "Transformer");
+  SRU_CHECK(!carried || static_cast<int64_t>(carried->layers.size()) == n, "Transformer: the carried state has ",
+            carried ? carried->layers.size() : 0, " layers, this stack ", n);
+  const int64_t position = carried ? carried->position : 0;
   Tensor h = embed(x, position);
-  std::vector<Tensor> out = {Tensor::from_vector(std::vector<int64_t>{position + x.size(0)}, {1})};
+  auto next = std::make_shared<TransformerEncoderState>();
+  next->position = position + x.size(0);
+  next->heads = options.num_heads;
   for (int64_t i = 0; i < n; ++i) {
-    TransformerLayerState layer_state;
-    if (!state.empty()) {
-      layer_state.self.load(state, 1 + per_layer * i, x.device());
-      layer_state.self.length = position;
-      if (sru_block) layer_state.ffn_c = state[3 + per_layer * i].to(x.device());
-    }
+    TransformerLayerState layer_state = carried ? carried->layers[static_cast<size_t>(i)] : TransformerLayerState{};
+    for (Tensor* t : {&layer_state.self.keys, &layer_state.self.values, &layer_state.ffn_c})
+      if (t->defined()) *t = t->to(x.device());
     h = layers[i]->forward_incremental(h, layer_state);
-    layer_state.self.store(out);
-    if (sru_block) out.push_back(layer_state.ffn_c);
+    next->layers.push_back(std::move(layer_state));
   }
-  state = std::move(out);
+  state = next;
   return layer_norm ? layer_norm->forward(h) : h;
 }
 
-void TransformerEncoder::reorder_state(std::vector<Tensor>& state, const Tensor& rows) const {
-  if (state.empty()) return;
-  const size_t per_layer = options.ffn == "sru" ? 3 : 2;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    KeyValueCache::reorder_in_state(state, 1 + per_layer * i, rows, options.num_heads);
-    if (per_layer == 3) state[3 + per_layer * i] = index_select(state[3 + per_layer * i], 1, rows.to(state[3 + per_layer * i].device()));
-  }
+EncoderStatePtr TransformerEncoder::state_from(const std::vector<Tensor>& tensors) const {
+  SRU_CHECK(tensors.empty(), "Transformer: the encoder carries no state in training, so a checkpoint holds none; got ",
+            tensors.size(), " tensors");
+  return nullptr;
+}
+
+namespace {
+
+// A copy of `state` with f applied to every tensor of every layer.
+template <typename F>
+std::shared_ptr<TransformerEncoderState> map_layers(const TransformerEncoderState& state, F&& f) {
+  auto copy = std::make_shared<TransformerEncoderState>(state);
+  for (TransformerLayerState& layer : copy->layers)
+    for (Tensor* t : {&layer.self.keys, &layer.self.values, &layer.ffn_c})
+      if (t->defined()) *t = f(*t);
+  return copy;
+}
+
+}  // namespace
+
+EncoderStatePtr TransformerEncoderState::reordered(const Tensor& rows) const {
+  auto copy = std::make_shared<TransformerEncoderState>(*this);
+  for (TransformerLayerState& layer : copy->layers) layer.reorder(rows, heads);
+  return copy;
+}
+
+EncoderStatePtr TransformerEncoderState::on(Device device) const {
+  return map_layers(*this, [&](const Tensor& t) { return t.to(device); });
+}
+
+EncoderStatePtr TransformerEncoderState::detached() const {
+  return map_layers(*this, [](const Tensor& t) { return t.detach(); });
+}
+
+std::vector<Tensor> TransformerEncoderState::tensors() const {
+  SRU_FAIL("Transformer: a decoding state (evaluation) is not checkpointed");
 }
 
 namespace {

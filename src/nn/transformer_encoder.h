@@ -8,9 +8,10 @@
 // Names: layers.{i}.* as TransformerLayer's (self_attn.*, feed_forward.*, layer_norm), layer_norm.* (the
 // final norm, pre-norm only). Shapes: x (L, B, w) with w = hidden_size = the task's input size.
 // Carried state: none in training (each call is a whole sequence); in evaluation a causal encoder
-// decodes incrementally: {cursor [position], then per layer K and V (B*H, capacity, w/H) of every earlier
-// position and, with the SRU block, its c (1, B, ff)}, so chunks and single tokens equal one pass over the
-// stream (streams()). The cache is unbounded: attention cost grows with the stream, as a decoder's does.
+// decodes incrementally: a TransformerEncoderState, the position reached and per layer its
+// TransformerLayerState (K and V (B*H, capacity, w/H) of every earlier position and, with the SRU block,
+// its c (1, B, ff)), so chunks and single tokens equal one pass over the stream (streams()). The cache is
+// unbounded: attention cost grows with the stream, as a decoder's does.
 #pragma once
 
 #include <memory>
@@ -43,14 +44,26 @@ struct TransformerEncoderOptions {
   TransformerLayerOptions layer_options() const;
 };
 
+// A causal encoder's decoding state (evaluation): the next position and each layer's caches. The next
+// step writes its rows into the caches' buffers in place; reordered() copies them.
+struct TransformerEncoderState : EncoderState {
+  int64_t position = 0;
+  std::vector<TransformerLayerState> layers;
+  int64_t heads = 1;
+  EncoderStatePtr reordered(const Tensor& rows) const override;
+  EncoderStatePtr on(Device device) const override;
+  EncoderStatePtr detached() const override;
+  std::vector<Tensor> tensors() const override;  // refused: decoding state, not checkpointed
+};
+
 class TransformerEncoder : public SequenceEncoder {
  public:
   explicit TransformerEncoder(const TransformerEncoderOptions& options, Generator& gen = default_generator());
-  Tensor forward_sequence(const EncoderInput& input, std::vector<Tensor>& state) const override;
+  Tensor forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const override;
+  EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const override;
   int64_t output_size() const override { return options.hidden_size; }
   int64_t directions() const override { return 1; }
   bool streams() const override { return options.causal; }
-  void reorder_state(std::vector<Tensor>& state, const Tensor& rows) const override;
 
   // sqrt(w) x + PE(positions start ..): what the first layer reads (time-major (L, B, w)).
   Tensor embed(const Tensor& x, int64_t start) const;

@@ -104,7 +104,7 @@ Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths)
     // Left on the CPU: the encoders take it from there (the cuDNN LSTM reads its lengths from it, the
     // SRU moves it to its device once), so no device value is read back.
   }
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   const Tensor h = rnn_->forward_sequence({e, mask, ids}, state);
   // The state after each sentence's last word, gathered by an embedding lookup into the (L*B*D, H)
   // rows of h: forward direction at t = length - 1, backward direction (when bidirectional) at t = 0.

@@ -52,15 +52,8 @@ Tensor time_major(const std::vector<int32_t>& tokens, int64_t len, int64_t start
   return out;
 }
 
-// The carried state's tensors have the streams at dim 1 (every encoder's: c (layers, B, out), LSTM h,
-// SRU++ memory (M, B, d)).
+// A carried state's checkpoint tensors have the streams at dim 1 (nn::EncoderState::tensors).
 constexpr int kStateStreamDim = 1;
-
-std::vector<Tensor> detached(const std::vector<Tensor>& state) {
-  std::vector<Tensor> out;
-  for (const Tensor& t : state) out.push_back(t.detach());
-  return out;
-}
 
 }  // namespace
 
@@ -177,11 +170,11 @@ LanguageModel::LanguageModel(const config::Config& cfg, int64_t vocab_size, Gene
   }
 }
 
-Tensor LanguageModel::forward(const Tensor& x, std::vector<Tensor>& state) const {
+Tensor LanguageModel::forward(const Tensor& x, nn::EncoderStatePtr& state) const {
   const bool training = is_training();
   // Batches are made on the CPU; a carried state may come from a checkpoint read on the CPU.
   const Device device = this->device();
-  for (Tensor& s : state) s = s.to(device);
+  if (state) state = state->on(device);
   const Tensor ids = x.to(device);
   // Time-major: the batch (streams) is dim 1 of the dropout masks.
   Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_, 1);  // (L, B, E)
@@ -205,7 +198,7 @@ StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& t
   if (part.count < 0) part = {0, streams};
   if (static_cast<int64_t>(tokens.size()) < 2 * streams || part.count == 0) return result;
   const int64_t len = static_cast<int64_t>(tokens.size()) / streams;
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   int64_t chunks = 0;
   for (int64_t start = 0; start + 1 < len; start += chunk) {
     if (max_chunks > 0 && chunks++ >= max_chunks) break;
@@ -268,7 +261,7 @@ Metrics LanguageModelTask::metrics_of(const StreamLoss& r) const {
 int64_t LanguageModelTask::steps_per_epoch() const { return (stream_length_ - 1 + options_.bptt - 1) / options_.bptt; }
 
 void LanguageModelTask::start_epoch(int64_t, int64_t first_step) {
-  if (first_step == 0) state_.clear();  // mid-epoch resumes keep the state loaded from the checkpoint
+  if (first_step == 0) state_ = nullptr;  // mid-epoch resumes keep the state loaded from the checkpoint
 }
 
 StepResult LanguageModelTask::forward_step(int64_t index) {
@@ -279,10 +272,10 @@ StepResult LanguageModelTask::forward_step(int64_t index) {
   SRU_CHECK(streams_.count > 0, cfg_.task, ": this rank has none of the ", B, " streams (data.batch_size)");
   // Data parallel: this rank's streams (all of them in a single process), and their dropout masks.
   const BatchShardScope shard(*gen_, batch_part(B, *comm_).shard);
-  std::vector<Tensor> state = state_;
+  nn::EncoderStatePtr state = state_;
   const Tensor logits = model_->forward(time_major(train_, stream_length_, start, n, streams_), state);
   const Tensor target = time_major(train_, stream_length_, start + 1, n, streams_).view({-1});
-  state_ = detached(state);  // truncated back-propagation: the next step starts here, without history
+  state_ = state ? state->detached() : nullptr;  // truncated back-propagation: the next step starts here
   return {training_cross_entropy(logits, target.to(logits.device()), cfg_.train), n * B,
           static_cast<double>(streams_.count) / static_cast<double>(B)};
 }
@@ -314,22 +307,24 @@ namespace {
 // encoder state carried from step to step and reordered with the rows.
 class LanguageModelScorer : public search::StepScorer {
  public:
-  LanguageModelScorer(const LanguageModel& model, std::vector<Tensor> state) : model_(model), state_(std::move(state)) {}
+  LanguageModelScorer(const LanguageModel& model, nn::EncoderStatePtr state) : model_(model), state_(std::move(state)) {}
   Tensor next_log_probs(const std::vector<int64_t>& last_tokens) override {
     const int64_t N = static_cast<int64_t>(last_tokens.size());
     return search::log_probs_of_logits(model_.forward(Tensor::from_vector(last_tokens, {1, N}), state_));  // (N, V)
   }
-  void reorder(const std::vector<int64_t>& rows) override { model_.reorder_state(state_, rows); }
+  void reorder(const std::vector<int64_t>& rows) override {
+    if (state_) state_ = state_->reordered(Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+  }
 
  private:
   const LanguageModel& model_;
-  std::vector<Tensor> state_;
+  nn::EncoderStatePtr state_;
 };
 
 }  // namespace
 
-void LanguageModel::reorder_state(std::vector<Tensor>& state, const std::vector<int64_t>& rows) const {
-  rnn_->reorder_state(state, Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+nn::EncoderStatePtr LanguageModel::state_from(const std::vector<Tensor>& tensors) const {
+  return rnn_->state_from(tensors);
 }
 
 std::vector<std::vector<std::string>> LanguageModelTask::generate(const std::string& prompt,
@@ -342,7 +337,7 @@ std::vector<std::vector<std::string>> LanguageModelTask::generate(const std::str
   if (context.empty()) context = vocab_.encode_text(vocab_.is_bytes() ? "\n" : kEos);  // start after a line end
   // The prompt but its last token sets the state; the search feeds the last token first.
   const int64_t B = options.batch, P = static_cast<int64_t>(context.size());
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   if (P > 1) {
     std::vector<int64_t> ids;
     for (int64_t t = 0; t + 1 < P; ++t) ids.insert(ids.end(), B, context[t]);
@@ -383,8 +378,9 @@ ConvertedModel LanguageModelTask::convert_model(const std::string& form) {
 nn::NamedTensors LanguageModelTask::extra_state() {
   nn::NamedTensors out;
   // Every stream's state: data-parallel ranks each hold theirs, gathered in stream order.
-  for (size_t i = 0; i < state_.size(); ++i) {
-    const Tensor& t = state_[i];
+  const std::vector<Tensor> carried = state_ ? state_->tensors() : std::vector<Tensor>();
+  for (size_t i = 0; i < carried.size(); ++i) {
+    const Tensor& t = carried[i];
     SRU_CHECK(t.dim() > kStateStreamDim && t.size(kStateStreamDim) == streams_.count, cfg_.task,
               ": carried state tensor ", i, " is ", shape_str(t.shape()), ", expected the ", streams_.count,
               " streams at dim ", kStateStreamDim);
@@ -397,7 +393,7 @@ nn::NamedTensors LanguageModelTask::extra_state() {
 }
 
 void LanguageModelTask::load_extra_state(const safetensors::File& file) {
-  state_.clear();
+  std::vector<Tensor> carried;
   const int64_t B = cfg_.data.batch_size;
   for (size_t i = 0;; ++i) {
     const Tensor* t = file.find("task.state." + std::to_string(i));
@@ -406,8 +402,9 @@ void LanguageModelTask::load_extra_state(const safetensors::File& file) {
               "task.state.", i, " is ", shape_str(t->shape()), ": it holds ", t->dim() > kStateStreamDim ? t->size(1) : 0,
               " streams, but data.batch_size is ", B, " (resume with the batch size it was trained with)");
     // This rank's streams of the whole state (any world size can resume any other's checkpoint).
-    state_.push_back(slice(*t, kStateStreamDim, streams_.first, streams_.first + streams_.count).clone());
+    carried.push_back(slice(*t, kStateStreamDim, streams_.first, streams_.first + streams_.count).clone());
   }
+  state_ = model_->state_from(carried);
 }
 
 // ---- registry entries ----

@@ -71,16 +71,16 @@ class StreamVocabulary {
 class LanguageModel : public nn::Module {
  public:
   LanguageModel(const config::Config& cfg, int64_t vocab_size, Generator& gen);
-  // x (L, B) i64 token ids; state: the encoder state carried in (empty = zeros), replaced by the state
+  // x (L, B) i64 token ids; state: the encoder state carried in (null = zeros), replaced by the state
   // after the last step. Returns logits (L*B, V).
-  Tensor forward(const Tensor& x, std::vector<Tensor>& state) const;
+  Tensor forward(const Tensor& x, nn::EncoderStatePtr& state) const;
+  // The encoder's state from a checkpoint's tensors (nn::SequenceEncoder::state_from).
+  nn::EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const;
   // The state of the equivalent model whose encoder is super-embed-sru (nn::convert_to_super_embed; the
   // encoder must be a v1 SRU, named `type` in errors): embedding.weight becomes the per-word skip rows
   // (V, H), rnn.* the Super-Embed-SRU's tensors, and the output layer keeps its weight (the embedding
   // matrix when tied, which the converted model then holds untied as output.weight). Eval mode.
   nn::NamedTensors super_embed_state(const std::string& type) const;
-  // Beam search: row i of the batch continues row rows[i] (the encoder's reorder_state).
-  void reorder_state(std::vector<Tensor>& state, const std::vector<int64_t>& rows) const;
 
  private:
   config::ModelConfig cfg_;
@@ -108,7 +108,7 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   int64_t model_size() const override { return cfg_.model.hidden_size; }
   int64_t steps_per_epoch() const override;
   void start_epoch(int64_t epoch, int64_t first_step) override;
-  void reset_carried_state() override { state_.clear(); }
+  void reset_carried_state() override { state_ = nullptr; }
   StepResult forward_step(int64_t index) override;
   bool data_parallel() const override { return true; }
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
@@ -139,7 +139,7 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   std::unique_ptr<LanguageModel> model_;
   std::vector<int32_t> train_, valid_, test_;
   int64_t stream_length_ = 0;   // of the training streams
-  std::vector<Tensor> state_;  // this rank's streams' state, carried across training steps, detached
+  nn::EncoderStatePtr state_;  // this rank's streams' state, carried across training steps, detached
 };
 
 TaskSpec charlm_task();

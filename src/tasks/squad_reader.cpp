@@ -39,7 +39,7 @@ std::pair<Tensor, Tensor> DocumentReader::forward(const ReaderBatch& b) const {
   const Tensor q = dropout(embedding_->forward(question), cfg_.embedding_dropout, training, *gen_, 1);  // (Lq, B, E)
   const Tensor aligned = qemb_match_->forward(transpose(p, 0, 1), transpose(q, 0, 1), question_mask_bf);  // (B, Ld, E)
   const Tensor doc_in = concat({p, b.doc_features.to(device), transpose(aligned, 0, 1)}, 2);
-  std::vector<Tensor> doc_state, question_state;
+  nn::EncoderStatePtr doc_state, question_state;
   const Tensor P = dropout(doc_rnn_->forward_sequence({doc_in, b.doc_mask, doc}, doc_state), cfg_.output_dropout,
                            training, *gen_, 1);
   const Tensor Q = dropout(question_rnn_->forward_sequence({q, b.question_mask, question}, question_state),

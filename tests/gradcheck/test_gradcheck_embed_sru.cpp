@@ -60,9 +60,9 @@ TEST(GradcheckEmbedSru, StacksThroughTheTokenTables) {
     expect_gradients_match(
         [&](const Inputs& in) {
           gen.set_state(17, 0);  // the same dropout masks at every evaluation
-          std::vector<Tensor> state;
+          nn::EncoderStatePtr state;
           const Tensor h = model.forward_sequence({in.back(), Tensor(), tokens}, state);
-          return std::vector<Tensor>{h, state[0]};
+          return std::vector<Tensor>{h, dynamic_cast<const nn::CellState&>(*state).c};
         },
         inputs);
   }

@@ -21,16 +21,16 @@ namespace {
 // Checks the gradients of (h, c) with respect to every parameter and the input x (the last leaf), the
 // dropout masks fixed by reseeding the generator before each evaluation; `state` is the carried state
 // given to every evaluation (memory included), `pad` an optional padding mask.
-void check_stack(const nn::SRUpp& model, Generator& gen, const Tensor& x, const std::vector<Tensor>& state,
+void check_stack(const nn::SRUpp& model, Generator& gen, const Tensor& x, const nn::EncoderStatePtr& state,
                  const Tensor& pad = Tensor()) {
   Inputs inputs = model.trainable_parameters();
   inputs.push_back(x);
   expect_gradients_match(
       [&](const Inputs& in) {
         gen.set_state(21, 0);
-        std::vector<Tensor> s = state;
+        nn::EncoderStatePtr s = state;
         const Tensor h = model.forward_sequence({in.back(), pad, Tensor()}, s);
-        return std::vector<Tensor>{h, s[0]};
+        return std::vector<Tensor>{h, sru::testing::srupp_state_tensors(s)[0]};
       },
       inputs);
 }
@@ -72,11 +72,11 @@ TEST(GradcheckSrupp, MemoryInTrainingAndTheEvaluationWindow) {
   Generator gen(6);
   nn::SRUpp model(o, gen);
   set_alpha(model, 0.8);
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   model.train(true);  // dropout 0: the raw memory a language model carries in training
   model.forward_sequence({leaf({3, 2, 5}, 7).detach(), Tensor(), Tensor()}, state);
-  ASSERT_EQ(state.size(), 3u);
-  for (Tensor& t : state) t = t.detach();  // carried detached, as the language model carries it
+  ASSERT_EQ(state->tensors().size(), 3u);
+  state = state->detached();  // carried detached, as the language model carries it
   for (const bool training : {true, false}) {
     SCOPED_TRACE(training ? "training mask" : "evaluation window");
     model.train(training);

@@ -792,9 +792,9 @@ TEST(CudaParity, EmbedSruModulesOnDeviceAndGateClipping) {
     expect_parity(
         [&](const Inputs& v) {
           const bool on_gpu = v[0].device().is_cuda();
-          std::vector<Tensor> state;
+          nn::EncoderStatePtr state;
           const Tensor h = (on_gpu ? gpu : cpu).forward_sequence({v[0], Tensor(), tokens.to(v[0].device())}, state);
-          return std::vector<Tensor>{h, state[0]};
+          return std::vector<Tensor>{h, dynamic_cast<const nn::CellState&>(*state).c};
         },
         {rand_leaf({5, 3, 6}, 61)}, 1e-4);
     expect_same_parameters_and_grads(cpu, gpu, 1e-4);

@@ -51,11 +51,12 @@ void expect_stack_parity(const nn::SRUppOptions& o, bool training, const Tensor&
         const bool on_gpu = v[0].device().is_cuda();
         const nn::SRUpp& m = on_gpu ? gpu : cpu;
         (on_gpu ? g_gpu : g_cpu).set_state(31, 0);
-        std::vector<Tensor> state;
+        nn::EncoderStatePtr state;
         const Tensor first = m.forward_sequence({v[0], pad, Tensor()}, state);
         const Tensor second = m.forward_sequence({v[1], pad, Tensor()}, state);
         std::vector<Tensor> out = {first, second};
-        out.insert(out.end(), state.begin(), state.end());
+        const std::vector<Tensor> carried = srupp_state_tensors(state);
+        out.insert(out.end(), carried.begin(), carried.end());
         return out;
       },
       {rand_leaf({L, B, o.input_size}, 40, o.dtype), rand_leaf({L, B, o.input_size}, 41, o.dtype)}, tol);

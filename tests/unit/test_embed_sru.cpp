@@ -321,7 +321,7 @@ TEST(EmbedSru, EncoderSettingsThatCannotWorkAreRefused) {
             std::string::npos);
   o.bidirectional = false;
   nn::EmbedSRU model(o, 5, nn::EmbedSRUForm::Embed, gen);
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   EXPECT_NE(error_of([&] { model.forward_sequence({Tensor::zeros({3, 2, 4}), Tensor(), Tensor()}, state); })
                 .find("the task passed no token ids"),
             std::string::npos);

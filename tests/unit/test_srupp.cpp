@@ -11,6 +11,7 @@
 #include "autograd/engine.h"
 #include "nn/attention.h"
 #include "nn/checkpoint.h"
+#include "nn/lstm.h"
 #include "nn/sru.h"
 #include "nn/srupp.h"
 #include "ops/ops.h"
@@ -21,13 +22,14 @@ using namespace sru;
 using sru::testing::error_of;
 using sru::testing::expect_same_state_except;
 using sru::testing::set_alpha;
+using sru::testing::srupp_state_tensors;
 using sru::testing::tensors_near;
 
 namespace {
 
 nn::SRUppOptions small_options() { return sru::testing::srupp_options(6, 8, 4, 3, 2); }
 
-Tensor run(const nn::SRUpp& model, const Tensor& x, std::vector<Tensor>& state, const Tensor& pad = Tensor()) {
+Tensor run(const nn::SRUpp& model, const Tensor& x, nn::EncoderStatePtr& state, const Tensor& pad = Tensor()) {
   return model.forward_sequence({x, pad, Tensor()}, state);
 }
 
@@ -115,14 +117,14 @@ TEST(SRUpp, NewLayersAreTheSRUWithTheFactorisedProjection) {
     to.bias.copy_(from.bias);
   }
   const Tensor x = random_input(5, 3, 6, 3);
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   const Tensor h = run(srupp, x, state);
   const auto [h_sru, c_sru] = sru.forward(x);
   EXPECT_TRUE(tensors_near(h, h_sru, 1e-12, 1e-12));
-  EXPECT_TRUE(tensors_near(state[0], c_sru, 1e-12, 1e-12));
+  EXPECT_TRUE(tensors_near(dynamic_cast<const nn::SruppState&>(*state).c, c_sru, 1e-12, 1e-12));
   // A trained alpha brings the attention in.
   set_alpha(srupp, 0.5);
-  std::vector<Tensor> state2;
+  nn::EncoderStatePtr state2;
   EXPECT_FALSE(tensors_near(run(srupp, x, state2), h_sru, 1e-6, 1e-6));
 }
 
@@ -136,14 +138,14 @@ TEST(SRUpp, NoOutputOrGradientDependsOnALaterInput) {
     model.train(training);
     SCOPED_TRACE(training ? "training" : "evaluation");
     const int64_t L = 6, B = 2;
-    std::vector<Tensor> warm;  // a memory from an earlier segment
+    nn::EncoderStatePtr warm;  // a memory from an earlier segment
     run(model, random_input(4, B, 6, 5), warm);
-    for (Tensor& t : warm) t = t.detach();
+    warm = warm->detached();
     const Tensor x = random_input(L, B, 6, 6);
     for (int64_t t = 0; t + 1 < L; ++t) {
       Tensor changed = x.clone();
       for (int64_t i = (t + 1) * B * 6; i < changed.numel(); ++i) changed.data<double>()[i] += 0.37 * (i % 5 + 1);
-      std::vector<Tensor> s1 = warm, s2 = warm;
+      nn::EncoderStatePtr s1 = warm, s2 = warm;
       gen.set_state(9, 0);
       const Tensor a = run(model, x, s1);
       gen.set_state(9, 0);
@@ -153,7 +155,7 @@ TEST(SRUpp, NoOutputOrGradientDependsOnALaterInput) {
     }
     // The gradient of the outputs up to t reaches no later input.
     const Tensor xg = x.clone().set_requires_grad(true);
-    std::vector<Tensor> s = warm;
+    nn::EncoderStatePtr s = warm;
     gen.set_state(9, 0);
     autograd::backward(sum(slice(run(model, xg, s), 0, 0, 3)));
     const auto g = xg.grad().to_vector<double>();
@@ -180,25 +182,32 @@ TEST(SRUpp, MemoryOfThePreviousSegmentMakesSegmentsEqualTheWholeStream) {
     for (const bool same_length : {false, true}) {
       model.train(training);
       model.options.same_length = same_length;
-      std::vector<Tensor> whole_state;
+      nn::EncoderStatePtr whole_state;
       const Tensor whole = run(model, x, whole_state);
-      std::vector<Tensor> state;
+      nn::EncoderStatePtr state;
       const Tensor first = run(model, slice(x, 0, 0, 5), state);
       if (training) {
-        ASSERT_EQ(state.size(), 4u) << "c and the memory of three attention layers";
-        EXPECT_EQ(state[1].shape(), (Shape{5, 2, 6}));
-        EXPECT_EQ(state[2].shape(), (Shape{5, 2, 8}));
+        const auto& raw = dynamic_cast<const nn::SruppState&>(*state);
+        ASSERT_EQ(raw.memories.size(), 3u) << "the memory of three attention layers";
+        EXPECT_EQ(raw.memories[0].shape(), (Shape{5, 2, 6}));
+        EXPECT_EQ(raw.memories[1].shape(), (Shape{5, 2, 8}));
       } else {
-        ASSERT_EQ(state.size(), 8u) << "c, the cursor, and K and V of three attention layers";
-        EXPECT_EQ(state[1].to_vector<int64_t>(), (std::vector<int64_t>{0, 5})) << "ring start and length";
-        EXPECT_EQ(state[2].shape(), (Shape{2 * 2, 6, 2})) << "(B*H, M + 1, d'/H)";
+        const auto& cached = dynamic_cast<const nn::SruppCacheState&>(*state);
+        ASSERT_EQ(cached.caches.size(), 3u) << "K and V of three attention layers";
+        EXPECT_EQ(cached.caches[0].start, 0);
+        EXPECT_EQ(cached.caches[0].length, 5) << "ring start and length";
+        EXPECT_EQ(cached.caches[0].keys.shape(), (Shape{2 * 2, 6, 2})) << "(B*H, M + 1, d'/H)";
       }
       const Tensor second = run(model, slice(x, 0, 5, 9), state);
-      if (training) EXPECT_EQ(state[1].shape(), (Shape{5, 2, 6})) << "the last memory_length inputs";
-      else EXPECT_EQ(state[1].to_vector<int64_t>(), (std::vector<int64_t>{0, 5})) << "the last memory_length rows";
+      if (training) {
+        EXPECT_EQ(dynamic_cast<const nn::SruppState&>(*state).memories[0].shape(), (Shape{5, 2, 6}))
+            << "the last memory_length inputs";
+      } else {
+        EXPECT_EQ(dynamic_cast<const nn::SruppCacheState&>(*state).caches[0].length, 5) << "the last memory_length rows";
+      }
       EXPECT_TRUE(tensors_near(first, slice(whole, 0, 0, 5), 1e-12, 1e-12)) << "training " << training;
       EXPECT_TRUE(tensors_near(second, slice(whole, 0, 5, 9), 1e-12, 1e-12)) << "training " << training;
-      EXPECT_TRUE(tensors_near(state[0], whole_state[0], 1e-12, 1e-12));
+      EXPECT_TRUE(tensors_near(srupp_state_tensors(state)[0], srupp_state_tensors(whole_state)[0], 1e-12, 1e-12));
     }
   model.train(false);
   // Without memory the second segment does not see the first.
@@ -207,10 +216,10 @@ TEST(SRUpp, MemoryOfThePreviousSegmentMakesSegmentsEqualTheWholeStream) {
   nn::SRUpp forgetful(o, gen2);
   set_alpha(forgetful, 0.9);
   forgetful.train(false);
-  std::vector<Tensor> whole_state, state;
+  nn::EncoderStatePtr whole_state, state;
   const Tensor whole = run(forgetful, x, whole_state);
   run(forgetful, slice(x, 0, 0, 5), state);
-  EXPECT_EQ(state.size(), 1u);
+  EXPECT_TRUE(dynamic_cast<const nn::SruppState&>(*state).memories.empty());
   EXPECT_FALSE(tensors_near(run(forgetful, slice(x, 0, 5, 9), state), slice(whole, 0, 5, 9), 1e-9, 0));
 }
 
@@ -229,7 +238,7 @@ TEST(SRUpp, TheDecodingCacheComputesWhatTheRawMemoryDoesInBothMemoryConventions)
     const Tensor x = random_input(10, 2, 6, 22);
     const std::vector<std::pair<int64_t, int64_t>> cuts = {{0, 4}, {4, 5}, {5, 8}, {8, 10}};
     std::vector<Tensor> raw, cached;
-    std::vector<Tensor> raw_state, cache_state, handed_state;
+    nn::EncoderStatePtr raw_state, cache_state, handed_state;
     for (const auto& [a, b] : cuts) {
       if (b == 10) handed_state = raw_state;  // the training state before the last segment
       model.train(true);
@@ -239,7 +248,7 @@ TEST(SRUpp, TheDecodingCacheComputesWhatTheRawMemoryDoesInBothMemoryConventions)
     }
     EXPECT_TRUE(tensors_near(concat(cached, 0), concat(raw, 0), 1e-12, 1e-12)) << "normalize_memory " << normalize_memory;
     // A training state (raw inputs) handed to evaluation is projected into the cache on the way in.
-    ASSERT_EQ(handed_state.size(), 4u);
+    ASSERT_EQ(dynamic_cast<const nn::SruppState&>(*handed_state).memories.size(), 3u);
     model.train(false);
     EXPECT_TRUE(tensors_near(run(model, slice(x, 0, 8, 10), handed_state), cached.back(), 1e-12, 1e-12));
     // The conventions differ once a normalised layer sees a memory.
@@ -250,7 +259,7 @@ TEST(SRUpp, TheDecodingCacheComputesWhatTheRawMemoryDoesInBothMemoryConventions)
       nn::SRUpp twin(ours, gen2);
       set_alpha(twin, 0.8);
       twin.train(false);
-      std::vector<Tensor> twin_state;
+      nn::EncoderStatePtr twin_state;
       run(twin, slice(x, 0, 0, 8), twin_state);
       EXPECT_FALSE(tensors_near(run(twin, slice(x, 0, 8, 10), twin_state), cached.back(), 1e-9, 0));
     }
@@ -265,11 +274,12 @@ TEST(SRUpp, EvaluationWithSameLengthDoesNotDependOnTheChunking) {
   set_alpha(model, 1.1);
   model.train(false);
   const Tensor x = random_input(13, 2, 6, 11);
-  std::vector<Tensor> whole_state;
+  nn::EncoderStatePtr whole_state;
   const Tensor whole = run(model, x, whole_state);
   for (const std::vector<int64_t>& cuts : {std::vector<int64_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
                                            std::vector<int64_t>{5, 4, 3, 1}, std::vector<int64_t>{2, 11}}) {
-    std::vector<Tensor> state, pieces;
+    nn::EncoderStatePtr state;
+    std::vector<Tensor> pieces;
     int64_t at = 0;
     for (int64_t n : cuts) {
       pieces.push_back(run(model, slice(x, 0, at, at + n), state));
@@ -291,12 +301,12 @@ TEST(SRUpp, PaddedKeysAreHiddenAndBidirectionalNeedsFullAttention) {
   // Sequence 1 is 3 long in a batch padded to 5: its output equals running it alone.
   const Tensor x = random_input(5, 2, 6, 13);
   const Tensor pad = Tensor::from_vector(std::vector<int32_t>{0, 0, 0, 0, 0, 0, 0, 1, 0, 1}, {5, 2});
-  std::vector<Tensor> state;
+  nn::EncoderStatePtr state;
   const Tensor both = run(model, x, state, pad);
   Tensor alone_x = Tensor::empty({3, 1, 6}, DType::F64);
   for (int64_t t = 0; t < 3; ++t)
     for (int64_t j = 0; j < 6; ++j) alone_x.data<double>()[t * 6 + j] = x.data<double>()[(t * 2 + 1) * 6 + j];
-  std::vector<Tensor> alone_state;
+  nn::EncoderStatePtr alone_state;
   const Tensor alone = run(model, alone_x, alone_state);
   for (int64_t t = 0; t < 3; ++t)
     for (int64_t j = 0; j < 6; ++j)
@@ -321,14 +331,18 @@ TEST(SRUpp, BadOptionsAndStatesAreRefusedByName) {
   o.attention_last_n_layers = -1;
   o.memory_length = 2;
   nn::SRUpp model(o, gen);
-  std::vector<Tensor> state = {Tensor::zeros({3, 2, 8}, DType::F64), Tensor::zeros({2, 2, 6}, DType::F64)};
-  EXPECT_NE(error_of([&] { run(model, random_input(3, 2, 6, 1), state); }).find("must hold 4 tensors"),
+  nn::EncoderStatePtr state = model.state_from({Tensor::zeros({3, 2, 8}, DType::F64)});
+  EXPECT_NE(error_of([&] { model.state_from({Tensor::zeros({3, 2, 8}, DType::F64), Tensor::zeros({2, 2, 6}, DType::F64)}); })
+                .find("c and the memory of each attention layer (4 tensors), got 2"),
             std::string::npos);
-  std::vector<Tensor> none;
+  EXPECT_NE(error_of([&] { run(model, random_input(3, 2, 6, 1), state = std::make_shared<nn::LstmState>(Tensor(), Tensor())); })
+                .find("another encoder's"),
+            std::string::npos);
+  nn::EncoderStatePtr none;
   const Tensor pad = Tensor::zeros({3, 2}, DType::I32);
   EXPECT_NE(error_of([&] { run(model, random_input(3, 2, 6, 1), none, pad); }).find("without padding"),
             std::string::npos);
-  std::vector<Tensor> wrong_batch;
+  nn::EncoderStatePtr wrong_batch;
   run(model, random_input(3, 2, 6, 1), wrong_batch);
   EXPECT_NE(error_of([&] { run(model, random_input(3, 4, 6, 1), wrong_batch); }).find("c0 must be"), std::string::npos);
   o.proj_size = 0;
@@ -347,7 +361,7 @@ TEST(SRUpp, ProjDropoutMovesTheDropoutBeforeUsProjectionApartFromTheDropoutOnH) 
     nn::SRUpp model(o, gen);
     set_alpha(model, 0.5);
     const Tensor x = random_input(4, 2, 6, 19);
-    std::vector<Tensor> s1, s2;
+    nn::EncoderStatePtr s1, s2;
     model.train(true);
     const Tensor trained = run(model, x, s1);
     model.train(false);
@@ -389,7 +403,7 @@ TEST(SRUpp, RezeroInitAlphaStartsTheAttentionAtThatWeight) {
   from_zero.train(false);
   from_half.train(false);
   const Tensor x = random_input(5, 2, 6, 22);
-  std::vector<Tensor> s1, s2, s3;
+  nn::EncoderStatePtr s1, s2, s3;
   const Tensor started_at_half = run(from_half, x, s1);
   EXPECT_FALSE(tensors_near(run(from_zero, x, s2), started_at_half, 1e-6, 1e-6));
   set_alpha(from_zero, 0.5);
@@ -412,7 +426,7 @@ TEST(SRUpp, CheckpointRoundTripRestoresTheOutputs) {
   nn::load_state(loaded, path);
   Generator xg(16);
   const Tensor x = Tensor::uniform({4, 2, 6}, -1, 1, DType::F32, xg);
-  std::vector<Tensor> s1, s2;
+  nn::EncoderStatePtr s1, s2;
   EXPECT_TRUE(tensors_near(run(loaded, x, s1), run(model, x, s2), 0, 0));
   std::filesystem::remove(path);
 }

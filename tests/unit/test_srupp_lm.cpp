@@ -132,7 +132,7 @@ TEST(SruppLanguageModel, FileEvaluationDoesNotDependOnTheChunkAndGenerationRuns)
     for (int i = 0; i < 30; ++i) {
       std::vector<int64_t> ids;
       for (const unsigned char c : text) ids.push_back(c);
-      std::vector<Tensor> state;
+      nn::EncoderStatePtr state;
       const Tensor logits = lm.forward(Tensor::from_vector(ids, {static_cast<int64_t>(ids.size()), 1}), state);
       const auto last = slice(logits, 0, logits.size(0) - 1, logits.size(0)).to_vector<double>();
       text += static_cast<char>(std::max_element(last.begin(), last.end()) - last.begin());
