@@ -249,24 +249,6 @@ int64_t SRUpp::attention_layers() const {
 
 namespace {
 
-// The A attention layers' key/value caches of a decoding pass, rings of M positions: a copy of the
-// carried cache state's, or empty ones.
-std::vector<KeyValueCache> decoding_caches(const SruppCacheState* carried, int64_t A, int64_t M, Device device) {
-  if (carried) {
-    SRU_CHECK(static_cast<int64_t>(carried->caches.size()) == A, "SRU++: the carried decoding cache has ",
-              carried->caches.size(), " attention layers, this model ", A);
-    std::vector<KeyValueCache> caches = carried->caches;
-    for (KeyValueCache& cache : caches) {
-      if (cache.keys.defined()) cache.keys = cache.keys.to(device);
-      if (cache.values.defined()) cache.values = cache.values.to(device);
-    }
-    return caches;
-  }
-  std::vector<KeyValueCache> caches(static_cast<size_t>(A));
-  for (KeyValueCache& cache : caches) cache.max_length = M;
-  return caches;
-}
-
 // A cache state's caches with f applied to every buffer.
 template <typename F>
 std::shared_ptr<SruppCacheState> map_caches(const SruppCacheState& state, F&& f) {
@@ -276,6 +258,19 @@ std::shared_ptr<SruppCacheState> map_caches(const SruppCacheState& state, F&& f)
     if (cache.values.defined()) cache.values = f(cache.values);
   }
   return copy;
+}
+
+// The A attention layers' key/value caches of a decoding pass, rings of M positions: the carried cache
+// state's on `device`, or empty ones.
+std::vector<KeyValueCache> decoding_caches(const SruppCacheState* carried, int64_t A, int64_t M, Device device) {
+  if (carried) {
+    SRU_CHECK(static_cast<int64_t>(carried->caches.size()) == A, "SRU++: the carried decoding cache has ",
+              carried->caches.size(), " attention layers, this model ", A);
+    return map_caches(*carried, [&](const Tensor& t) { return t.to(device); })->caches;
+  }
+  std::vector<KeyValueCache> caches(static_cast<size_t>(A));
+  for (KeyValueCache& cache : caches) cache.max_length = M;
+  return caches;
 }
 
 }  // namespace

@@ -72,10 +72,11 @@ Tensor TransformerEncoder::forward_sequence(const EncoderInput& input, EncoderSt
   auto next = std::make_shared<TransformerEncoderState>();
   next->position = position + x.size(0);
   next->heads = options.num_heads;
+  // The carried caches on x's device; each layer's state continues into `next`.
+  const EncoderStatePtr moved = carried ? carried->on(x.device()) : nullptr;
+  const auto* here = static_cast<const TransformerEncoderState*>(moved.get());
   for (int64_t i = 0; i < n; ++i) {
-    TransformerLayerState layer_state = carried ? carried->layers[static_cast<size_t>(i)] : TransformerLayerState{};
-    for (Tensor* t : {&layer_state.self.keys, &layer_state.self.values, &layer_state.ffn_c})
-      if (t->defined()) *t = t->to(x.device());
+    TransformerLayerState layer_state = here ? here->layers[static_cast<size_t>(i)] : TransformerLayerState{};
     h = layers[i]->forward_incremental(h, layer_state);
     next->layers.push_back(std::move(layer_state));
   }

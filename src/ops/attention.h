@@ -40,6 +40,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_
 
 struct AttentionTensors {
   Tensor q, k, v, key_padding;  // key_padding: float32 (B, Lk) or undefined
+  const float* padding_data() const { return key_padding.defined() ? key_padding.data<float>() : nullptr; }
 };
 template <typename F>
 void visit_tensors(const AttentionTensors& t, F&& f) {

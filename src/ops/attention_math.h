@@ -54,6 +54,12 @@ struct AttentionShape {
   SRU_HD long long o_at(long long i, long long b, long long h) const { return o.at(i, b, h); }
   // Row (b, h, i) of the saved statistics (B*H*Lq) and of the weights (B, H, Lq, Lk).
   SRU_HD long long row(long long b, long long h, long long i) const { return (b * H + h) * Lq + i; }
+  // Whether key j of batch row b is padded (pad: the (B, Lk) float32 key padding, null = none).
+  SRU_HD bool key_padded(const float* pad, long long b, long long j) const { return pad && pad[b * Lk + j] != 0.0f; }
+  // Whether query i of batch row b sees key j: the pattern and the key padding.
+  SRU_HD bool sees(const float* pad, long long b, long long i, long long j) const {
+    return pattern.sees(i, j) && !key_padded(pad, b, j);
+  }
 };
 
 // Dropout on the weights: element (b, h, i, j) is kept when the Philox uniform of word
@@ -69,6 +75,12 @@ struct AttentionDropout {
     if (!active) return true;
     const uint32_t word = philox::random_u32(seed, offset, static_cast<uint64_t>(window.global_index(element)));
     return philox::u32_to_unit_float(word) >= p;
+  }
+  // The element's factor in the compute type C: 1 when inactive, else keep or 0.
+  template <typename C>
+  SRU_HD C factor(long long element) const {
+    if (!active) return C(1);
+    return kept(element) ? static_cast<C>(keep) : C(0);
   }
 };
 

@@ -25,11 +25,6 @@ struct Views {
   const float* pad;  // (B, Lk) or null
 };
 
-// Whether query i of batch row b sees key j.
-bool sees(const AttentionShape& s, const float* pad, long long b, long long i, long long j) {
-  return s.pattern.sees(i, j) && !(pad && pad[b * s.Lk + j] != 0.0f);
-}
-
 template <typename C, typename T>
 C dot(const T* a, const T* b, long long n) {
   C total = C(0);
@@ -67,7 +62,7 @@ void block_weights(const AttentionShape& s, const float* pad, long long b, const
     float* row = block + r * k.keys;
     const long long i = k.i0 + r;
     for (long long c = 0; c < k.keys; ++c)
-      if (!sees(s, pad, b, i, k.j0 + c)) row[c] = minus_inf;
+      if (!s.sees(pad, b, i, k.j0 + c)) row[c] = minus_inf;
     float top;
     if (lse_in) {
       top = lse_in[r];
@@ -107,7 +102,7 @@ void drop_block(const AttentionShape& s, const AttentionDropout& drop, long long
 void forward_f32(const AttentionTensors& in, const AttentionShape& s, const AttentionDropout& drop, float* o,
                  float* stats) {
   const float *q = in.q.data<float>(), *kp = in.k.data<float>(), *v = in.v.data<float>();
-  const float* pad = in.key_padding.defined() ? in.key_padding.data<float>() : nullptr;
+  const float* pad = in.padding_data();
   parallel_for(0, s.B * s.H, 1, [&](int64_t first, int64_t last) {
     std::vector<float> block(static_cast<size_t>(kQueryBlock * s.Lk));
     for (int64_t task = first; task < last; ++task) {
@@ -136,7 +131,7 @@ void forward_f32(const AttentionTensors& in, const AttentionShape& s, const Atte
 void backward_f32(const AttentionTensors& in, const AttentionShape& s, const AttentionDropout& drop, const float* o,
                   const float* stats, const float* go, float* D, float* dq, float* dk, float* dv) {
   const float *q = in.q.data<float>(), *kp = in.k.data<float>(), *v = in.v.data<float>();
-  const float* pad = in.key_padding.defined() ? in.key_padding.data<float>() : nullptr;
+  const float* pad = in.padding_data();
   parallel_for(0, s.B * s.H, 1, [&](int64_t first, int64_t last) {
     std::vector<float> weights(static_cast<size_t>(kQueryBlock * s.Lk)), grad(weights.size());
     for (int64_t task = first; task < last; ++task) {
@@ -160,12 +155,11 @@ void backward_f32(const AttentionTensors& in, const AttentionShape& s, const Att
         // grad = dO v^T, then dS = P (Z grad - D) in place; weights becomes P Z.
         blas_gemm<float>(false, true, k.rows, k.keys, s.dv, 1.0f, go + s.o_at(i0, b, h), s.o.position,
                          v + s.v_at(k.j0, b, h), s.v.position, 0.0f, grad.data(), k.keys);
-        const float keep = static_cast<float>(drop.keep);
         for (long long r = 0; r < k.rows; ++r) {
           const float Dr = D[s.row(b, h, i0 + r)];
           for (long long c = 0; c < k.keys; ++c) {
             float& p = weights[r * k.keys + c];
-            const float z = !drop.active ? 1.0f : drop.kept(s.row(b, h, i0 + r) * s.Lk + k.j0 + c) ? keep : 0.0f;
+            const float z = drop.factor<float>(s.row(b, h, i0 + r) * s.Lk + k.j0 + c);
             grad[r * k.keys + c] = p * (z * grad[r * k.keys + c] - Dr);
             p *= z;
           }
@@ -190,10 +184,10 @@ void fused_attention_forward(const AttentionTensors& in, const AttentionShape& s
   SRU_DISPATCH_FLOATING_BF16(in.q.dtype(), "fused_attention", [&]<typename T>() {
     using C = compute_t<T>;
     const Views<T> x{in.q.data<T>(), in.k.data<T>(), in.v.data<T>(),
-                     in.key_padding.defined() ? in.key_padding.data<float>() : nullptr};
+                     in.padding_data()};
     T* o = out.data<T>();
     C* stats = lse.data<C>();
-    const C scale = static_cast<C>(s.scale), keep = static_cast<C>(drop.keep);
+    const C scale = static_cast<C>(s.scale);
     parallel_for(0, s.B * s.H, 1, [&](int64_t first, int64_t last) {
       std::vector<C> score(s.Lk), acc(s.dv);
       for (int64_t task = first; task < last; ++task) {
@@ -203,7 +197,7 @@ void fused_attention_forward(const AttentionTensors& in, const AttentionShape& s
           const T* qi = x.q + s.q_at(i, b, h);
           C row_max = -std::numeric_limits<C>::infinity();
           for (long long j = j0; j <= j1; ++j) {
-            score[j] = sees(s, x.pad, b, i, j) ? scale * dot<C>(qi, x.k + s.k_at(j, b, h), s.dh)
+            score[j] = s.sees(x.pad, b, i, j) ? scale * dot<C>(qi, x.k + s.k_at(j, b, h), s.dh)
                                                : -std::numeric_limits<C>::infinity();
             row_max = std::max(row_max, score[j]);
           }
@@ -221,8 +215,9 @@ void fused_attention_forward(const AttentionTensors& in, const AttentionShape& s
           }
           std::fill(acc.begin(), acc.end(), C(0));
           for (long long j = j0; j <= j1; ++j) {
-            if (score[j] == C(0) || !drop.kept(row * s.Lk + j)) continue;
-            const C weight = drop.active ? score[j] * keep : score[j];
+            const C factor = drop.factor<C>(row * s.Lk + j);
+            if (score[j] == C(0) || factor == C(0)) continue;
+            const C weight = score[j] * factor;
             const T* vj = x.v + s.v_at(j, b, h);
             for (long long d = 0; d < s.dv; ++d) acc[d] += weight * static_cast<C>(vj[d]);
           }
@@ -243,12 +238,12 @@ void fused_attention_backward(const AttentionTensors& in, const AttentionShape& 
   SRU_DISPATCH_FLOATING_BF16(in.q.dtype(), "fused_attention_backward", [&]<typename T>() {
     using C = compute_t<T>;
     const Views<T> x{in.q.data<T>(), in.k.data<T>(), in.v.data<T>(),
-                     in.key_padding.defined() ? in.key_padding.data<float>() : nullptr};
+                     in.padding_data()};
     const T *o = out.data<T>(), *go = grad_out.data<T>();
     const C* stats = lse.data<C>();
     C* D = row_dot.data<C>();
     T *dq = gq.data<T>(), *dk = gk.data<T>(), *dv = gv.data<T>();
-    const C scale = static_cast<C>(s.scale), keep = static_cast<C>(drop.keep);
+    const C scale = static_cast<C>(s.scale);
     parallel_for(0, s.B * s.H, 1, [&](int64_t first, int64_t last) {
       std::vector<C> acc_k(s.Lk * s.dh), acc_v(s.Lk * s.dv), acc_q(s.dh);
       for (int64_t task = first; task < last; ++task) {
@@ -263,10 +258,10 @@ void fused_attention_backward(const AttentionTensors& in, const AttentionShape& 
           const C row_lse = stats[row];
           const auto [j0, j1] = key_range(s, i);
           for (long long j = j0; j <= j1 && row_lse != -std::numeric_limits<C>::infinity(); ++j) {
-            if (!sees(s, x.pad, b, i, j)) continue;
+            if (!s.sees(x.pad, b, i, j)) continue;
             const T *kj = x.k + s.k_at(j, b, h), *vj = x.v + s.v_at(j, b, h);
             const C p = std::exp(scale * dot<C>(qi, kj, s.dh) - row_lse);
-            const C z = drop.kept(row * s.Lk + j) ? (drop.active ? keep : C(1)) : C(0);
+            const C z = drop.factor<C>(row * s.Lk + j);
             C* avj = acc_v.data() + j * s.dv;
             for (long long d = 0; d < s.dv; ++d) avj[d] += p * z * static_cast<C>(goi[d]);
             const C ds = p * (z * dot<C>(goi, vj, s.dv) - D[row]);

@@ -88,16 +88,6 @@ __device__ inline void key_span(const AttentionShape& s, long long i0, long long
   end = s.pattern.last_key(i_last, s.Lk);
 }
 
-template <typename C>
-__device__ C dropout_factor(const AttentionDropout& drop, long long element) {
-  if (!drop.active) return C(1);
-  return drop.kept(element) ? static_cast<C>(drop.keep) : C(0);
-}
-
-__device__ inline bool padded(const float* pad, const AttentionShape& s, long long b, long long j) {
-  return pad && pad[b * s.Lk + j] != 0.0f;
-}
-
 template <typename T, int W>
 __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, const float* pad, AttentionShape s,
                                          AttentionDropout drop, T* out, compute_t<T>* lse) {
@@ -126,14 +116,14 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, con
     __syncthreads();
     if (!active) continue;
     const long long j = t0 + lane;
-    const bool sees = j < s.Lk && s.pattern.sees(i, j) && !padded(pad, s, b, j);
+    const bool sees = j < s.Lk && s.sees(pad, b, i, j);
     const C score = sees ? scale * shared_dot(qs[warp], ks[lane], s.dh) : minus_infinity<C>();
     const C m_new = nan_max(m, warp_max(score));
     if (m_new == minus_infinity<C>()) continue;  // no key seen yet (warp-uniform)
     const C alpha = m == minus_infinity<C>() ? C(0) : exp_of(m - m_new);
     const C p = sees ? exp_of(score - m_new) : C(0);
     l = l * alpha + warp_sum(p);
-    const C weight = sees ? p * dropout_factor<C>(drop, row * s.Lk + j) : C(0);
+    const C weight = sees ? p * drop.factor<C>(row * s.Lk + j) : C(0);
 #pragma unroll
     for (int c = 0; c < W; ++c) acc[c] *= alpha;
     for (int jj = 0; jj < kTile; ++jj) {
@@ -197,9 +187,9 @@ __global__ void attention_backward_dq_kernel(const T* q, const T* k, const T* v,
     if (!sees_any) continue;
     const long long j = t0 + lane;
     C ds = C(0);
-    if (j < s.Lk && s.pattern.sees(i, j) && !padded(pad, s, b, j)) {
+    if (j < s.Lk && s.sees(pad, b, i, j)) {
       const C p = exp_of(scale * shared_dot(qs[warp], ks[lane], s.dh) - row_lse);
-      const C z = dropout_factor<C>(drop, row * s.Lk + j);
+      const C z = drop.factor<C>(row * s.Lk + j);
       ds = p * (z * shared_dot(gos[warp], vs[lane], s.dv) - Di);
     }
     for (int jj = 0; jj < kTile; ++jj) {
@@ -230,7 +220,7 @@ __global__ void attention_backward_dkv_kernel(const T* q, const T* k, const T* v
   const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
   const long long j0 = static_cast<long long>(blockIdx.y) * kRows, j = j0 + warp;
   const bool active = j < s.Lk;
-  const bool visible = active && !padded(pad, s, b, j);
+  const bool visible = active && !s.key_padded(pad, b, j);
   if (active) {
     for (long long d = lane; d < s.dh; d += 32) kw[warp][d] = static_cast<C>(k[s.k_at(j, b, h) + d]);
     for (long long d = lane; d < s.dv; d += 32) vw[warp][d] = static_cast<C>(v[s.v_at(j, b, h) + d]);
@@ -261,7 +251,7 @@ __global__ void attention_backward_dkv_kernel(const T* q, const T* k, const T* v
     C pz = C(0), ds = C(0);
     if (i < s.Lq && s.pattern.sees(i, j) && lse_t[lane] != minus_infinity<C>()) {
       const C p = exp_of(scale * shared_dot(qs[lane], kw[warp], s.dh) - lse_t[lane]);
-      const C z = dropout_factor<C>(drop, s.row(b, h, i) * s.Lk + j);
+      const C z = drop.factor<C>(s.row(b, h, i) * s.Lk + j);
       pz = p * z;
       ds = p * (z * shared_dot(gos[lane], vw[warp], s.dv) - dot_t[lane]);
     }
@@ -304,9 +294,6 @@ dim3 grid_of(long long heads_total, long long rows) {
   return dim3(static_cast<unsigned>(heads_total), static_cast<unsigned>(tiles < 1 ? 1 : tiles));
 }
 
-const float* padding_data(const AttentionTensors& in) {
-  return in.key_padding.defined() ? in.key_padding.data<float>() : nullptr;
-}
 
 }  // namespace
 
@@ -317,7 +304,7 @@ void fused_attention_forward(const AttentionTensors& in, const AttentionShape& s
     using C = compute_t<T>;
     with_head_width<T>(s, [&]<int W>() {
       attention_forward_kernel<T, W><<<grid_of(s.B * s.H, s.Lq), kRows * 32, 0, stream_of(in.q)>>>(
-          in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), padding_data(in), s, drop, out.data<T>(), lse.data<C>());
+          in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), in.padding_data(), s, drop, out.data<T>(), lse.data<C>());
     });
     SRU_CUDA_LAUNCH_CHECK("attention_forward_kernel");
   });
@@ -333,11 +320,11 @@ void fused_attention_backward(const AttentionTensors& in, const AttentionShape& 
     with_head_width<T>(s, [&]<int W>() {
       if (s.Lq > 0)
         attention_backward_dq_kernel<T, W><<<grid_of(s.B * s.H, s.Lq), kRows * 32, 0, stream>>>(
-            in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), padding_data(in), s, drop, out.data<T>(),
+            in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), in.padding_data(), s, drop, out.data<T>(),
             grad_out.data<T>(), lse.data<C>(), row_dot.data<C>(), gq.data<T>());
       if (s.Lk > 0)
         attention_backward_dkv_kernel<T, W><<<grid_of(s.B * s.H, s.Lk), kRows * 32, 0, stream>>>(
-            in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), padding_data(in), s, drop, grad_out.data<T>(),
+            in.q.data<T>(), in.k.data<T>(), in.v.data<T>(), in.padding_data(), s, drop, grad_out.data<T>(),
             lse.data<C>(), row_dot.data<C>(), gk.data<T>(), gv.data<T>());
     });
     SRU_CUDA_LAUNCH_CHECK("attention_backward kernels");
