@@ -31,7 +31,9 @@
 #include "core/cuda/device_info.h"
 #include "core/parallel.h"
 #include "dist/communicator.h"
+#include "ops/cpu/gemm_bf16.h"
 #include "ops/matmul.h"
+#include "ops/sru_recurrence.h"
 
 namespace {
 
@@ -47,7 +49,7 @@ void add_timing_options(CLI::App* cmd, sru::bench::TimingOptions& timing,
 struct SharedOptions {
   int threads = 0;
   double warm_up_seconds = 2.0;
-  std::string json_path, device = "cpu", precision = "fp32", attention = "auto";
+  std::string json_path, device = "cpu", precision = "fp32", attention = "auto", cpu_kernels = "auto";
   void add_json(CLI::App* cmd) { cmd->add_option("--json", json_path, "Also write the rows as JSON to this file"); }
   void add_precision(CLI::App* cmd) {
     cmd->add_option("--precision", precision, "Float32 matrix products: fp32, tf32 (TF32 tensor cores on a GPU; FP32 "
@@ -285,11 +287,18 @@ int run(const BenchCommand& command, const SharedOptions& shared, const std::vec
   }
   sru::set_matmul_precision(sru::parse_precision(shared.precision, "--precision"));
   sru::nn::set_attention_kernel(sru::nn::parse_attention_kernel(shared.attention, "--attention"));
+  if (shared.cpu_kernels != "auto") {  // the AVX-512 builds off: the SRU recurrence's and the bf16 GEMM's
+    sru::cpu::limit_sru_kernel_isa(shared.cpu_kernels == "avx2" ? sru::cpu::SruKernelIsa::Avx2
+                                                                : sru::cpu::SruKernelIsa::Baseline);
+    sru::cpu::force_bf16_dot_kernels_off(true);
+  }
   sru::bench::Report report(name);
   sru::bench::warm_up_cpu(shared.warm_up_seconds);
   command.run(report, device);
   if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
   std::cout << "threads: " << sru::num_threads() << (cpu_time ? ", clock: process CPU time" : "")
+            << ", SRU kernels: " << sru::cpu::sru_kernel_isa()
+            << (sru::cpu::bf16_dot_kernels_available() ? ", bf16 GEMM: AVX512-BF16" : "")
             << (sru::matmul_precision() != sru::MatmulPrecision::Highest
                     ? ", precision: " + sru::precision_name(sru::matmul_precision())
                     : std::string())
@@ -313,6 +322,10 @@ int main(int argc, char** argv) {
   cli.add_option("--attention", shared.attention, "Multi-head attention: auto (fused on a GPU, composed on the CPU), "
                  "composed or fused (nn/attention.h AttentionKernel)")
       ->capture_default_str()->check(CLI::IsMember(sru::nn::attention_kernel_names()));
+  cli.add_option("--cpu-kernels", shared.cpu_kernels, "Widest CPU kernel builds: auto (what the processor has), "
+                 "avx2 (no AVX-512: the SRU recurrence's AVX2 build, bf16 products as rounded operands through "
+                 "sgemm) or baseline (the SRU recurrence's x86-64 build too)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "avx2", "baseline"}));
   Options options;
   const std::vector<BenchCommand> commands = {
       add_ceilings(cli, options, shared),   add_sru_vs_lstm(cli, options, shared), add_train_epoch(cli, options, shared),

@@ -1,5 +1,6 @@
 // `srubench ceilings`: this machine's own limits at the SRU's shapes — sgemm GFLOP/s of the layer's
-// one big GEMM, elementwise add / memcpy GB/s, Philox draws per second — so that the other
+// one big GEMM, the three products of its training step at precision bf16 on each CPU path (rounded
+// operands through sgemm, the AVX512-BF16 kernels), elementwise add / memcpy GB/s, Philox draws per second — so that the other
 // benchmarks can be read against them. CPU only.
 #pragma once
 

@@ -16,11 +16,13 @@
 //            products summed in FP32 (relative error per product up to ~2^-10 against ~2^-23); the
 //            CPU has no TF32 and computes FP32;
 //   medium   (bf16) both operands rounded to bfloat16 (8 significant bits, round to nearest even) by
-//            our own kernel, products summed in FP32: on CUDA devices BF16 tensor cores, on the CPU
-//            (its twin) float32 copies of the rounded operands through sgemm, so a bf16 run computes
-//            the same products on either device (on the CPU slower than fp32: no BF16 BLAS in Debian's
-//            OpenBLAS). (PyTorch documents medium as bfloat16 where a fast algorithm exists, but its
-//            CUDA matmuls run medium as TF32: compare with it at highest or high.)
+//            our own kernel, products summed in FP32: on CUDA devices BF16 tensor cores; on the CPU
+//            (its twin) the AVX512-BF16 kernels where the processor has them and the product is large
+//            enough (ops/cpu/gemm_bf16.h: ~1.7-2.3x sgemm), else float32 copies of the rounded
+//            operands through sgemm (no faster than fp32: Debian's OpenBLAS has no BF16 GEMM), so a
+//            bf16 run computes the same products on either device, summed in another order.
+//            (PyTorch documents medium as bfloat16 where a fast algorithm exists, but its CUDA matmuls
+//            run medium as TF32: compare with it at highest or high.)
 // Double-precision products stay exact IEEE FP64 whatever the setting. The cuDNN LSTM takes high and
 // medium as permission for TF32 (CUDNN_DEFAULT_MATH instead of FMA only), and the fused LSTM
 // recurrence's per-step GEMMs (both devices) run medium as high.

@@ -76,10 +76,12 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
 )
 
 namespace cpu {
-// Which compiled kernel build runs: "avx2" (when the processor has it) or "baseline".
+// The CPU kernel builds, narrowest first; each gives the same results to the bit.
+enum class SruKernelIsa { Baseline, Avx2, Avx512 };
+// Which compiled kernel build runs: "avx512" or "avx2" (the widest the processor has) or "baseline".
 const char* sru_kernel_isa();
-// Forces the baseline build even on AVX2 processors (for parity tests); returns the previous setting.
-bool force_baseline_sru_kernels(bool on);
+// Runs no build wider than `widest` (parity tests, benchmarks); returns the previous limit.
+SruKernelIsa limit_sru_kernel_isa(SruKernelIsa widest);
 }  // namespace cpu
 
 }  // namespace sru

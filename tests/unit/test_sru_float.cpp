@@ -83,19 +83,27 @@ TEST(SruFloat, Float32TracksFloat64) {
   }
 }
 
-TEST(SruFloat, BaselineAndAvx2BuildsAgreeExactly) {
-  if (std::string(cpu::sru_kernel_isa()) != "avx2") GTEST_SKIP() << "this processor runs the baseline build only";
+TEST(SruFloat, BaselineAvx2AndAvx512BuildsAgreeExactly) {
+  const std::string widest = cpu::sru_kernel_isa();
+  if (widest == "baseline") GTEST_SKIP() << "this processor runs the baseline build only";
+  struct Restore {
+    ~Restore() { cpu::limit_sru_kernel_isa(cpu::SruKernelIsa::Avx512); }
+  } restore;
   for (DType dtype : {DType::F32, DType::F64}) {
     const Result fast = run(dtype, options(true), 9, 4);
-    cpu::force_baseline_sru_kernels(true);
-    EXPECT_STREQ(cpu::sru_kernel_isa(), "baseline");
-    const Result base = run(dtype, options(true), 9, 4);
-    cpu::force_baseline_sru_kernels(false);
-    EXPECT_EQ(fast.h, base.h);
-    EXPECT_EQ(fast.c, base.c);
-    EXPECT_EQ(fast.gU, base.gU);
-    EXPECT_EQ(fast.gx, base.gx);
-    EXPECT_EQ(fast.gw, base.gw);
+    for (const auto [isa, name] : {std::pair{cpu::SruKernelIsa::Avx2, "avx2"},
+                                   std::pair{cpu::SruKernelIsa::Baseline, "baseline"}}) {
+      if (name == widest) continue;
+      cpu::limit_sru_kernel_isa(isa);
+      EXPECT_STREQ(cpu::sru_kernel_isa(), name);
+      const Result other = run(dtype, options(true), 9, 4);
+      EXPECT_EQ(fast.h, other.h) << widest << " vs " << name;
+      EXPECT_EQ(fast.c, other.c) << widest << " vs " << name;
+      EXPECT_EQ(fast.gU, other.gU) << widest << " vs " << name;
+      EXPECT_EQ(fast.gx, other.gx) << widest << " vs " << name;
+      EXPECT_EQ(fast.gw, other.gw) << widest << " vs " << name;
+    }
+    cpu::limit_sru_kernel_isa(cpu::SruKernelIsa::Avx512);
   }
 }
 

@@ -1,19 +1,50 @@
 // CPU GEMM through CBLAS (OpenBLAS, OpenMP build): row-major, transpose flags passed straight through.
 // Batched products loop over the batch; each product is cut into thread-count-independent tiles
 // (ops/cpu/blas.h) spread over the threads. At matmul precision medium (train.precision bf16) float32
-// operands are first rounded to bfloat16 values (ops/bf16_round.h), the twin of the CUDA GEMM's BF16
-// operands: products of two bfloat16 values are exact in float32, so only the summation order differs.
-// bf16 tensors (a, b and c all bf16): the operands widened to float32 (exact), the float32 product, c
-// rounded once to bf16: the twin of cuBLAS's bf16 GEMM with FP32 sums and a bf16 C.
+// operands are taken as bfloat16 values, the twin of the CUDA GEMM's BF16 operands: on processors with
+// AVX512-BF16, products large enough to pay go to the bf16 kernels (ops/cpu/gemm_bf16.h: rounded
+// while packed, vdpbf16ps), the others are rounded into float32 copies (ops/bf16_round.h) for sgemm.
+// Products of two bfloat16 values are exact in float32, so only the summation order differs (and the
+// kernels' flush of subnormals).
+// bf16 tensors (a, b and c all bf16): the bf16 kernels where they pay, else the operands widened to
+// float32 (exact) and the float32 product; c rounded once to bf16: the twin of cuBLAS's bf16 GEMM with
+// FP32 sums and a bf16 C.
 
 #include "core/parallel.h"
 #include "ops/bf16_round.h"
 #include "ops/cpu/blas.h"
+#include "ops/cpu/gemm_bf16.h"
 #include "ops/matmul.h"
 
 namespace sru::cpu {
 
 namespace {
+
+// product(i) for each of `batch` products: spread over the threads, each on one thread (the GEMM
+// inside a parallel region), when there is enough work to share; otherwise each product spreads its
+// own tiles.
+template <typename F>
+void for_each_product(int64_t batch, int64_t M, int64_t N, int64_t K, const F& product) {
+  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), batch));
+  if (threads > 1 && !omp_in_parallel() && batch * M * N * std::max<int64_t>(K, 1) >= (int64_t{1} << 18))
+    parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) product(i);
+    });
+  else
+    for (int64_t i = 0; i < batch; ++i) product(i);
+}
+
+// The products on the bf16 kernels (In: float32 values rounded while packed, or bf16 storage), c float32.
+template <typename In>
+void bf16_dot_products(const In* a, const GemmMatrix& ma, bool ta, const In* b, const GemmMatrix& mb, bool tb,
+                       float* c, const GemmMatrix& mc, int64_t batch, double alpha, double beta) {
+  const auto [M, N, K] = gemm_dims(ma, ta, mb, tb, mc);
+  adapt_threads();
+  for_each_product(batch, M, N, K, [&](int64_t i) {
+    bf16_dot_gemm(ta, tb, M, N, K, static_cast<float>(alpha), a + i * ma.stride, ma.ld, b + i * mb.stride, mb.ld,
+                  static_cast<float>(beta), c + i * mc.stride, mc.ld);
+  });
+}
 
 // The product over float32 / float64 storage; round_operands: both operands taken as bfloat16 values
 // (float32 scratch copies of the spans the products read, same layout), the CPU twin of precision
@@ -21,6 +52,10 @@ namespace {
 void float_gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
                 const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta, bool round_operands) {
   const int64_t M = mc.rows, K = ta ? ma.rows : ma.cols, N = mc.cols;
+  if (round_operands && c.dtype() == DType::F32 && M > 0 && N > 0 && K > 0 && bf16_dot_gemm_pays(M, N, K)) {
+    bf16_dot_products(a.data<float>(), ma, ta, b.data<float>(), mb, tb, c.data<float>(), mc, batch, alpha, beta);
+    return;
+  }
   adapt_threads();  // the thread count the tiles below are spread over
   Tensor a16, b16;
   if (round_operands && c.dtype() == DType::F32 && M > 0 && N > 0 && K > 0) {
@@ -48,15 +83,7 @@ void float_gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b,
       }
       blas_gemm<T>(ta, tb, M, N, K, static_cast<T>(alpha), ai, ma.ld, bi, mb.ld, static_cast<T>(beta), ci, mc.ld);
     };
-    // Several products (bmm): spread over the threads, each on one thread (blas_gemm inside a parallel
-    // region), when there is enough work to share; otherwise each product spreads its own tiles.
-    const int threads = static_cast<int>(std::min<int64_t>(num_threads(), batch));
-    if (threads > 1 && !omp_in_parallel() && batch * M * N * std::max<int64_t>(K, 1) >= (int64_t{1} << 18))
-      parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) product(i);
-      });
-    else
-      for (int64_t i = 0; i < batch; ++i) product(i);
+    for_each_product(batch, M, N, K, product);
   });
 }
 
@@ -70,7 +97,10 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   // order on the GPU).
   const bool bf16 = y.dtype() == DType::BF16;
   const Tensor out = bf16 ? Tensor::empty({M, N}, DType::F32) : y;
-  float_gemm(bf16 ? x.to(DType::F32) : x, mx, false, bf16 ? weight.to(DType::F32) : weight, mw, true, out, my, 1, 1.0,
+  if (bf16 && M > 0 && N > 0 && K > 0 && bf16_dot_gemm_pays(M, N, K))
+    bf16_dot_products(x.data<sru::bf16>(), mx, false, weight.data<sru::bf16>(), mw, true, out.data<float>(), my, 1, 1.0, 0.0);
+  else
+    float_gemm(bf16 ? x.to(DType::F32) : x, mx, false, bf16 ? weight.to(DType::F32) : weight, mw, true, out, my, 1, 1.0,
              0.0, !bf16 && matmul_precision() == MatmulPrecision::Medium);
   const Tensor b = bf16 ? bias.to(DType::F32) : bias;
   SRU_DISPATCH_FLOATING(out.dtype(), "linear", [&]<typename T>() {
@@ -95,7 +125,10 @@ void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const
               dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
     const bool c_packed = mc.ld == mc.cols && mc.stride == mc.rows * mc.cols;
     Tensor c32 = beta == 0 && c_packed ? Tensor::empty(c.shape(), DType::F32) : c.to(DType::F32);
-    float_gemm(a.to(DType::F32), ma, ta, b.to(DType::F32), mb, tb, c32, mc, batch, alpha, beta, false);
+    if (M > 0 && N > 0 && K > 0 && bf16_dot_gemm_pays(M, N, K))
+      bf16_dot_products(a.data<bf16>(), ma, ta, b.data<bf16>(), mb, tb, c32.data<float>(), mc, batch, alpha, beta);
+    else
+      float_gemm(a.to(DType::F32), ma, ta, b.to(DType::F32), mb, tb, c32, mc, batch, alpha, beta, false);
     Tensor(c).copy_(c32.to(DType::BF16));
     return;
   }

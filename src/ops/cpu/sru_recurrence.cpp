@@ -1,43 +1,63 @@
 // CPU entry points of the fused SRU recurrence: converts the padding mask once, then runs the
-// kernels of ops/cpu/sru_recurrence_kernels.h compiled for AVX2 when the processor has it, else
-// the baseline x86-64 (or other architecture) build of the same code. bf16 I/O (the CUDA kernels'
+// kernels of ops/cpu/sru_recurrence_kernels.h compiled for AVX-512 or AVX2 when the processor has it,
+// else the baseline x86-64 (or other architecture) build of the same code (all three give the same bits). bf16 I/O (the CUDA kernels'
 // twin): U and x widened to float32, the float kernels, then h, grad U and grad x rounded to bf16 once,
 // where the GPU rounds them.
 #define SRU_KERNEL_NAMESPACE baseline
 #include "ops/cpu/sru_recurrence_kernels.h"
 #include "ops/cpu/padding.h"
 
+#include <algorithm>
+
 namespace sru::cpu {
 
 #if defined(SRU_HAVE_AVX2_KERNELS)
-namespace avx2 {
-void forward(const SruTensors&, const SruRecurrenceOptions&, const std::vector<uint8_t>&, const Tensor&, const Tensor&,
-             const Tensor&);
-void backward(const SruTensors&, const SruRecurrenceOptions&, const std::vector<uint8_t>&, const Tensor&,
-              const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-}  // namespace avx2
+#define SRU_DECLARE_KERNELS(isa)                                                                                  \
+  namespace isa {                                                                                                \
+  void forward(const SruTensors&, const SruRecurrenceOptions&, const std::vector<uint8_t>&, const Tensor&,       \
+               const Tensor&, const Tensor&);                                                                    \
+  void backward(const SruTensors&, const SruRecurrenceOptions&, const std::vector<uint8_t>&, const Tensor&,      \
+                const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,        \
+                const Tensor&);                                                                                  \
+  }
+SRU_DECLARE_KERNELS(avx2)
+SRU_DECLARE_KERNELS(avx512)
+#undef SRU_DECLARE_KERNELS
 #endif
 
 namespace {
 
-bool baseline_forced = false;
+SruKernelIsa widest_allowed = SruKernelIsa::Avx512;
 
-bool use_avx2() {
+SruKernelIsa supported_isa() {
 #if defined(SRU_HAVE_AVX2_KERNELS)
-  static const bool supported = __builtin_cpu_supports("avx2");
-  return supported && !baseline_forced;
+  static const SruKernelIsa isa = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                                          __builtin_cpu_supports("avx512vl")
+                                      ? SruKernelIsa::Avx512
+                                  : __builtin_cpu_supports("avx2") ? SruKernelIsa::Avx2
+                                                                   : SruKernelIsa::Baseline;
+  return isa;
 #else
-  return false;
+  return SruKernelIsa::Baseline;
 #endif
 }
 
+SruKernelIsa isa_in_use() { return std::min(supported_isa(), widest_allowed); }
+
 }  // namespace
 
-const char* sru_kernel_isa() { return use_avx2() ? "avx2" : "baseline"; }
+const char* sru_kernel_isa() {
+  switch (isa_in_use()) {
+    case SruKernelIsa::Avx512: return "avx512";
+    case SruKernelIsa::Avx2: return "avx2";
+    case SruKernelIsa::Baseline: break;
+  }
+  return "baseline";
+}
 
-bool force_baseline_sru_kernels(bool on) {
-  const bool previous = baseline_forced;
-  baseline_forced = on;
+SruKernelIsa limit_sru_kernel_isa(SruKernelIsa widest) {
+  const SruKernelIsa previous = widest_allowed;
+  widest_allowed = widest;
   return previous;
 }
 
@@ -70,7 +90,8 @@ void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o,
   }
   const std::vector<uint8_t> pad = padding_bytes(in.mask_pad);
 #if defined(SRU_HAVE_AVX2_KERNELS)
-  if (use_avx2()) return avx2::forward(in, o, pad, h, c_all, c_last);
+  if (isa_in_use() == SruKernelIsa::Avx512) return avx512::forward(in, o, pad, h, c_all, c_last);
+  if (isa_in_use() == SruKernelIsa::Avx2) return avx2::forward(in, o, pad, h, c_all, c_last);
 #endif
   baseline::forward(in, o, pad, h, c_all, c_last);
 }
@@ -89,7 +110,9 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
   }
   const std::vector<uint8_t> pad = padding_bytes(in.mask_pad);
 #if defined(SRU_HAVE_AVX2_KERNELS)
-  if (use_avx2())
+  if (isa_in_use() == SruKernelIsa::Avx512)
+    return avx512::backward(in, o, pad, c_all, grad_h, grad_c_last, grad_U, grad_x, grad_weight_c, grad_bias, grad_c0);
+  if (isa_in_use() == SruKernelIsa::Avx2)
     return avx2::backward(in, o, pad, c_all, grad_h, grad_c_last, grad_U, grad_x, grad_weight_c, grad_bias, grad_c0);
 #endif
   baseline::backward(in, o, pad, c_all, grad_h, grad_c_last, grad_U, grad_x, grad_weight_c, grad_bias, grad_c0);
