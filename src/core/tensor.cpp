@@ -27,13 +27,20 @@ std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device de
   return impl;
 }
 
-// Writes src[0..n) into dst, converting each element to dst's dtype.
+// Writes src[0..n) into dst (CPU), each value converted to dst's dtype, spread over the threads
+// (conversions around bf16 kernels are on the training step's path).
 template <typename S>
 void convert_into(const Tensor& dst, const S* src, int64_t n) {
   SRU_DISPATCH_ALL(dst.dtype(), "convert", [&]<typename T>() {
-    T* d = dst.data<T>();
-    for (int64_t i = 0; i < n; ++i) d[i] = static_cast<T>(src[i]);
+    T* to = dst.data<T>();
+    parallel_for(0, n, kParallelGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) to[i] = static_cast<T>(src[i]);
+    });
   });
+}
+
+void convert_into(const Tensor& dst, const Tensor& src) {
+  SRU_DISPATCH_ALL(src.dtype(), "to", [&]<typename S>() { convert_into(dst, src.data<S>(), src.numel()); });
 }
 
 }  // namespace
@@ -188,7 +195,7 @@ Tensor Tensor::to(DType target) const {
     cuda::convert(*this, t);
     return t;
   }
-  SRU_DISPATCH_ALL(dtype(), "to", [&]<typename S>() { convert_into(t, data<S>(), numel()); });
+  convert_into(t, *this);
   return t;
 }
 
@@ -263,8 +270,16 @@ Tensor& Tensor::fill_(double value) {
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  SRU_CHECK(src.numel() == numel() && src.dtype() == dtype(), "copy_: source ", src.str(),
-            " does not match destination ", str());
+  SRU_CHECK(src.numel() == numel(), "copy_: source ", src.str(), " does not match destination ", str());
+  if (src.dtype() != dtype()) {  // a converting copy: one kernel, no temporary
+    SRU_CHECK(src.device() == device(), "copy_: converting ", src.str(), " into ", str(), " needs one device");
+    detail::count_kernel_dispatch("convert");
+    if (device().is_cuda())
+      cuda::convert(src, *this);
+    else
+      convert_into(*this, src);
+    return *this;
+  }
   // A copy within a device is a kernel; one between host and device (a batch's upload, a value read) is
   // a transfer that a CPU run does not make, so it is not counted (core/kernel_count.h).
   if (device() == src.device()) detail::count_kernel_dispatch("copy_");

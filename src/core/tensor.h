@@ -97,7 +97,8 @@ class Tensor {
   // ---- in-place updates, for optimisers and initialisers (not recorded by autograd) ----
   Tensor& zero_();
   Tensor& fill_(double value);
-  Tensor& copy_(const Tensor& src);                   // same numel and dtype
+  // Same numel; another dtype converts each value (as PyTorch's copy_; within one device).
+  Tensor& copy_(const Tensor& src);
   Tensor& add_(const Tensor& other, double alpha = 1.0);  // this += alpha * other (same numel)
   Tensor& mul_(double factor);
   Tensor& clamp_(double low, double high);  // each element into [low, high] (floating tensors)

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/cuda/device_info.h"
+#include "ops/cpu/gemm_bf16.h"
 #include "ops/matmul.h"
 #include "tasks/registry.h"
 #include "train/cross_validation.h"
@@ -61,9 +62,14 @@ void apply_precision(const config::TrainConfig& train, Device device) {
   if (!device.is_cpu()) return;
   if (precision == MatmulPrecision::High)
     spdlog::info("train.precision tf32: the CPU has no TF32, its products stay FP32");
-  if (precision == MatmulPrecision::Medium)
-    spdlog::info("train.precision bf16 on the CPU: product operands rounded to BF16 in software, as the GPU's "
-                 "(the same numbers, slower than fp32 here)");
+  if (precision == MatmulPrecision::Medium) {
+    if (cpu::bf16_dot_kernels_available())
+      spdlog::info("train.precision bf16 on the CPU: products on AVX512-BF16 (vdpbf16ps) kernels with FP32 sums, "
+                   "the GPU's numbers up to summation order");
+    else
+      spdlog::info("train.precision bf16 on the CPU: product operands rounded to BF16 in software, as the GPU's "
+                   "(the same numbers, slower than fp32 here: this processor has no AVX512-BF16)");
+  }
 }
 
 int threads_for(int64_t requested, const dist::Communicator& comm) {

@@ -111,7 +111,7 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
         for (int64_t j = 0; j < N; ++j) rows[r * N + j] += add[j];
     });
   });
-  if (bf16) Tensor(y).copy_(out.to(DType::BF16));
+  if (bf16) Tensor(y).copy_(out);
 }
 
 void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
@@ -129,7 +129,7 @@ void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const
       bf16_dot_products(a.data<bf16>(), ma, ta, b.data<bf16>(), mb, tb, c32.data<float>(), mc, batch, alpha, beta);
     else
       float_gemm(a.to(DType::F32), ma, ta, b.to(DType::F32), mb, tb, c32, mc, batch, alpha, beta, false);
-    Tensor(c).copy_(c32.to(DType::BF16));
+    Tensor(c).copy_(c32);
     return;
   }
   float_gemm(a, ma, ta, b, mb, tb, c, mc, batch, alpha, beta, matmul_precision() == MatmulPrecision::Medium);

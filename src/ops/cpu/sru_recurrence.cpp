@@ -75,7 +75,7 @@ SruTensors widened(const SruTensors& in) {
 Tensor float_buffer(const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), DType::F32) : Tensor(); }
 
 void round_into(const Tensor& dst, const Tensor& src) {
-  if (dst.defined()) Tensor(dst).copy_(src.to(DType::BF16));
+  if (dst.defined()) Tensor(dst).copy_(src);
 }
 
 }  // namespace
