@@ -22,6 +22,68 @@ Tensor add_buffers(Tensor& a, const Tensor& b) {
   return sum;
 }
 
+// Gradients waiting for each node, one slot per output of it, until the node runs.
+using Buffers = std::unordered_map<Node*, std::vector<Tensor>>;
+
+// Sums g into the slot of edge e's node.
+void deliver(Buffers& buffers, const Edge& e, const Tensor& g) {
+  auto& slots = buffers[e.fn.get()];
+  slots.resize(e.fn->outputs.size());
+  Tensor& slot = slots[e.input_nr];
+  slot = slot.defined() ? add_buffers(slot, g) : g;
+}
+
+// For a folding node: the gradients other consumers already sent to its inputs, moved out of the
+// buffers where the buffer is their only handle, for it to add its own into in place (autograd/node.h
+// FoldingBackwardFn); undefined elsewhere.
+std::vector<Tensor> take_pending_gradients(const Node& node, Buffers& buffers) {
+  std::vector<Tensor> pending(node.next_edges.size());
+  for (size_t i = 0; i < node.next_edges.size(); ++i) {
+    const Edge& e = node.next_edges[i];
+    const auto waiting = e.fn ? buffers.find(e.fn.get()) : buffers.end();
+    if (waiting == buffers.end() || e.input_nr >= static_cast<int>(waiting->second.size())) continue;
+    Tensor& slot = waiting->second[e.input_nr];
+    if (slot.defined() && sole_owner(slot)) pending[i] = std::move(slot);
+  }
+  return pending;
+}
+
+// Runs one node on its summed output gradients and delivers the gradients it returns to its inputs'
+// nodes, readying those whose last dependency this was.
+template <typename Ready>
+void run_node(Node* node, Buffers& buffers, std::unordered_map<Node*, int>& dependencies, Ready& ready,
+              bool retain_graph) {
+  std::vector<Tensor> grad_outputs = std::move(buffers[node]);
+  buffers.erase(node);
+  grad_outputs.resize(node->outputs.size());
+  for (size_t i = 0; i < grad_outputs.size(); ++i)
+    if (!grad_outputs[i].defined() && !node->outputs[i].takes_undefined_grad)
+      grad_outputs[i] = Tensor::zeros(node->outputs[i].shape, node->outputs[i].dtype, node->outputs[i].device);
+
+  std::vector<Tensor> pending;
+  if (node->folds_pending()) pending = take_pending_gradients(*node, buffers);
+  std::vector<Tensor> grad_inputs =
+      node->folds_pending() ? node->apply(std::move(grad_outputs), pending) : node->apply(std::move(grad_outputs));
+  if (!retain_graph) node->release_saved();
+  SRU_CHECK(grad_inputs.empty() || grad_inputs.size() == node->next_edges.size(), node->name(), " returned ",
+            grad_inputs.size(), " gradients for ", node->next_edges.size(), " inputs");
+
+  for (size_t i = 0; i < node->next_edges.size(); ++i) {
+    const Edge& e = node->next_edges[i];
+    if (!e.fn) continue;
+    if (Tensor unfolded = take_pending(pending, i); unfolded.defined()) deliver(buffers, e, unfolded);  // back
+    if (i < grad_inputs.size() && grad_inputs[i].defined()) {
+      const OutputMeta& meta = e.fn->outputs[e.input_nr];
+      SRU_CHECK(grad_inputs[i].shape() == meta.shape, node->name(), ": gradient for input ", i, " has shape ",
+                shape_str(grad_inputs[i].shape()), ", expected ", shape_str(meta.shape));
+      SRU_CHECK(grad_inputs[i].dtype() == meta.dtype, node->name(), ": gradient for input ", i, " is ",
+                dtype_name(grad_inputs[i].dtype()), ", the input is ", dtype_name(meta.dtype));
+      deliver(buffers, e, grad_inputs[i]);
+    }
+    if (--dependencies[e.fn.get()] == 0) ready.push(e.fn.get());
+  }
+}
+
 struct ByNewest {
   bool operator()(const Node* x, const Node* y) const { return x->sequence_nr < y->sequence_nr; }
 };
@@ -37,7 +99,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   NoGradGuard no_grad;
 
   // Seed gradients, keyed by the node each root flows into.
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  Buffers buffers;
   std::vector<std::shared_ptr<Node>> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
@@ -51,9 +113,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     check_same_shape(root, g, "backward seed");
     check_same_dtype(root, g, "backward seed");
     Edge edge = gradient_edge(root);
-    auto& slots = buffers[edge.fn.get()];
-    slots.resize(edge.fn->outputs.size());
-    slots[edge.input_nr] = slots[edge.input_nr].defined() ? add_buffers(slots[edge.input_nr], g) : g;
+    deliver(buffers, edge, g);
     seeds.push_back(edge.fn);
   }
 
@@ -81,34 +141,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   while (!ready.empty()) {
     Node* node = ready.top();
     ready.pop();
-    std::vector<Tensor> grad_outputs = std::move(buffers[node]);
-    buffers.erase(node);
-    grad_outputs.resize(node->outputs.size());
-    for (size_t i = 0; i < grad_outputs.size(); ++i)
-      if (!grad_outputs[i].defined() && !node->outputs[i].takes_undefined_grad)
-        grad_outputs[i] = Tensor::zeros(node->outputs[i].shape, node->outputs[i].dtype, node->outputs[i].device);
-
-    std::vector<Tensor> grad_inputs = node->apply(std::move(grad_outputs));
-    if (!retain_graph) node->release_saved();
-    SRU_CHECK(grad_inputs.empty() || grad_inputs.size() == node->next_edges.size(), node->name(), " returned ",
-              grad_inputs.size(), " gradients for ", node->next_edges.size(), " inputs");
-
-    for (size_t i = 0; i < node->next_edges.size(); ++i) {
-      const Edge& e = node->next_edges[i];
-      if (!e.fn) continue;
-      if (i < grad_inputs.size() && grad_inputs[i].defined()) {
-        const OutputMeta& meta = e.fn->outputs[e.input_nr];
-        SRU_CHECK(grad_inputs[i].shape() == meta.shape, node->name(), ": gradient for input ", i, " has shape ",
-                  shape_str(grad_inputs[i].shape()), ", expected ", shape_str(meta.shape));
-        SRU_CHECK(grad_inputs[i].dtype() == meta.dtype, node->name(), ": gradient for input ", i, " is ",
-                  dtype_name(grad_inputs[i].dtype()), ", the input is ", dtype_name(meta.dtype));
-        auto& slots = buffers[e.fn.get()];
-        slots.resize(e.fn->outputs.size());
-        Tensor& slot = slots[e.input_nr];
-        slot = slot.defined() ? add_buffers(slot, grad_inputs[i]) : grad_inputs[i];
-      }
-      if (--dependencies[e.fn.get()] == 0) ready.push(e.fn.get());
-    }
+    run_node(node, buffers, dependencies, ready, retain_graph);
   }
 }
 

@@ -54,9 +54,14 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
 }
 
 std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grad_outputs) {
-  SRU_CHECK(fn_ != nullptr, "backward through ", name_,
+  std::vector<Tensor> none;
+  return apply(std::move(grad_outputs), none);
+}
+
+std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grad_outputs, std::vector<Tensor>& pending) {
+  SRU_CHECK(fn_ != nullptr || folding_fn_ != nullptr, "backward through ", name_,
             " a second time: its saved tensors were already freed (pass retain_graph=true to the first backward)");
-  return fn_(grad_outputs);
+  return folding_fn_ ? folding_fn_(grad_outputs, pending) : fn_(grad_outputs);
 }
 
 bool grad_enabled() { return grad_mode_enabled; }
@@ -88,9 +93,10 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
-            const std::vector<int>& undefined_grad_outputs) {
-  auto node = std::make_shared<FunctionNode>(name, std::move(fn));
+namespace {
+
+void connect(const std::shared_ptr<FunctionNode>& node, const std::vector<Tensor>& inputs,
+             const std::vector<Tensor>& outputs, const std::vector<int>& undefined_grad_outputs) {
   node->next_edges.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -100,6 +106,18 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     Tensor out = outputs[i];
     out.set_history(node, static_cast<int>(i));
   }
+}
+
+}  // namespace
+
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
+            const std::vector<int>& undefined_grad_outputs) {
+  connect(std::make_shared<FunctionNode>(name, std::move(fn)), inputs, outputs, undefined_grad_outputs);
+}
+
+void record_folding(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                    FoldingBackwardFn fn) {
+  connect(std::make_shared<FunctionNode>(name, std::move(fn)), inputs, outputs, {});
 }
 
 }  // namespace sru::autograd

@@ -45,6 +45,13 @@ class Node {
   // those marked takes_undefined_grad, which stay undefined), returns one gradient per next edge; an
   // undefined tensor means "no gradient".
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) = 0;
+  // Nodes whose backward can fold the gradient already waiting for an input (FoldingBackwardFn below)
+  // say so here, and the engine calls the second apply with those gradients.
+  virtual bool folds_pending() const { return false; }
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs, std::vector<Tensor>& pending) {
+    (void)pending;
+    return apply(std::move(grad_outputs));
+  }
   virtual std::string name() const = 0;
   virtual void release_saved() {}
 
@@ -83,18 +90,38 @@ class LeafGradientHookScope {
 };
 
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
+// A backward that may add its gradient for an input into the gradient another consumer of that input
+// already sent, which the engine holds until every consumer has run: pending[i] is that gradient when
+// the engine's buffer is its only handle (sole_owner), else undefined. For such an input the function
+// may write its gradient into pending[i] in place (a GEMM with beta 1 instead of a product and an add:
+// one dispatch and one pass less), return it as the input's gradient and leave pending[i] undefined;
+// a pending gradient it leaves defined is summed by the engine as usual. The sum is the same either way
+// up to the order of the float additions.
+using FoldingBackwardFn =
+    std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs, std::vector<Tensor>& pending)>;
+// pending[i] moved out (undefined when there is none): for FoldingBackwardFn bodies.
+inline Tensor take_pending(std::vector<Tensor>& pending, size_t i) {
+  return i < pending.size() ? std::move(pending[i]) : Tensor();
+}
 
 // A node whose backward is a closure; the closure holds the saved tensors and is destroyed on release.
 class FunctionNode final : public Node {
  public:
   FunctionNode(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  FunctionNode(std::string name, FoldingBackwardFn fn) : name_(std::move(name)), folding_fn_(std::move(fn)) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
+  bool folds_pending() const override { return folding_fn_ != nullptr; }
+  std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs, std::vector<Tensor>& pending) override;
   std::string name() const override { return name_; }
-  void release_saved() override { fn_ = nullptr; }
+  void release_saved() override {
+    fn_ = nullptr;
+    folding_fn_ = nullptr;
+  }
 
  private:
   std::string name_;
   BackwardFn fn_;
+  FoldingBackwardFn folding_fn_;
 };
 
 // ---- gradient mode ----
@@ -129,5 +156,8 @@ Edge gradient_edge(const Tensor& t);
 // (OutputMeta::takes_undefined_grad); the others always reach fn defined.
 void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn,
             const std::vector<int>& undefined_grad_outputs = {});
+// The same with a backward that folds pending gradients (FoldingBackwardFn).
+void record_folding(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                    FoldingBackwardFn fn);
 
 }  // namespace sru::autograd

@@ -62,13 +62,15 @@ Mat as_matrix(const Tensor& t) {
   return {rows, t.size(-1)};
 }
 
-// C (rows of op(a) x cols of op(b)) for 2-d views.
-Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb) {
+// C (rows of op(a) x cols of op(b)) for 2-d views; with `into` (a gradient another consumer sent, of
+// C's size: autograd::FoldingBackwardFn), C is added into it (beta 1) and `into` returned.
+Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& into = Tensor()) {
   const Mat ma = as_matrix(a), mb = as_matrix(b);
-  Tensor c = Tensor::empty({ta ? ma.cols : ma.rows, tb ? mb.rows : mb.cols}, a.dtype(), a.device());
+  const int64_t rows = ta ? ma.cols : ma.rows, cols = tb ? mb.rows : mb.cols;
+  Tensor c = into.defined() ? into.view({rows, cols}) : Tensor::empty({rows, cols}, a.dtype(), a.device());
   SRU_KERNEL(c.device(), gemm, a, GemmMatrix::packed(ma.rows, ma.cols), ta, b, GemmMatrix::packed(mb.rows, mb.cols), tb,
-             c, GemmMatrix::packed(c.size(0), c.size(1)), 1, 1.0, 0.0);
-  return c;
+             c, GemmMatrix::packed(rows, cols), 1, 1.0, into.defined() ? 1.0 : 0.0);
+  return into.defined() ? into : c;
 }
 
 }  // namespace
@@ -107,14 +109,23 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   Tensor c = c2.view(out_shape);
   if (autograd::needs_grad({a, b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    autograd::record("MatmulBackward", {a, b}, {c},
-                     [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads) {
-                       const Tensor& g = grads[0];
-                       Tensor ga, gb;
-                       if (need_a) ga = (ta ? gemm2d(b, tb, g, true) : gemm2d(g, false, b, !tb)).view(a.shape());
-                       if (need_b) gb = tb ? gemm2d(g, true, a, ta) : gemm2d(a, !ta, g, false);
-                       return std::vector<Tensor>{ga, gb};
-                     });
+    // Folding: a gradient already waiting for a or b (x feeds both the SRU's product and its recurrence)
+    // takes this product with beta 1.
+    autograd::record_folding(
+        "MatmulBackward", {a, b}, {c},
+        [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads, std::vector<Tensor>& pending) {
+          const Tensor& g = grads[0];
+          Tensor ga, gb;
+          if (need_a) {
+            const Tensor into = autograd::take_pending(pending, 0);
+            ga = (ta ? gemm2d(b, tb, g, true, into) : gemm2d(g, false, b, !tb, into)).view(a.shape());
+          }
+          if (need_b) {
+            const Tensor into = autograd::take_pending(pending, 1);
+            gb = tb ? gemm2d(g, true, a, ta, into) : gemm2d(a, !ta, g, false, into);
+          }
+          return std::vector<Tensor>{ga, gb};
+        });
   }
   return c;
 }
@@ -129,24 +140,32 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const int64_t Kb = tb ? b.size(2) : b.size(1);
   SRU_CHECK(K == Kb, "bmm: inner dimensions differ (", K, " vs ", Kb, ") for shapes ", shape_str(a.shape()), " and ",
             shape_str(b.shape()));
-  auto batched = [batch](const Tensor& x, bool tx, const Tensor& y, bool ty) {
+  // With `into` (a pending gradient of z's shape), z is added into it (beta 1), as gemm2d.
+  auto batched = [batch](const Tensor& x, bool tx, const Tensor& y, bool ty, const Tensor& into = Tensor()) {
     const int64_t rx = x.size(1), cx = x.size(2), ry = y.size(1), cy = y.size(2);
-    Tensor z = Tensor::empty({batch, tx ? cx : rx, ty ? ry : cy}, x.dtype(), x.device());
+    Tensor z = into.defined() ? into : Tensor::empty({batch, tx ? cx : rx, ty ? ry : cy}, x.dtype(), x.device());
     SRU_KERNEL(z.device(), gemm, x, GemmMatrix::packed(rx, cx), tx, y, GemmMatrix::packed(ry, cy), ty, z,
-               GemmMatrix::packed(z.size(1), z.size(2)), batch, 1.0, 0.0);
+               GemmMatrix::packed(z.size(1), z.size(2)), batch, 1.0, into.defined() ? 1.0 : 0.0);
     return z;
   };
   Tensor c = batched(a, ta, b, tb);
   if (autograd::needs_grad({a, b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    autograd::record("BmmBackward", {a, b}, {c},
-                     [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads) {
-                       const Tensor& g = grads[0];
-                       Tensor ga, gb;
-                       if (need_a) ga = ta ? batched(b, tb, g, true) : batched(g, false, b, !tb);
-                       if (need_b) gb = tb ? batched(g, true, a, ta) : batched(a, !ta, g, false);
-                       return std::vector<Tensor>{ga, gb};
-                     });
+    autograd::record_folding(
+        "BmmBackward", {a, b}, {c},
+        [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads, std::vector<Tensor>& pending) {
+          const Tensor& g = grads[0];
+          Tensor ga, gb;
+          if (need_a) {
+            const Tensor into = autograd::take_pending(pending, 0);
+            ga = ta ? batched(b, tb, g, true, into) : batched(g, false, b, !tb, into);
+          }
+          if (need_b) {
+            const Tensor into = autograd::take_pending(pending, 1);
+            gb = tb ? batched(g, true, a, ta, into) : batched(a, !ta, g, false, into);
+          }
+          return std::vector<Tensor>{ga, gb};
+        });
   }
   return c;
 }
@@ -251,13 +270,15 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   SRU_KERNEL(y.device(), linear_forward, x.view({M, K}), weight, bias, y.view({M, N}));
   if (autograd::needs_grad({x, weight, bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.requires_grad();
-    autograd::record("LinearBackward", {x, weight, bias}, {y},
-                     [=, x = x.detach(), w = weight.detach()](const std::vector<Tensor>& g) {
-                       const Tensor rows = g[0].view({M, N});
-                       return std::vector<Tensor>{need_x ? gemm2d(rows, false, w, false).view(x.shape()) : Tensor(),
-                                                  need_w ? gemm2d(rows, true, x.view({M, K}), false) : Tensor(),
-                                                  need_b ? sum_to_shape(rows, {N}) : Tensor()};
-                     });
+    autograd::record_folding(
+        "LinearBackward", {x, weight, bias}, {y},
+        [=, x = x.detach(), w = weight.detach()](const std::vector<Tensor>& g, std::vector<Tensor>& pending) {
+          const Tensor rows = g[0].view({M, N});
+          Tensor gx, gw;
+          if (need_x) gx = gemm2d(rows, false, w, false, autograd::take_pending(pending, 0)).view(x.shape());
+          if (need_w) gw = gemm2d(rows, true, x.view({M, K}), false, autograd::take_pending(pending, 1));
+          return std::vector<Tensor>{gx, gw, need_b ? sum_to_shape(rows, {N}) : Tensor()};
+        });
   }
   return y;
 }

@@ -189,3 +189,54 @@ TEST(HostProfile, ChargesTheTimeBetweenMarksToTheEarlierOnesName) {
   c = relu(c);
   EXPECT_TRUE(stop_host_profile().empty());
 }
+
+// Folding (autograd/node.h FoldingBackwardFn): x feeds a matmul and, created after it, a product with c,
+// whose node runs first, so its gradient for x waits in the engine; the matmul's backward then adds its
+// x gradient into that buffer (a GEMM with beta 1) instead of a GEMM and an add_: one dispatch less,
+// the same sum. Built the other way round (the matmul newest) nothing waits yet and the engine adds.
+TEST(Autograd, AMatmulFoldsItsGradientIntoTheOneWaiting) {
+  for (const DType dtype : {DType::F64, DType::F32}) {
+    Generator gen(5);
+    Tensor x = Tensor::uniform({4, 3}, -1, 1, dtype, gen).set_requires_grad(true);
+    Tensor w = Tensor::uniform({3, 5}, -1, 1, dtype, gen).set_requires_grad(true);
+    const Tensor c = Tensor::uniform({4, 3}, -1, 1, dtype, gen), g = Tensor::uniform({4, 5}, -1, 1, dtype, gen);
+    Tensor expected;
+    {
+      autograd::NoGradGuard no_grad;
+      expected = matmul(g, w, false, true) + c;  // d/dx of <g, x w> + sum(x c)
+    }
+    auto dispatches_of_backward = [&](bool matmul_first) {
+      x.set_grad(Tensor());
+      w.set_grad(Tensor());
+      Tensor m, p;
+      if (matmul_first) {
+        m = matmul(x, w);
+        p = x * c;
+      } else {
+        p = x * c;
+        m = matmul(x, w);
+      }
+      const uint64_t before = kernel_dispatches();
+      autograd::backward({m, p}, {g, Tensor::ones({4, 3}, dtype)});
+      return kernel_dispatches() - before;
+    };
+    const uint64_t folded = dispatches_of_backward(true);
+    EXPECT_TRUE(sru::testing::tensors_near(x.grad(), expected, dtype == DType::F64 ? 1e-12 : 1e-6));
+    const uint64_t added = dispatches_of_backward(false);
+    EXPECT_TRUE(sru::testing::tensors_near(x.grad(), expected, dtype == DType::F64 ? 1e-12 : 1e-6));
+    EXPECT_EQ(added, folded + 1) << "the folded backward saves the add_";
+  }
+}
+
+// A waiting gradient that something else still holds (here the caller's seed, passed through by add)
+// is not written into: the engine sums into a copy as before.
+TEST(Autograd, AWaitingGradientHeldElsewhereIsNotFoldedInto) {
+  Tensor x = param({1, 2, 3, 4}, {2, 2}), w = param({1, -1, 0.5, 2}, {2, 2});
+  const Tensor seed = Tensor::from_vector(std::vector<double>{10, 20, 30, 40}, {2, 2}, DType::F64);
+  Tensor m = matmul(x, w);
+  Tensor v = x + Tensor::zeros({2, 2}, DType::F64);  // newer: runs first, hands x the seed itself
+  autograd::backward({m, v}, {Tensor::ones({2, 2}, DType::F64), seed});
+  EXPECT_TRUE(values_near(seed, {2, 2}, {10, 20, 30, 40}, 0)) << "the caller's tensor was written into";
+  // x.grad = seed + ones w^T: row sums of w are 0 and 2.5.
+  EXPECT_TRUE(values_near(x.grad(), {2, 2}, {10, 22.5, 30, 42.5}, 1e-12));
+}
