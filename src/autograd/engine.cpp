@@ -33,17 +33,34 @@ void deliver(Buffers& buffers, const Edge& e, const Tensor& g) {
   slot = slot.defined() ? add_buffers(slot, g) : g;
 }
 
-// For a folding node: the gradients other consumers already sent to its inputs, moved out of the
-// buffers where the buffer is their only handle, for it to add its own into in place (autograd/node.h
-// FoldingBackwardFn); undefined elsewhere.
-std::vector<Tensor> take_pending_gradients(const Node& node, Buffers& buffers) {
-  std::vector<Tensor> pending(node.next_edges.size());
+// What a folding node may add its gradients into (autograd/node.h FoldingBackwardFn), per input:
+// the gradient other consumers already sent, moved out of the buffers where the buffer is its only
+// handle; or, for a leaf that has a .grad from earlier passes and gets no other gradient in this one
+// (this edge is the last one into its accumulator, nothing buffered), that .grad, borrowed: AccumulateGrad
+// then finds the sum already in place. Undefined elsewhere.
+struct PendingGradients {
+  std::vector<Tensor> tensors;
+  std::vector<bool> borrowed;  // a leaf's .grad: never handed back to the buffers
+};
+
+PendingGradients take_pending_gradients(const Node& node, Buffers& buffers,
+                                        const std::unordered_map<Node*, int>& dependencies) {
+  PendingGradients pending{std::vector<Tensor>(node.next_edges.size()), std::vector<bool>(node.next_edges.size())};
   for (size_t i = 0; i < node.next_edges.size(); ++i) {
     const Edge& e = node.next_edges[i];
-    const auto waiting = e.fn ? buffers.find(e.fn.get()) : buffers.end();
-    if (waiting == buffers.end() || e.input_nr >= static_cast<int>(waiting->second.size())) continue;
-    Tensor& slot = waiting->second[e.input_nr];
-    if (slot.defined() && sole_owner(slot)) pending[i] = std::move(slot);
+    if (!e.fn) continue;
+    const auto waiting = buffers.find(e.fn.get());
+    if (waiting != buffers.end() && e.input_nr < static_cast<int>(waiting->second.size()) &&
+        waiting->second[e.input_nr].defined()) {
+      Tensor& slot = waiting->second[e.input_nr];
+      if (sole_owner(slot)) pending.tensors[i] = std::move(slot);
+      continue;
+    }
+    const auto count = dependencies.find(e.fn.get());
+    if (count != dependencies.end() && count->second == 1) {
+      pending.tensors[i] = e.fn->existing_gradient();
+      pending.borrowed[i] = pending.tensors[i].defined();
+    }
   }
   return pending;
 }
@@ -60,10 +77,10 @@ void run_node(Node* node, Buffers& buffers, std::unordered_map<Node*, int>& depe
     if (!grad_outputs[i].defined() && !node->outputs[i].takes_undefined_grad)
       grad_outputs[i] = Tensor::zeros(node->outputs[i].shape, node->outputs[i].dtype, node->outputs[i].device);
 
-  std::vector<Tensor> pending;
-  if (node->folds_pending()) pending = take_pending_gradients(*node, buffers);
-  std::vector<Tensor> grad_inputs =
-      node->folds_pending() ? node->apply(std::move(grad_outputs), pending) : node->apply(std::move(grad_outputs));
+  PendingGradients pending;
+  if (node->folds_pending()) pending = take_pending_gradients(*node, buffers, dependencies);
+  std::vector<Tensor> grad_inputs = node->folds_pending() ? node->apply(std::move(grad_outputs), pending.tensors)
+                                                          : node->apply(std::move(grad_outputs));
   if (!retain_graph) node->release_saved();
   SRU_CHECK(grad_inputs.empty() || grad_inputs.size() == node->next_edges.size(), node->name(), " returned ",
             grad_inputs.size(), " gradients for ", node->next_edges.size(), " inputs");
@@ -71,7 +88,9 @@ void run_node(Node* node, Buffers& buffers, std::unordered_map<Node*, int>& depe
   for (size_t i = 0; i < node->next_edges.size(); ++i) {
     const Edge& e = node->next_edges[i];
     if (!e.fn) continue;
-    if (Tensor unfolded = take_pending(pending, i); unfolded.defined()) deliver(buffers, e, unfolded);  // back
+    // Handed over and not folded: a buffered gradient goes back; a borrowed .grad stays where it is.
+    if (Tensor unfolded = take_pending(pending.tensors, i); unfolded.defined() && !pending.borrowed[i])
+      deliver(buffers, e, unfolded);
     if (i < grad_inputs.size() && grad_inputs[i].defined()) {
       const OutputMeta& meta = e.fn->outputs[e.input_nr];
       SRU_CHECK(grad_inputs[i].shape() == meta.shape, node->name(), ": gradient for input ", i, " has shape ",

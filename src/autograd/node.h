@@ -54,6 +54,10 @@ class Node {
   }
   virtual std::string name() const = 0;
   virtual void release_saved() {}
+  // A leaf's accumulator: the leaf's .grad from earlier backward passes (undefined for other nodes and
+  // leaves without one), which a folding node may add into in place when it sends the leaf's last
+  // gradient of this pass (the engine checks); AccumulateGrad then finds its gradient already there.
+  virtual Tensor existing_gradient() const { return Tensor(); }
 
   std::vector<Edge> next_edges;
   std::vector<OutputMeta> outputs;
@@ -67,6 +71,7 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(Tensor variable);
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
   std::string name() const override { return "AccumulateGrad"; }
+  Tensor existing_gradient() const override { return variable_.grad(); }
 
  private:
   Tensor variable_;
@@ -92,7 +97,9 @@ class LeafGradientHookScope {
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
 // A backward that may add its gradient for an input into the gradient another consumer of that input
 // already sent, which the engine holds until every consumer has run: pending[i] is that gradient when
-// the engine's buffer is its only handle (sole_owner), else undefined. For such an input the function
+// the engine's buffer is its only handle (sole_owner), or, for a leaf whose .grad holds earlier passes'
+// sum (gradient accumulation) and which this node sends its last gradient of the pass, that .grad;
+// else undefined. For such an input the function
 // may write its gradient into pending[i] in place (a GEMM with beta 1 instead of a product and an add:
 // one dispatch and one pass less), return it as the input's gradient and leave pending[i] undefined;
 // a pending gradient it leaves defined is summed by the engine as usual. The sum is the same either way

@@ -240,3 +240,49 @@ TEST(Autograd, AWaitingGradientHeldElsewhereIsNotFoldedInto) {
   // x.grad = seed + ones w^T: row sums of w are 0 and 2.5.
   EXPECT_TRUE(values_near(x.grad(), {2, 2}, {10, 22.5, 30, 42.5}, 1e-12));
 }
+
+// Gradient accumulation: a leaf that already has a .grad and gets one gradient in this pass takes the
+// product's gradient into that .grad in place (a GEMM with beta 1, no add); with two gradients in the
+// pass (a weight used twice) each is summed once, never twice.
+TEST(Autograd, AccumulationFoldsAProductIntoTheLeafsGradientOnce) {
+  Generator gen(9);
+  const Tensor x1 = Tensor::uniform({4, 3}, -1, 1, DType::F64, gen), x2 = Tensor::uniform({4, 3}, -1, 1, DType::F64, gen);
+  const Tensor g1 = Tensor::uniform({4, 5}, -1, 1, DType::F64, gen), g2 = Tensor::uniform({4, 5}, -1, 1, DType::F64, gen);
+  Tensor w = Tensor::uniform({3, 5}, -1, 1, DType::F64, gen).set_requires_grad(true);
+  Tensor part1, part2;
+  {
+    autograd::NoGradGuard no_grad;
+    part1 = matmul(x1, g1, true, false);  // d/dw <g, x w> = x^T g
+    part2 = matmul(x2, g2, true, false);
+  }
+  uint64_t before = kernel_dispatches();
+  autograd::backward(matmul(x1, w), g1);
+  const uint64_t first_pass = kernel_dispatches() - before;
+  const Tensor grad_buffer = w.grad();
+  before = kernel_dispatches();
+  autograd::backward(matmul(x2, w), g2);
+  EXPECT_EQ(kernel_dispatches() - before, first_pass) << "the second pass adds in the GEMM, not after it";
+  EXPECT_EQ(w.grad().impl(), grad_buffer.impl()) << "accumulated in place";
+  EXPECT_TRUE(sru::testing::tensors_near(w.grad(), part1 + part2, 1e-12));
+  // A pass that reaches w twice: one gradient waits for the other, none is added twice.
+  autograd::backward(std::vector<Tensor>{matmul(x1, w), matmul(x2, w)}, std::vector<Tensor>{g1, g2});
+  EXPECT_TRUE(sru::testing::tensors_near(w.grad(), (part1 + part2) * 2.0, 1e-12));
+}
+
+// linear folds its weight's gradient into the accumulated .grad but not the bias's (a column sum): the
+// bias's .grad, handed over and not folded, stays where it is and is added once.
+TEST(Autograd, AccumulationThroughLinearSumsEveryParameterOnce) {
+  Generator gen(4);
+  const Tensor x = Tensor::uniform({6, 3}, -1, 1, DType::F64, gen), g = Tensor::uniform({6, 2}, -1, 1, DType::F64, gen);
+  Tensor w = Tensor::uniform({2, 3}, -1, 1, DType::F64, gen).set_requires_grad(true);
+  Tensor b = Tensor::uniform({2}, -1, 1, DType::F64, gen).set_requires_grad(true);
+  for (int pass = 0; pass < 3; ++pass) autograd::backward(linear(x, w, b), g);
+  Tensor gw, gb;
+  {
+    autograd::NoGradGuard no_grad;
+    gw = matmul(g, x, true, false) * 3.0;
+    gb = sum(g, 0) * 3.0;
+  }
+  EXPECT_TRUE(sru::testing::tensors_near(w.grad(), gw, 1e-12));
+  EXPECT_TRUE(sru::testing::tensors_near(b.grad(), gb, 1e-12));
+}
