@@ -89,8 +89,13 @@ void run_node(Node* node, Buffers& buffers, std::unordered_map<Node*, int>& depe
     const Edge& e = node->next_edges[i];
     if (!e.fn) continue;
     // Handed over and not folded: a buffered gradient goes back; a borrowed .grad stays where it is.
-    if (Tensor unfolded = take_pending(pending.tensors, i); unfolded.defined() && !pending.borrowed[i])
+    // Folded into a borrowed .grad: its accumulator is told, so that it does not add the sum again.
+    Tensor unfolded = take_pending(pending.tensors, i);
+    if (i < pending.borrowed.size() && pending.borrowed[i]) {
+      if (!unfolded.defined()) e.fn->gradient_folded_into_existing();
+    } else if (unfolded.defined()) {
       deliver(buffers, e, unfolded);
+    }
     if (i < grad_inputs.size() && grad_inputs[i].defined()) {
       const OutputMeta& meta = e.fn->outputs[e.input_nr];
       SRU_CHECK(grad_inputs[i].shape() == meta.shape, node->name(), ": gradient for input ", i, " has shape ",

@@ -42,8 +42,8 @@ AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable))
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor& g = grad_outputs[0];
   Tensor existing = variable_.grad();
-  if (existing.defined() && existing.impl() == g.impl()) {
-    // A folding node already added this pass's gradient into .grad (autograd/node.h FoldingBackwardFn).
+  if (folded_) {
+    folded_ = false;  // a folding node already added this pass's gradient into .grad (FoldingBackwardFn)
   } else if (!existing.defined()) {
     // The incoming buffer may alias a tensor still used elsewhere in the graph: keep a private copy,
     // unless nothing else holds it (then it becomes the gradient as it is: no copy kernel per parameter).

@@ -58,6 +58,8 @@ class Node {
   // leaves without one), which a folding node may add into in place when it sends the leaf's last
   // gradient of this pass (the engine checks); AccumulateGrad then finds its gradient already there.
   virtual Tensor existing_gradient() const { return Tensor(); }
+  // The engine's word that a folding node added this pass's gradient into existing_gradient() in place.
+  virtual void gradient_folded_into_existing() {}
 
   std::vector<Edge> next_edges;
   std::vector<OutputMeta> outputs;
@@ -72,9 +74,11 @@ class AccumulateGrad final : public Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grad_outputs) override;
   std::string name() const override { return "AccumulateGrad"; }
   Tensor existing_gradient() const override { return variable_.grad(); }
+  void gradient_folded_into_existing() override { folded_ = true; }
 
  private:
   Tensor variable_;
+  bool folded_ = false;  // this pass's gradient is already in .grad: apply adds nothing
 };
 
 // Called after a leaf's gradient for the running backward pass is complete: the engine runs each node

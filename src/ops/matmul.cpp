@@ -117,8 +117,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
           const Tensor& g = grads[0];
           Tensor ga, gb;
           if (need_a) {
-            const Tensor into = autograd::take_pending(pending, 0);
-            ga = (ta ? gemm2d(b, tb, g, true, into) : gemm2d(g, false, b, !tb, into)).view(a.shape());
+            const Tensor into = autograd::take_pending(pending, 0);  // already of a's shape
+            const Tensor product = ta ? gemm2d(b, tb, g, true, into) : gemm2d(g, false, b, !tb, into);
+            ga = into.defined() ? product : product.view(a.shape());
           }
           if (need_b) {
             const Tensor into = autograd::take_pending(pending, 1);
@@ -275,7 +276,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         [=, x = x.detach(), w = weight.detach()](const std::vector<Tensor>& g, std::vector<Tensor>& pending) {
           const Tensor rows = g[0].view({M, N});
           Tensor gx, gw;
-          if (need_x) gx = gemm2d(rows, false, w, false, autograd::take_pending(pending, 0)).view(x.shape());
+          if (need_x) {
+            const Tensor into = autograd::take_pending(pending, 0);  // already of x's shape
+            const Tensor product = gemm2d(rows, false, w, false, into);
+            gx = into.defined() ? product : product.view(x.shape());
+          }
           if (need_w) gw = gemm2d(rows, true, x.view({M, K}), false, autograd::take_pending(pending, 1));
           return std::vector<Tensor>{gx, gw, need_b ? sum_to_shape(rows, {N}) : Tensor()};
         });

@@ -286,3 +286,27 @@ TEST(Autograd, AccumulationThroughLinearSumsEveryParameterOnce) {
   EXPECT_TRUE(sru::testing::tensors_near(w.grad(), gw, 1e-12));
   EXPECT_TRUE(sru::testing::tensors_near(b.grad(), gb, 1e-12));
 }
+
+// The same with the accumulated leaf as a product's left operand (matmul's a, linear's x), whose
+// gradient the products otherwise reshape: still summed once. And a pass seeded with the leaf's own
+// .grad (no folding) adds it like any gradient.
+TEST(Autograd, AccumulationIntoALeftOperandAndASeedThatIsTheGradItself) {
+  Generator gen(12);
+  Tensor a = Tensor::uniform({2, 4, 3}, -1, 1, DType::F64, gen).set_requires_grad(true);
+  const Tensor b = Tensor::uniform({3, 5}, -1, 1, DType::F64, gen), g = Tensor::uniform({2, 4, 5}, -1, 1, DType::F64, gen);
+  Tensor w = Tensor::uniform({5, 3}, -1, 1, DType::F64, gen), bias = Tensor::uniform({5}, -1, 1, DType::F64, gen);
+  Tensor ga;
+  {
+    autograd::NoGradGuard no_grad;
+    ga = matmul(g, b, false, true) + matmul(g, w);  // d/da of <g, a b> and of <g, linear(a, w, bias)>
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    autograd::backward(matmul(a, b), g);
+    autograd::backward(linear(a, w, bias), g);
+  }
+  EXPECT_TRUE(sru::testing::tensors_near(a.grad(), ga * 2.0, 1e-12));
+  Tensor leaf = param({1, 2}, {2});
+  autograd::backward(leaf * 3.0, Tensor::ones({2}, DType::F64));
+  autograd::backward(leaf * 1.0, leaf.grad());  // seed = the .grad itself: 3 + 3
+  EXPECT_TRUE(values_near(leaf.grad(), {2}, {6, 6}, 1e-12));
+}

@@ -19,7 +19,7 @@
 
 namespace sru::cpu {
 
-// Whether this build has the kernels and this processor runs them (AVX512F, AVX512BW and
+// Whether this build has the kernels and this processor runs them (AVX512F, AVX512BW, AVX512VL and
 // AVX512-BF16), and they are not switched off by force_bf16_dot_kernels_off.
 bool bf16_dot_kernels_available();
 // Switches the kernels off (tests of the other path, benchmarks of both); returns the previous setting.

@@ -1,5 +1,7 @@
-// The AVX512-BF16 kernels of ops/cpu/gemm_bf16.h. This file is compiled with -mavx512f -mavx512bw
-// -mavx512vl -mavx512bf16 and called only on processors that have them (ops/cpu/gemm_bf16.cpp checks).
+// The AVX512-BF16 kernels of ops/cpu/gemm_bf16.h, compiled for AVX-512F/BW/VL + BF16 inside a target
+// region that follows the includes (so no inline function or template of a header gets an AVX-512
+// body that the linker could keep for the whole program) and called only on processors that have them
+// (ops/cpu/gemm_bf16.cpp checks).
 //
 // BLIS's scheme. K in blocks of kKc = 256 values, N in blocks of kNc = 2048 columns; per block, op(b)
 // is packed into panels of kNr = 32 columns and op(a) into panels of kMr = 12 rows, each as 32-bit
@@ -22,6 +24,13 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "ops/cpu/gemm_bf16.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16,fma")
+#endif
 
 namespace sru::cpu::avx512bf16 {
 
@@ -210,3 +219,9 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 }
 
 }  // namespace sru::cpu::avx512bf16
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif

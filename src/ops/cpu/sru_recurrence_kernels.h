@@ -1,6 +1,6 @@
-// The CPU kernels of the fused SRU recurrence, as templates included by two translation units:
-// cpu/sru_recurrence.cpp (baseline x86-64) and cpu/sru_recurrence_avx2.cpp (compiled with -mavx2),
-// chosen at run time. Math per element: ops/sru_math.h; shapes and saved state: ops/sru_recurrence.h.
+// The CPU kernels of the fused SRU recurrence, as templates included by three translation units:
+// cpu/sru_recurrence.cpp (baseline x86-64), cpu/sru_recurrence_avx2.cpp (compiled with -mavx2) and
+// cpu/sru_recurrence_avx512.cpp (an AVX-512 target region), chosen at run time. Math per element: ops/sru_math.h; shapes and saved state: ops/sru_recurrence.h.
 //
 // One task per (batch b, direction): it walks time in its direction and updates the d units of
 // that column block per step. The options (k, skip term, tanh, dropout mask) are template
