@@ -38,7 +38,8 @@ void for_each_product(int64_t batch, int64_t M, int64_t N, int64_t K, const F& p
 template <typename In>
 void bf16_dot_products(const In* a, const GemmMatrix& ma, bool ta, const In* b, const GemmMatrix& mb, bool tb,
                        float* c, const GemmMatrix& mc, int64_t batch, double alpha, double beta) {
-  const auto [M, N, K] = gemm_dims(ma, ta, mb, tb, mc);
+  const GemmDims dims = gemm_dims(ma, ta, mb, tb, mc);  // (not a structured binding: lambdas capture it)
+  const int64_t M = dims.M, N = dims.N, K = dims.K;
   adapt_threads();
   for_each_product(batch, M, N, K, [&](int64_t i) {
     bf16_dot_gemm(ta, tb, M, N, K, static_cast<float>(alpha), a + i * ma.stride, ma.ld, b + i * mb.stride, mb.ld,
