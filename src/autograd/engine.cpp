@@ -11,12 +11,19 @@ namespace sru::autograd {
 
 namespace {
 
+// Whether t is the place node offers for its gradient (Node::gradient_destination: a parameter's flat
+// slot), which the pass owns until the node runs: gradients may be added into it in place.
+bool is_destination_of(const Node& node, const Tensor& t) {
+  const Tensor d = node.gradient_destination();
+  return d.defined() && t.impl()->storage == d.impl()->storage && t.impl()->offset == d.impl()->offset;
+}
+
 // a + b for gradient buffers (same shape and dtype); keeps the engine free of the ops layer. When the
-// buffer a is this slot's alone (sole_owner), b is added into it: one dispatch instead of a copy and an
-// add, the same values.
-Tensor add_buffers(Tensor& a, const Tensor& b) {
+// buffer a is this slot's alone (sole_owner, or the node's destination), b is added into it: one
+// dispatch instead of a copy and an add, the same values.
+Tensor add_buffers(Tensor& a, const Tensor& b, bool owned) {
   check_same_shape(a, b, "gradient accumulation");
-  if (sole_owner(a)) return a.add_(b);
+  if (owned || sole_owner(a)) return a.add_(b);
   Tensor sum = a.clone();
   sum.add_(b);
   return sum;
@@ -30,7 +37,7 @@ void deliver(Buffers& buffers, const Edge& e, const Tensor& g) {
   auto& slots = buffers[e.fn.get()];
   slots.resize(e.fn->outputs.size());
   Tensor& slot = slots[e.input_nr];
-  slot = slot.defined() ? add_buffers(slot, g) : g;
+  slot = slot.defined() ? add_buffers(slot, g, is_destination_of(*e.fn, slot)) : g;
 }
 
 // What a folding node may add its gradients into (autograd/node.h FoldingBackwardFn), per input:
@@ -53,7 +60,7 @@ PendingGradients take_pending_gradients(const Node& node, Buffers& buffers,
     if (waiting != buffers.end() && e.input_nr < static_cast<int>(waiting->second.size()) &&
         waiting->second[e.input_nr].defined()) {
       Tensor& slot = waiting->second[e.input_nr];
-      if (sole_owner(slot)) pending.tensors[i] = std::move(slot);
+      if (sole_owner(slot) || is_destination_of(*e.fn, slot)) pending.tensors[i] = std::move(slot);
       continue;
     }
     const auto count = dependencies.find(e.fn.get());
@@ -63,6 +70,30 @@ PendingGradients take_pending_gradients(const Node& node, Buffers& buffers,
     }
   }
   return pending;
+}
+
+// The places offered for the node's input gradients (Node::gradient_destination): for each input whose
+// node has no gradient buffered yet, that node's destination, to the first of this node's edges into it
+// only (two writes would overwrite each other). Later gradients for it are added into the place
+// (deliver, or a folding node's pending gradient).
+std::vector<Tensor> gradient_destinations(const Node& node, const Buffers& buffers) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < node.next_edges.size(); ++i) {
+    const Edge& e = node.next_edges[i];
+    if (!e.fn) continue;
+    const Tensor d = e.fn->gradient_destination();
+    if (!d.defined()) continue;
+    bool earlier_edge = false;
+    for (size_t j = 0; j < i; ++j) earlier_edge = earlier_edge || node.next_edges[j].fn == e.fn;
+    if (earlier_edge) continue;
+    const auto waiting = buffers.find(e.fn.get());
+    if (waiting != buffers.end() && e.input_nr < static_cast<int>(waiting->second.size()) &&
+        waiting->second[e.input_nr].defined())
+      continue;
+    out.resize(node.next_edges.size());
+    out[i] = d;
+  }
+  return out;
 }
 
 // Runs one node on its summed output gradients and delivers the gradients it returns to its inputs'
@@ -77,10 +108,16 @@ void run_node(Node* node, Buffers& buffers, std::unordered_map<Node*, int>& depe
     if (!grad_outputs[i].defined() && !node->outputs[i].takes_undefined_grad)
       grad_outputs[i] = Tensor::zeros(node->outputs[i].shape, node->outputs[i].dtype, node->outputs[i].device);
 
+  // Destinations first: an input whose gradient is buffered (and may be handed over as pending) gets none.
+  const std::vector<Tensor> destinations = gradient_destinations(*node, buffers);
   PendingGradients pending;
   if (node->folds_pending()) pending = take_pending_gradients(*node, buffers, dependencies);
-  std::vector<Tensor> grad_inputs = node->folds_pending() ? node->apply(std::move(grad_outputs), pending.tensors)
-                                                          : node->apply(std::move(grad_outputs));
+  std::vector<Tensor> grad_inputs;
+  {
+    const DestinationScope offered(destinations.empty() ? nullptr : &destinations);
+    grad_inputs = node->folds_pending() ? node->apply(std::move(grad_outputs), pending.tensors)
+                                        : node->apply(std::move(grad_outputs));
+  }
   if (!retain_graph) node->release_saved();
   SRU_CHECK(grad_inputs.empty() || grad_inputs.size() == node->next_edges.size(), node->name(), " returned ",
             grad_inputs.size(), " gradients for ", node->next_edges.size(), " inputs");

@@ -39,11 +39,22 @@ AccumulateGrad::AccumulateGrad(Tensor variable) : variable_(std::move(variable))
   outputs.push_back({variable_.shape(), variable_.dtype(), variable_.device()});
 }
 
+Tensor AccumulateGrad::gradient_destination() const {
+  return variable_.grad().defined() ? Tensor() : Tensor(variable_.impl()->grad_home);
+}
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   Tensor& g = grad_outputs[0];
   Tensor existing = variable_.grad();
+  const Tensor home(variable_.impl()->grad_home);
   if (folded_) {
     folded_ = false;  // a folding node already added this pass's gradient into .grad (FoldingBackwardFn)
+  } else if (!existing.defined() && home.defined()) {
+    // Flat storage: the gradient lives in its slot of the flat buffer. Written there by the node that
+    // sent it (gradient_destination), or copied there now.
+    const bool in_place = g.impl()->storage == home.impl()->storage && g.impl()->offset == home.impl()->offset;
+    if (!in_place) home.view(g.shape()).copy_(g);
+    variable_.set_grad(home);
   } else if (!existing.defined()) {
     // The incoming buffer may alias a tensor still used elsewhere in the graph: keep a private copy,
     // unless nothing else holds it (then it becomes the gradient as it is: no copy kernel per parameter).
@@ -64,6 +75,32 @@ std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& grad_outputs, std:
   SRU_CHECK(fn_ != nullptr || folding_fn_ != nullptr, "backward through ", name_,
             " a second time: its saved tensors were already freed (pass retain_graph=true to the first backward)");
   return folding_fn_ ? folding_fn_(grad_outputs, pending) : fn_(grad_outputs);
+}
+
+namespace {
+thread_local const std::vector<Tensor>* running_destinations = nullptr;
+}  // namespace
+
+DestinationScope::DestinationScope(const std::vector<Tensor>* destinations) : previous_(running_destinations) {
+  running_destinations = destinations;
+}
+
+DestinationScope::~DestinationScope() { running_destinations = previous_; }
+
+Tensor gradient_destination(size_t input) {
+  return running_destinations && input < running_destinations->size() ? (*running_destinations)[input] : Tensor();
+}
+
+GradientTarget gradient_target(std::vector<Tensor>& pending, size_t input) {
+  Tensor into = take_pending(pending, input);
+  if (into.defined()) return {into, true};
+  return {gradient_destination(input), false};
+}
+
+Tensor gradient_buffer(size_t input, const Shape& shape, DType dtype, Device device) {
+  const Tensor d = gradient_destination(input);
+  if (d.defined() && d.shape() == shape && d.dtype() == dtype && d.device() == device) return d;
+  return Tensor::empty(shape, dtype, device);
 }
 
 bool grad_enabled() { return grad_mode_enabled; }

@@ -60,6 +60,10 @@ class Node {
   virtual Tensor existing_gradient() const { return Tensor(); }
   // The engine's word that a folding node added this pass's gradient into existing_gradient() in place.
   virtual void gradient_folded_into_existing() {}
+  // A leaf's accumulator: where the leaf's gradient lives when it has none yet in this pass (its slot in a
+  // flat gradient buffer, TensorImpl::grad_home), which the node sending its only gradient may write
+  // (overwrite) instead of a new buffer (autograd::gradient_destination); undefined elsewhere.
+  virtual Tensor gradient_destination() const { return Tensor(); }
 
   std::vector<Edge> next_edges;
   std::vector<OutputMeta> outputs;
@@ -75,6 +79,7 @@ class AccumulateGrad final : public Node {
   std::string name() const override { return "AccumulateGrad"; }
   Tensor existing_gradient() const override { return variable_.grad(); }
   void gradient_folded_into_existing() override { folded_ = true; }
+  Tensor gradient_destination() const override;
 
  private:
   Tensor variable_;
@@ -114,6 +119,35 @@ using FoldingBackwardFn =
 inline Tensor take_pending(std::vector<Tensor>& pending, size_t i) {
   return i < pending.size() ? std::move(pending[i]) : Tensor();
 }
+
+// For the backward of the node the engine is running: the place it offers for input i's gradient, to be
+// overwritten and returned as that gradient (no copy then follows): a parameter's slot in its flat
+// gradient buffer when this node sends the parameter's only gradient of the pass and it has no .grad yet
+// (Node::gradient_destination). Undefined when there is none (or outside backward).
+Tensor gradient_destination(size_t input);
+// gradient_destination(input) when it is one of shape, dtype and device, else a new uninitialised tensor:
+// what a backward allocates an input's gradient with when its kernel writes every element.
+Tensor gradient_buffer(size_t input, const Shape& shape, DType dtype, Device device);
+// Where a folding backward writes input i's gradient: into the pending gradient, adding (take_pending),
+// else into the engine's destination, overwriting (gradient_destination), else nowhere (`into`
+// undefined: a new buffer).
+struct GradientTarget {
+  Tensor into;
+  bool accumulate = false;
+};
+GradientTarget gradient_target(std::vector<Tensor>& pending, size_t input);
+// The engine's side: sets the places gradient_destination offers (one per input of the running node)
+// for a scope.
+class DestinationScope {
+ public:
+  explicit DestinationScope(const std::vector<Tensor>* destinations);
+  ~DestinationScope();
+  DestinationScope(const DestinationScope&) = delete;
+  DestinationScope& operator=(const DestinationScope&) = delete;
+
+ private:
+  const std::vector<Tensor>* previous_;
+};
 
 // A node whose backward is a closure; the closure holds the saved tensors and is destroyed on release.
 class FunctionNode final : public Node {

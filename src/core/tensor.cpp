@@ -174,9 +174,14 @@ void Tensor::swap_data_(Tensor& other) {
   TensorImpl& b = other.checked();
   SRU_CHECK(a.shape == b.shape && a.dtype == b.dtype && device() == other.device(), "swap_data_: ", str(), " on ",
             device().str(), " and ", other.str(), " on ", other.device().str(), " differ");
-  SRU_CHECK(a.offset == 0 && nbytes() == a.storage->nbytes() && b.offset == 0 && other.nbytes() == b.storage->nbytes(),
-            "swap_data_: ", str(), " or ", other.str(), " is a view of a larger tensor; swap whole tensors");
-  std::swap(a.storage, b.storage);
+  const auto whole = [](const Tensor& t) { return t.impl_->offset == 0 && t.nbytes() == t.impl_->storage->nbytes(); };
+  if (whole(*this) && whole(other)) {
+    std::swap(a.storage, b.storage);
+    return;
+  }
+  const Tensor kept = clone();
+  copy_(other);
+  other.copy_(kept);
 }
 
 Tensor Tensor::to(Device target) const {

@@ -33,6 +33,10 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;
   int output_nr = 0;                                // which output of grad_fn this is
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: owned by the graphs that use them
+  // A parameter laid out in flat storage (nn/flat_parameters.h): its place in the flat gradient buffer.
+  // Backward writes the parameter's first gradient of a pass there (autograd::gradient_destination) and
+  // .grad becomes this view; undefined for every other tensor.
+  std::shared_ptr<TensorImpl> grad_home;
 };
 
 class Tensor {
@@ -87,8 +91,9 @@ class Tensor {
   // Moves this tensor's data to `device` in place: every handle of it (a module's parameter member,
   // its entry in the module's list) follows. Its gradient is dropped. For whole tensors, not views.
   Tensor& to_(Device device);
-  // Exchanges the data of two whole tensors of one shape, dtype and device, in place and without a
-  // copy: every handle of either follows, as with to_. Gradients stay where they were.
+  // Exchanges the data of two tensors of one shape, dtype and device, in place: every handle of either
+  // follows, as with to_. Whole tensors swap their storage (no copy); a view (a parameter in flat
+  // storage) has its values exchanged through a temporary instead (three copies). Gradients stay.
   void swap_data_(Tensor& other);
   Tensor detach() const;                     // same data, no history, requires_grad false
   Tensor view(const Shape& shape) const;     // same data, new shape (one dim may be -1)

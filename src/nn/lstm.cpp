@@ -90,8 +90,8 @@ Tensor bf16_values(const Tensor& t) { return t.defined() ? cast(cast(t, DType::B
 LSTM::DirectionResult LSTM::direction_fused(const Direction& p, const Tensor& input, const Tensor& h0, const Tensor& c0,
                                             const Tensor& mask_pad, bool reverse, bool bf16) const {
   if (!bf16) {
-    const LstmRecurrenceResult r = lstm_recurrence(matmul(input, p.weight_ih, false, true), p.weight_hh,
-                                                   p.bias_ih + p.bias_hh, h0, c0, mask_pad, reverse);
+    const LstmRecurrenceResult r = lstm_recurrence(matmul(input, p.weight_ih, false, true), p.weight_hh, p.bias_ih,
+                                                   p.bias_hh, h0, c0, mask_pad, reverse);
     return {r.output, r.h, r.c};
   }
   // cuDNN's bf16 LSTM, as far as its inputs and outputs show: x, the weights, both biases and the

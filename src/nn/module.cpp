@@ -7,6 +7,9 @@ namespace sru::nn {
 
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool trainable) {
   SRU_CHECK(t.defined(), "register_parameter: '", name, "' is undefined");
+  SRU_CHECK(!layout_fixed_, "register_parameter: '", path_, name, "' after the model's parameters "
+            "were laid out in flat buffers (nn::Module::flatten_parameters, when the optimiser was made): the update "
+            "would leave it out; register every parameter while building the model");
   for (const Entry& e : parameters_) SRU_CHECK(e.name != name, "parameter '", name, "' registered twice");
   if (trainable) t.set_requires_grad(true);
   parameters_.push_back({name, t});
@@ -20,6 +23,8 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
 }
 
 void Module::replace_parameter(const std::string& name, const Tensor& t) {
+  SRU_CHECK(!layout_fixed_, "replace_parameter: '", path_, name, "' after the model's parameters "
+            "were laid out in flat buffers (nn::Module::flatten_parameters): tie weights while building the model");
   for (Entry& e : parameters_) {
     if (e.name != name) continue;
     SRU_CHECK(t.shape() == e.tensor.shape() && t.dtype() == e.tensor.dtype(), "replace_parameter '", name, "': ",
@@ -93,7 +98,23 @@ void Module::after_update() {
 }
 
 void Module::to(Device device) {
+  if (flat_) flat_->to(device);  // the flat buffers whole; their members are then already there
   for (auto& [name, t] : state()) t.to_(device);
+}
+
+std::shared_ptr<FlatParameters> Module::flatten_parameters() {
+  if (flat_) return flat_;
+  SRU_CHECK(!layout_fixed_, "flatten_parameters: this module ('", path_,
+            "') is part of a model whose parameters are already flat; call it on the root");
+  flat_ = std::make_shared<FlatParameters>(named_parameters());
+  fix_layout("");
+  return flat_;
+}
+
+void Module::fix_layout(const std::string& prefix) {
+  layout_fixed_ = true;
+  path_ = prefix;
+  for (auto& [name, child] : children_) child->fix_layout(name.empty() ? prefix : prefix + name + ".");
 }
 
 Device Module::device() const {

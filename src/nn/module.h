@@ -9,10 +9,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/flat_parameters.h"
 
 namespace sru::nn {
-
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module {
  public:
@@ -35,8 +34,14 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();
-  // Moves every parameter and buffer (children included) to `device`, in place.
+  // Moves every parameter and buffer (children included) to `device`, in place (flat buffers whole).
   void to(Device device);
+  // Lays the trainable parameters out in flat buffers (nn/flat_parameters.h), once: later calls return
+  // the same layout. From then on no module of this tree registers or replaces a parameter (refused,
+  // naming it): one outside the buffers would be left out of the one-pass update. On the root module.
+  std::shared_ptr<FlatParameters> flatten_parameters();
+  // The layout flatten_parameters made, or null.
+  const std::shared_ptr<FlatParameters>& flat_parameters() const { return flat_; }
   // Where the parameters live (the first parameter's device; the CPU for a module without any).
   Device device() const;
   // Restores what must hold after every optimiser update (e.g. the Embed-SRU's gates clipped into
@@ -68,8 +73,13 @@ class Module {
     Tensor tensor;
   };
   std::vector<Entry> parameters_, buffers_;
+  void fix_layout(const std::string& prefix);
+
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<FlatParameters> flat_;  // the root's, after flatten_parameters
+  bool layout_fixed_ = false;  // flatten_parameters ran on the tree this module is in
+  std::string path_;           // then: this module's name prefix in that tree ("" for the root)
 };
 
 }  // namespace sru::nn

@@ -48,11 +48,12 @@ Tensor as_float32(const Tensor& t) { return t.dtype() == DType::F32 ? t : cast(t
 
 }  // namespace
 
-Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
+Tensor sum_to_shape(const Tensor& g, const Shape& shape, const Tensor& into) {
   if (g.shape() == shape) return g;
   SRU_CHECK(is_shape_suffix(shape, g.shape()), "sum_to_shape: ", shape_str(shape), " is not a suffix of ",
             shape_str(g.shape()));
-  Tensor out = Tensor::empty(shape, g.dtype(), g.device());
+  const bool fits = into.defined() && into.shape() == shape && into.dtype() == g.dtype() && into.device() == g.device();
+  Tensor out = fits ? into : Tensor::empty(shape, g.dtype(), g.device());
   SRU_KERNEL(g.device(), sum_rows, g, out);
   return out;
 }
@@ -62,7 +63,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::Add, "add", a, b);
   if (autograd::needs_grad({a, b})) {
     autograd::record("AddBackward", {a, b}, {out}, [sa = a.shape(), sb = b.shape()](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{sum_to_shape(g[0], sa), sum_to_shape(g[0], sb)};
+      return std::vector<Tensor>{sum_to_shape(g[0], sa, autograd::gradient_destination(0)),
+                                 sum_to_shape(g[0], sb, autograd::gradient_destination(1))};
     });
   }
   return out;

@@ -33,8 +33,9 @@ Tensor relu(const Tensor& x);
 Tensor neg(const Tensor& x);
 
 // Sums g over its leading dims so that it has `shape` (a suffix of g's shape): the gradient of a
-// broadcast operand. Returns g itself when the shapes already match.
-Tensor sum_to_shape(const Tensor& g, const Shape& shape);
+// broadcast operand. Returns g itself when the shapes already match. The sums are written into `into`
+// when it is a tensor of that shape, dtype and device (a backward's autograd::gradient_destination).
+Tensor sum_to_shape(const Tensor& g, const Shape& shape, const Tensor& into = Tensor());
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

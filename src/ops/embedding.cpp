@@ -21,7 +21,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
     autograd::record("EmbeddingBackward", {weight, indices}, {out},
                      [padding_idx, wshape = weight.shape(), dtype = weight.dtype(), device = weight.device(), indices = indices.detach()](
                          const std::vector<Tensor>& g) {
-                       Tensor gw = Tensor::zeros(wshape, dtype, device);
+                       Tensor gw = autograd::gradient_buffer(0, wshape, dtype, device);  // a flat slot serves
+                       gw.zero_();
                        SRU_KERNEL(gw.device(), embedding_backward, g[0], indices, padding_idx, gw);
                        return std::vector<Tensor>{gw, Tensor()};
                      });

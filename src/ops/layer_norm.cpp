@@ -31,8 +31,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                      [=, x = x.detach(), weight = weight.defined() ? weight.detach() : Tensor()](
                          const std::vector<Tensor>& g) {
                        Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
-                       Tensor dw = need_w ? Tensor::empty({D}, compute, x.device()) : Tensor();
-                       Tensor db = need_b ? Tensor::empty({D}, compute, x.device()) : Tensor();
+                       // The kernels write every element of dw and db: a parameter's flat slot serves.
+                       Tensor dw = need_w ? autograd::gradient_buffer(1, {D}, compute, x.device()) : Tensor();
+                       Tensor db = need_b ? autograd::gradient_buffer(2, {D}, compute, x.device()) : Tensor();
                        SRU_KERNEL(x.device(), layer_norm_backward, g[0], x, weight, mean, rstd, dx, dw, db);
                        return std::vector<Tensor>{dx, dw, db};
                      });

@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "ops/dispatch.h"
+#include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/reduce.h"
 #include "ops/shape_ops.h"
@@ -41,6 +42,20 @@ void check_args(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bi
 LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bias,
                                      const Tensor& h0, const Tensor& c0, const Tensor& mask_pad, bool reverse,
                                      LstmHidden hidden) {
+  return lstm_recurrence(gates_x, weight_hh, bias, Tensor(), h0, c0, mask_pad, reverse, hidden);
+}
+
+LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bias_ih,
+                                     const Tensor& bias_hh, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad,
+                                     bool reverse, LstmHidden hidden) {
+  SRU_CHECK(!bias_hh.defined() || bias_ih.defined(), "lstm_recurrence: bias_hh without bias_ih");
+  if (bias_hh.defined()) check_args(gates_x, weight_hh, bias_hh, h0, c0, mask_pad, hidden);
+  // The kernels take b_ih + b_hh (added as the add op would: the same values).
+  Tensor bias = bias_ih;
+  if (bias_hh.defined()) {
+    autograd::NoGradGuard no_grad;
+    bias = add(bias_ih, bias_hh);
+  }
   check_args(gates_x, weight_hh, bias, h0, c0, mask_pad, hidden);
   const int64_t L = gates_x.size(0), B = gates_x.size(1), H = gates_x.size(2) / 4;
   const DType dtype = gates_x.dtype();
@@ -59,14 +74,15 @@ LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight
   LstmRecurrenceResult result{output, reshape(h_states.narrow0(last, 1), {B, H}),
                               reshape(c_states.narrow0(last, 1), {B, H})};
 
-  if (autograd::needs_grad({gates_x, weight_hh, bias, h0, c0})) {
+  if (autograd::needs_grad({gates_x, weight_hh, bias_ih, bias_hh, h0, c0})) {
     auto saved = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
     const LstmTensors kept{saved(gates_x), saved(weight_hh), saved(bias), saved(h0), saved(c0), in.padded, reverse, hidden};
-    const bool need_w = weight_hh.requires_grad(), need_b = bias.defined() && bias.requires_grad();
+    const bool need_w = weight_hh.requires_grad(), need_b = bias_ih.defined() && bias_ih.requires_grad();
+    const bool need_b_hh = bias_hh.defined() && bias_hh.requires_grad();
     const bool need_h0 = h0.defined() && h0.requires_grad(), need_c0 = c0.defined() && c0.requires_grad();
     // h_{t-1} of every step, in time order: L consecutive slots of the state buffer.
     const Tensor h_previous = h_states.narrow0(slots.first_previous(), L);
-    autograd::record("LstmRecurrenceBackward", {gates_x, weight_hh, bias, h0, c0},
+    autograd::record("LstmRecurrenceBackward", {gates_x, weight_hh, bias_ih, bias_hh, h0, c0},
                      {result.output, result.h, result.c}, [=](const std::vector<Tensor>& g) {
                        Tensor grad_gates = Tensor::empty({L, B, 4 * H}, dtype, device);
                        Tensor grad_h0 = Tensor::empty({B, H}, dtype, device);
@@ -74,9 +90,26 @@ LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight
                        SRU_KERNEL(device, lstm_recurrence_backward, kept, gates, c_states, g[0], g[1], g[2],
                                   grad_gates, grad_h0, grad_c0);
                        const Tensor rows = grad_gates.view({L * B, 4 * H});
+                       // Both biases get the column sums of dG: computed once (into b_ih's flat slot
+                       // where it has one), copied into b_hh's slot (or shared, as an add's backward).
+                       const Tensor grad_bias = need_b || need_b_hh
+                                                    ? sum_into(rows, 0, autograd::gradient_destination(need_b ? 2 : 3))
+                                                    : Tensor();
+                       Tensor grad_bias_hh;
+                       if (need_b_hh) {
+                         grad_bias_hh = autograd::gradient_destination(3);
+                         if (need_b && grad_bias_hh.defined() && grad_bias_hh.shape() == grad_bias.shape())
+                           grad_bias_hh.copy_(grad_bias);
+                         else
+                           grad_bias_hh = grad_bias;
+                       }
                        return std::vector<Tensor>{
-                           grad_gates, need_w ? matmul(rows, h_previous.view({L * B, H}), true, false) : Tensor(),
-                           need_b ? sum(rows, 0) : Tensor(), need_h0 ? grad_h0 : Tensor(),
+                           grad_gates,
+                           need_w ? matmul_into(rows, h_previous.view({L * B, H}), true, false,
+                                                autograd::gradient_destination(1))
+                                  : Tensor(),
+                           need_b ? grad_bias : Tensor(), grad_bias_hh,
+                           need_h0 ? grad_h0 : Tensor(),
                            need_c0 ? grad_c0 : Tensor()};
                      },
                      {/* output, h, c: the kernels read undefined gradients as zero */ 0, 1, 2});

@@ -43,6 +43,13 @@ enum class LstmHidden { Exact, Bf16Values };
 LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bias,
                                      const Tensor& h0, const Tensor& c0, const Tensor& mask_pad, bool reverse,
                                      LstmHidden hidden = LstmHidden::Exact);
+// The same over PyTorch's two biases, bias = bias_ih + bias_hh (each (4H)): the op adds them (as the add
+// op would) and gives each the column sums of dG, written into its flat gradient slot where it has one
+// (autograd::gradient_destination: one sum and one copy, where an add's backward would hand one buffer
+// to both and the slots would need two copies).
+LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight_hh, const Tensor& bias_ih,
+                                     const Tensor& bias_hh, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad,
+                                     bool reverse, LstmHidden hidden = LstmHidden::Exact);
 
 struct LstmTensors {
   Tensor gates_x, weight_hh, bias, h0, c0;

@@ -62,14 +62,16 @@ Mat as_matrix(const Tensor& t) {
   return {rows, t.size(-1)};
 }
 
-// C (rows of op(a) x cols of op(b)) for 2-d views; with `into` (a gradient another consumer sent, of
-// C's size: autograd::FoldingBackwardFn), C is added into it (beta 1) and `into` returned.
-Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& into = Tensor()) {
+// C (rows of op(a) x cols of op(b)) for 2-d views; with a target (autograd::gradient_target, of C's
+// size), C is added into the pending gradient (beta 1) or written over the destination, and the
+// target returned.
+Tensor gemm2d(const Tensor& a, bool ta, const Tensor& b, bool tb, const autograd::GradientTarget& target = {}) {
   const Mat ma = as_matrix(a), mb = as_matrix(b);
   const int64_t rows = ta ? ma.cols : ma.rows, cols = tb ? mb.rows : mb.cols;
+  const Tensor& into = target.into;
   Tensor c = into.defined() ? into.view({rows, cols}) : Tensor::empty({rows, cols}, a.dtype(), a.device());
   SRU_KERNEL(c.device(), gemm, a, GemmMatrix::packed(ma.rows, ma.cols), ta, b, GemmMatrix::packed(mb.rows, mb.cols), tb,
-             c, GemmMatrix::packed(rows, cols), 1, 1.0, into.defined() ? 1.0 : 0.0);
+             c, GemmMatrix::packed(rows, cols), 1, 1.0, target.accumulate ? 1.0 : 0.0);
   return into.defined() ? into : c;
 }
 
@@ -91,7 +93,9 @@ void check_product_operands(const Tensor& a, const Tensor& b, const char* op) {
 }
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) { return matmul_into(a, b, ta, tb, Tensor()); }
+
+Tensor matmul_into(const Tensor& a, const Tensor& b, bool ta, bool tb, const Tensor& into) {
   if (autocast_mixes_bf16_and_float32(a, b)) return matmul(cast(a, DType::BF16), cast(b, DType::BF16), ta, tb);
   check_product_operands(a, b, "matmul");
   SRU_CHECK(b.dim() == 2, "matmul: b must be 2-d, got shape ", shape_str(b.shape()));
@@ -101,11 +105,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const int64_t Kb = tb ? b.size(1) : b.size(0);
   SRU_CHECK(K == Kb, "matmul: shapes ", shape_str(a.shape()), (ta ? "^T" : ""), " and ", shape_str(b.shape()),
             (tb ? "^T" : ""), " do not chain (", K, " vs ", Kb, ")");
-  Tensor c2 = gemm2d(a, ta, b, tb);
   Shape out_shape = a.shape();
   if (ta) out_shape = {a.size(1)};
   else out_shape.pop_back();
   out_shape.push_back(tb ? b.size(0) : b.size(1));
+  const bool fits = into.defined() && into.shape() == out_shape && into.dtype() == a.dtype() && into.device() == a.device();
+  Tensor c2 = gemm2d(a, ta, b, tb, {fits ? into : Tensor(), false});
   Tensor c = c2.view(out_shape);
   if (autograd::needs_grad({a, b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -117,12 +122,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
           const Tensor& g = grads[0];
           Tensor ga, gb;
           if (need_a) {
-            const Tensor into = autograd::take_pending(pending, 0);  // already of a's shape
+            const autograd::GradientTarget into = autograd::gradient_target(pending, 0);  // of a's shape
             const Tensor product = ta ? gemm2d(b, tb, g, true, into) : gemm2d(g, false, b, !tb, into);
-            ga = into.defined() ? product : product.view(a.shape());
+            ga = into.into.defined() ? product : product.view(a.shape());
           }
           if (need_b) {
-            const Tensor into = autograd::take_pending(pending, 1);
+            const autograd::GradientTarget into = autograd::gradient_target(pending, 1);
             gb = tb ? gemm2d(g, true, a, ta, into) : gemm2d(a, !ta, g, false, into);
           }
           return std::vector<Tensor>{ga, gb};
@@ -141,12 +146,14 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const int64_t Kb = tb ? b.size(2) : b.size(1);
   SRU_CHECK(K == Kb, "bmm: inner dimensions differ (", K, " vs ", Kb, ") for shapes ", shape_str(a.shape()), " and ",
             shape_str(b.shape()));
-  // With `into` (a pending gradient of z's shape), z is added into it (beta 1), as gemm2d.
-  auto batched = [batch](const Tensor& x, bool tx, const Tensor& y, bool ty, const Tensor& into = Tensor()) {
+  // With a target (of z's shape), z is added into it or written over it, as gemm2d.
+  auto batched = [batch](const Tensor& x, bool tx, const Tensor& y, bool ty,
+                         const autograd::GradientTarget& target = {}) {
     const int64_t rx = x.size(1), cx = x.size(2), ry = y.size(1), cy = y.size(2);
-    Tensor z = into.defined() ? into : Tensor::empty({batch, tx ? cx : rx, ty ? ry : cy}, x.dtype(), x.device());
+    Tensor z = target.into.defined() ? target.into
+                                     : Tensor::empty({batch, tx ? cx : rx, ty ? ry : cy}, x.dtype(), x.device());
     SRU_KERNEL(z.device(), gemm, x, GemmMatrix::packed(rx, cx), tx, y, GemmMatrix::packed(ry, cy), ty, z,
-               GemmMatrix::packed(z.size(1), z.size(2)), batch, 1.0, into.defined() ? 1.0 : 0.0);
+               GemmMatrix::packed(z.size(1), z.size(2)), batch, 1.0, target.accumulate ? 1.0 : 0.0);
     return z;
   };
   Tensor c = batched(a, ta, b, tb);
@@ -158,11 +165,11 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
           const Tensor& g = grads[0];
           Tensor ga, gb;
           if (need_a) {
-            const Tensor into = autograd::take_pending(pending, 0);
+            const autograd::GradientTarget into = autograd::gradient_target(pending, 0);
             ga = ta ? batched(b, tb, g, true, into) : batched(g, false, b, !tb, into);
           }
           if (need_b) {
-            const Tensor into = autograd::take_pending(pending, 1);
+            const autograd::GradientTarget into = autograd::gradient_target(pending, 1);
             gb = tb ? batched(g, true, a, ta, into) : batched(a, !ta, g, false, into);
           }
           return std::vector<Tensor>{ga, gb};
@@ -277,12 +284,12 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
           const Tensor rows = g[0].view({M, N});
           Tensor gx, gw;
           if (need_x) {
-            const Tensor into = autograd::take_pending(pending, 0);  // already of x's shape
+            const autograd::GradientTarget into = autograd::gradient_target(pending, 0);  // of x's shape
             const Tensor product = gemm2d(rows, false, w, false, into);
-            gx = into.defined() ? product : product.view(x.shape());
+            gx = into.into.defined() ? product : product.view(x.shape());
           }
-          if (need_w) gw = gemm2d(rows, true, x.view({M, K}), false, autograd::take_pending(pending, 1));
-          return std::vector<Tensor>{gx, gw, need_b ? sum_to_shape(rows, {N}) : Tensor()};
+          if (need_w) gw = gemm2d(rows, true, x.view({M, K}), false, autograd::gradient_target(pending, 1));
+          return std::vector<Tensor>{gx, gw, need_b ? sum_to_shape(rows, {N}, autograd::gradient_destination(2)) : Tensor()};
         });
   }
   return y;

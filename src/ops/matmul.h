@@ -67,6 +67,9 @@ CudaFloat32Gemm cuda_float32_gemm(MatmulPrecision precision);
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+// matmul written over `into` when that is a tensor of the result's shape, dtype and device (a backward's
+// autograd::gradient_destination), else matmul's new tensor.
+Tensor matmul_into(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b, const Tensor& into);
 
 // BLAS and cuBLAS take int sizes: both kernels refuse M, N, K, the leading dimensions (ca, cb, N) or
 // the batch count over 2^31 - 1, naming which, instead of letting them wrap.

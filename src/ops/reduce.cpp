@@ -10,11 +10,12 @@ namespace {
 
 // Reduces x viewed as (outer, n, inner) over the middle axis into a tensor of out_shape.
 Tensor reduce_middle_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inner, const Shape& out_shape,
-                          bool is_mean, const char* name) {
+                          bool is_mean, const char* name, const Tensor& into = Tensor()) {
   check_floating16(x, name);
   SRU_CHECK(!is_mean || n > 0, name, ": mean over an empty dim of a tensor of shape ", shape_str(x.shape()));
   const double scale = is_mean ? 1.0 / static_cast<double>(n) : 1.0;
-  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  const bool fits = into.defined() && into.shape() == out_shape && into.dtype() == x.dtype() && into.device() == x.device();
+  Tensor out = fits ? into : Tensor::empty(out_shape, x.dtype(), x.device());
   SRU_KERNEL(x.device(), reduce_middle, x, outer, n, inner, scale, out);
   if (autograd::needs_grad({x})) {
     autograd::record(is_mean ? "MeanBackward" : "SumBackward", {x}, {out},
@@ -27,19 +28,20 @@ Tensor reduce_middle_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inn
   return out;
 }
 
-Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool is_mean, const char* name) {
+Tensor reduce_dim(const Tensor& x, int dim, bool keepdim, bool is_mean, const char* name, const Tensor& into = Tensor()) {
   SRU_CHECK(x.dim() >= 1, name, ": cannot reduce over a dim of a 0-d tensor");
   const int d = normalize_dim(dim, x.dim(), name);
   Shape out_shape = x.shape();
   if (keepdim) out_shape[d] = 1;
   else out_shape.erase(out_shape.begin() + d);
   return reduce_middle_axis(x, shape_prod(x.shape(), 0, d), x.size(d), shape_prod(x.shape(), d + 1, x.dim()),
-                            out_shape, is_mean, name);
+                            out_shape, is_mean, name, into);
 }
 
 }  // namespace
 
 Tensor sum(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, keepdim, false, "sum"); }
+Tensor sum_into(const Tensor& x, int dim, const Tensor& into) { return reduce_dim(x, dim, false, false, "sum", into); }
 Tensor mean(const Tensor& x, int dim, bool keepdim) { return reduce_dim(x, dim, keepdim, true, "mean"); }
 Tensor sum(const Tensor& x) { return reduce_middle_axis(x, 1, x.numel(), 1, {}, false, "sum"); }
 Tensor mean(const Tensor& x) { return reduce_middle_axis(x, 1, x.numel(), 1, {}, true, "mean"); }

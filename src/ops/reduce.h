@@ -10,6 +10,9 @@ namespace sru {
 
 Tensor sum(const Tensor& x, int dim, bool keepdim = false);
 Tensor mean(const Tensor& x, int dim, bool keepdim = false);
+// sum(x, dim) written over `into` when that is a tensor of the result's shape, dtype and device (a
+// backward's autograd::gradient_destination), else sum's new tensor.
+Tensor sum_into(const Tensor& x, int dim, const Tensor& into);
 Tensor sum(const Tensor& x);   // all elements -> shape ()
 Tensor mean(const Tensor& x);  // all elements -> shape ()
 

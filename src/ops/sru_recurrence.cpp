@@ -71,8 +71,10 @@ std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const
                                  dtype_name(g[0].dtype()), ", h is ", dtype_name(kept.U.dtype()));
                        Tensor gU = Tensor::empty(kept.U.shape(), kept.U.dtype(), kept.U.device());
                        Tensor gx = need_x ? Tensor::empty(kept.x.shape(), kept.x.dtype(), kept.x.device()) : Tensor();
-                       Tensor gw = Tensor::empty(kept.weight_c.shape(), kept.weight_c.dtype(), kept.weight_c.device());
-                       Tensor gb = Tensor::empty(kept.bias.shape(), kept.bias.dtype(), kept.bias.device());
+                       // The kernels write every element of gw and gb: a parameter's flat slot serves.
+                       Tensor gw = autograd::gradient_buffer(2, kept.weight_c.shape(), kept.weight_c.dtype(),
+                                                             kept.weight_c.device());
+                       Tensor gb = autograd::gradient_buffer(3, kept.bias.shape(), kept.bias.dtype(), kept.bias.device());
                        Tensor gc0 = need_c0 ? Tensor::empty(kept.c0.shape(), kept.c0.dtype(), kept.c0.device()) : Tensor();
                        SRU_KERNEL(gU.device(), sru_recurrence_backward, kept, o, c_all, g[0], g[1], gU, gx, gw, gb, gc0);
                        return std::vector<Tensor>{gU, gx, need_wc ? gw : Tensor(), need_b ? gb : Tensor(), gc0};

@@ -22,8 +22,33 @@ std::vector<std::string> slots_for(const std::string& kind) {
 
 }  // namespace
 
-Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options)
-    : params_(std::move(params)), options_(std::move(options)), slot_names_(slots_for(options_.kind)) {
+Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options, std::shared_ptr<const nn::FlatParameters> flat)
+    : params_(std::move(params)), options_(std::move(options)), flat_(std::move(flat)),
+      slot_names_(slots_for(options_.kind)) {
+  // The flat groups whose members are all parameters of this optimiser get whole-buffer slots.
+  flat_slots_of_.assign(params_.size(), -1);
+  std::vector<std::vector<Tensor>> flat_views(params_.size());  // per parameter: its slot views
+  if (flat_) {
+    for (size_t g = 0; g < flat_->groups().size(); ++g) {
+      std::vector<size_t> index;  // per member: its index in params_
+      for (size_t m : flat_->groups()[g].members) {
+        const auto it = std::find_if(params_.begin(), params_.end(), [&](const auto& named) {
+          return named.second.impl() == flat_->members()[m].parameter.impl();
+        });
+        if (it == params_.end()) break;
+        index.push_back(static_cast<size_t>(it - params_.begin()));
+      }
+      if (index.size() != flat_->groups()[g].members.size()) continue;
+      FlatSlots fs{g, {}};
+      for (size_t i = 0; i < slot_names_.size(); ++i) {
+        fs.slots.push_back(flat_->zeros_like(g));
+        const std::vector<Tensor> views = flat_->member_views(g, fs.slots.back());
+        for (size_t j = 0; j < index.size(); ++j) flat_views[index[j]].push_back(views[j]);
+      }
+      for (size_t k : index) flat_slots_of_[k] = static_cast<int>(flat_slots_.size());
+      flat_slots_.push_back(std::move(fs));
+    }
+  }
   const std::string& k = options_.kind;
   kind_ = k == "sgd"      ? OptimizerKind::Sgd
           : k == "adam"   ? OptimizerKind::Adam
@@ -34,8 +59,9 @@ Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options)
   for (size_t k = 0; k < params_.size(); ++k) {
     const Tensor& p = params_[k].second;
     check_floating(p, "optimizer");
-    std::vector<Tensor> slots;
-    for (size_t i = 0; i < slot_names_.size(); ++i) slots.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
+    std::vector<Tensor> slots = flat_views[k];
+    if (slots.empty())
+      for (size_t i = 0; i < slot_names_.size(); ++i) slots.push_back(Tensor::zeros(p.shape(), p.dtype(), p.device()));
     slots_.push_back(slots);
     const auto same = [&](const std::vector<size_t>& group) {
       const Tensor& q = params_[group.front()].second;
@@ -71,9 +97,26 @@ void Optimizer::step(double lr, const Tensor& clip) {
   sc.rectify = rho_t > 5.0;
   sc.rect = sc.rectify ? std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0.0;
 
+  SRU_CHECK(!clip.defined() || (clip.dtype() == DType::F64 && clip.numel() == 2), "optimizer step: clip must be the "
+            "f64 (2) [norm, factor] of grad_norm_and_clip_factor, got ", dtype_name(clip.dtype()), " ",
+            shape_str(clip.shape()));
+  // Flat groups with every gradient in place: one call over the whole buffers.
+  std::vector<bool> whole(flat_slots_.size());
+  whole_buffer_updates_ = 0;
+  for (size_t f = 0; f < flat_slots_.size(); ++f) {
+    const FlatSlots& fs = flat_slots_[f];
+    whole[f] = flat_->gradients_in_place(fs.group);
+    if (!whole[f]) continue;
+    const nn::FlatParameters::Group& fg = flat_->groups()[fs.group];
+    const std::vector<Tensor> p{fg.values}, g{fg.gradients}, s0{fs.slots[0]},
+        s1{fs.slots.size() > 1 ? fs.slots[1] : fs.slots[0]};
+    SRU_KERNEL_IN(::sru::optim, fg.device, optimizer_update, kind_, p, g, s0, s1, sc, clip);
+    ++whole_buffer_updates_;
+  }
   for (const std::vector<size_t>& group : groups_) {
     std::vector<Tensor> p, g, s0, s1;
     for (size_t k : group) {
+      if (flat_slots_of_[k] >= 0 && whole[static_cast<size_t>(flat_slots_of_[k])]) continue;
       const Tensor grad = params_[k].second.grad();
       if (!grad.defined()) continue;
       p.push_back(params_[k].second);
@@ -83,9 +126,6 @@ void Optimizer::step(double lr, const Tensor& clip) {
     }
     if (p.empty()) continue;
     const Device device = p.front().device();
-    SRU_CHECK(!clip.defined() || (clip.dtype() == DType::F64 && clip.numel() == 2), "optimizer step: clip must be the "
-              "f64 (2) [norm, factor] of grad_norm_and_clip_factor, got ", dtype_name(clip.dtype()), " ",
-              shape_str(clip.shape()));
     SRU_KERNEL_IN(::sru::optim, device, optimizer_update, kind_, p, g, s0, s1, sc, clip);
   }
 }

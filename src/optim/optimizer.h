@@ -13,6 +13,7 @@
 //           decoupled_weight_decay=True, and the `radam` package SRU++'s reference trains with)
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,16 +32,22 @@ struct OptimizerOptions {
 
 class Optimizer {
  public:
-  // params: (name, tensor) of the trainable parameters (Module::named_parameters filtered).
-  Optimizer(nn::NamedTensors params, OptimizerOptions options);
+  // params: (name, tensor) of the trainable parameters (Module::named_parameters filtered). flat: the
+  // model's flat layout (Module::flatten_parameters), when it has one: the slots of a flat group whose
+  // members are all among params are laid out alike, so that its update is one call over whole buffers.
+  Optimizer(nn::NamedTensors params, OptimizerOptions options, std::shared_ptr<const nn::FlatParameters> flat = nullptr);
   // One update with learning rate lr, from each parameter's .grad (parameters without one are skipped):
-  // one kernel dispatch per group of parameters sharing a dtype and device (a multi-tensor update; on a
-  // GPU one launch per up to 48 tensors). clip, when given, is grad_norm_and_clip_factor's result: each
+  // for a flat group whose gradients are all in place (FlatParameters::gradients_in_place) one kernel
+  // call over its whole buffers (one launch on a GPU whatever the number of tensors); for the other
+  // parameters one dispatch per group sharing a dtype and device (a multi-tensor update; on a GPU one
+  // launch per up to 48 tensors). The same values either way: the rules are element-wise. clip, when given, is grad_norm_and_clip_factor's result: each
   // gradient is multiplied by its factor inside the update (as clip_grad_norm's separate scaling would,
   // to the bit), and the gradients themselves are left as they are.
   void step(double lr, const Tensor& clip = Tensor());
   void zero_grad();
   int64_t steps() const { return step_count_; }
+  // How many flat groups the last step() updated in one call over whole buffers.
+  int whole_buffer_updates() const { return whole_buffer_updates_; }
 
   // State for checkpoints: "optim.{name}.{slot}" tensors and the step count as "optim.step" (i64).
   nn::NamedTensors state() const;
@@ -54,8 +61,17 @@ class Optimizer {
   OptimizerKind kind_;
   std::vector<std::vector<Tensor>> slots_;  // per parameter: the slots of this optimiser
   std::vector<std::vector<size_t>> groups_;  // indices into params_ of one dtype and device each, in order
+  // A group of the flat layout whose members are all here: its slots as whole buffers.
+  struct FlatSlots {
+    size_t group = 0;            // index into flat_->groups()
+    std::vector<Tensor> slots;   // per slot name: laid out as the group's values
+  };
+  std::shared_ptr<const nn::FlatParameters> flat_;
+  std::vector<FlatSlots> flat_slots_;
+  std::vector<int> flat_slots_of_;  // per parameter: index into flat_slots_, or -1
   std::vector<std::string> slot_names_;
   int64_t step_count_ = 0;
+  int whole_buffer_updates_ = 0;
 };
 
 // Scales all gradients so their global L2 norm is at most max_norm (as torch.nn.utils.clip_grad_norm_:

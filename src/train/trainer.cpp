@@ -14,7 +14,8 @@
 
 namespace sru::train {
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& train, const nn::Module& model) {
+std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& train, nn::Module& model) {
+  const std::shared_ptr<nn::FlatParameters> flat = model.flatten_parameters();
   nn::NamedTensors trainable;
   for (auto& [name, t] : model.named_parameters())
     if (t.requires_grad()) trainable.emplace_back(name, t);
@@ -25,7 +26,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& trai
   oo.beta2 = train.beta2;
   oo.eps = train.eps;
   oo.weight_decay = train.weight_decay;
-  return std::make_unique<optim::Optimizer>(trainable, oo);
+  return std::make_unique<optim::Optimizer>(trainable, oo, flat);
 }
 
 Device resolve_train_device(const std::string& requested) {

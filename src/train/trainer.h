@@ -16,8 +16,10 @@
 
 namespace sru::train {
 
-// The optimiser of train.* over the model's trainable parameters (what srutrain and srubench use).
-std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& train, const nn::Module& model);
+// The optimiser of train.* over the model's trainable parameters (what srutrain and srubench use), after
+// laying them out in flat buffers (nn::Module::flatten_parameters): call it once the model is on its
+// training device.
+std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& train, nn::Module& model);
 
 // The device train.device names: cpu, cuda, cuda:N, or auto (the first CUDA device when one is
 // usable, else the CPU). Throws naming train.device and the reason when a CUDA device is unavailable.

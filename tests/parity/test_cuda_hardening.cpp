@@ -363,3 +363,30 @@ TEST(CudaHardening, OneHostWaitPerTrainingStep) {
     }
   }
 }
+
+// Flat parameter buffers (nn/flat_parameters.h) move to a GPU and back whole: every parameter and its
+// gradient place stay views of their group's buffers, the values unchanged; a training step there
+// updates through the one-call path.
+TEST(CudaHardening, FlatParametersMoveWholeAndTrainThere) {
+  SKIP_WITHOUT_CUDA();
+  Generator gen(3);
+  nn::LSTMOptions options;
+  options.input_size = 4;
+  options.hidden_size = 6;
+  options.num_layers = 2;
+  nn::LSTM model(options, gen);
+  const auto flat = model.flatten_parameters();
+  const std::vector<float> before = model.named_parameters().front().second.to_vector<float>();
+  model.to(kCuda);
+  for (const auto& [name, p] : model.named_parameters()) {
+    const nn::FlatParameters::Member* m = flat->find(p);
+    ASSERT_NE(m, nullptr) << name;
+    EXPECT_TRUE(p.device().is_cuda()) << name;
+    EXPECT_TRUE(p.shares_storage(flat->groups()[m->group].values)) << name;
+    EXPECT_TRUE(Tensor(p.impl()->grad_home).shares_storage(flat->groups()[m->group].gradients)) << name;
+  }
+  EXPECT_EQ(model.named_parameters().front().second.to_vector<float>(), before);
+  model.to(Device::cpu());
+  EXPECT_EQ(model.named_parameters().front().second.to_vector<float>(), before);
+  EXPECT_TRUE(model.named_parameters().front().second.shares_storage(flat->groups()[0].values));
+}

@@ -1,0 +1,113 @@
+// Flat parameter and gradient buffers (see flat_parameters.h).
+#include "nn/flat_parameters.h"
+
+#include <algorithm>
+
+namespace sru::nn {
+
+namespace {
+
+constexpr size_t kAlignmentBytes = 64;
+
+// Whether t is a whole tensor that nothing else views: its storage can be replaced under it.
+bool owns_storage_alone(const Tensor& t) {
+  const TensorImpl& impl = *t.impl();
+  return impl.offset == 0 && t.nbytes() == impl.storage->nbytes() && impl.storage.use_count() == 1;
+}
+
+// Points `impl` at `numel` elements of `buffer` from `offset` (keeping its shape and dtype).
+void rebind(TensorImpl& impl, const Tensor& buffer, int64_t offset) {
+  impl.storage = buffer.impl()->storage;
+  impl.offset = buffer.impl()->offset + offset;
+}
+
+}  // namespace
+
+FlatParameters::FlatParameters(const NamedTensors& params) {
+  std::vector<int64_t> sizes;  // per group: elements so far
+  for (const auto& [name, p] : params) {
+    if (!p.requires_grad() || !p.is_leaf() || !owns_storage_alone(p)) continue;
+    if (find(p)) continue;  // listed twice
+    auto group = std::find_if(groups_.begin(), groups_.end(),
+                              [&](const Group& g) { return g.dtype == p.dtype() && g.device == p.device(); });
+    if (group == groups_.end()) {
+      groups_.push_back({p.dtype(), p.device(), Tensor(), Tensor(), {}});
+      sizes.push_back(0);
+      group = groups_.end() - 1;
+    }
+    const size_t g = static_cast<size_t>(group - groups_.begin());
+    const int64_t step = static_cast<int64_t>(kAlignmentBytes / dtype_size(p.dtype()));
+    const int64_t offset = (sizes[g] + step - 1) / step * step;
+    sizes[g] = offset + p.numel();
+    group->members.push_back(members_.size());
+    members_.push_back({name, p, offset, g});
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    Group& group = groups_[g];
+    group.values = Tensor::zeros({sizes[g]}, group.dtype, group.device);
+    group.gradients = Tensor::zeros({sizes[g]}, group.dtype, group.device);
+    for (size_t m : group.members) {
+      Member& member = members_[m];
+      Tensor& p = member.parameter;
+      group.values.narrow0(member.offset, p.numel()).copy_(p.view({-1}));
+      rebind(*p.impl(), group.values, member.offset);
+      Tensor home = group.gradients.narrow0(member.offset, p.numel()).view(p.shape());
+      const Tensor grad = p.grad();
+      if (grad.defined()) {
+        home.copy_(grad);
+        p.set_grad(home);
+      }
+      p.impl()->grad_home = home.impl();
+    }
+  }
+}
+
+const FlatParameters::Member* FlatParameters::find(const Tensor& t) const {
+  for (const Member& m : members_)
+    if (m.parameter.impl() == t.impl()) return &m;
+  return nullptr;
+}
+
+Tensor FlatParameters::zeros_like(size_t group) const {
+  const Group& g = groups_.at(group);
+  return Tensor::zeros({g.values.numel()}, g.dtype, g.device);
+}
+
+std::vector<Tensor> FlatParameters::member_views(size_t group, const Tensor& buffer) const {
+  const Group& g = groups_.at(group);
+  SRU_CHECK(buffer.numel() == g.values.numel() && buffer.dtype() == g.dtype, "flat parameters: a buffer ",
+            buffer.str(), " is not laid out as group ", group, " (", g.values.str(), ")");
+  std::vector<Tensor> views;
+  for (size_t m : g.members) {
+    const Member& member = members_[m];
+    views.push_back(buffer.narrow0(member.offset, member.parameter.numel()).view(member.parameter.shape()));
+  }
+  return views;
+}
+
+bool FlatParameters::gradients_in_place(size_t group) const {
+  for (size_t m : groups_.at(group).members) {
+    const TensorImpl& p = *members_[m].parameter.impl();
+    if (!p.grad || !p.grad_home || p.grad->storage != p.grad_home->storage || p.grad->offset != p.grad_home->offset)
+      return false;
+  }
+  return true;
+}
+
+void FlatParameters::to(Device device) {
+  for (Group& group : groups_) {
+    if (group.device == device) continue;
+    group.values = group.values.to(device);
+    group.gradients = Tensor::zeros({group.gradients.numel()}, group.dtype, device);
+    group.device = device;
+    for (size_t m : group.members) {
+      Member& member = members_[m];
+      TensorImpl& p = *member.parameter.impl();
+      rebind(p, group.values, member.offset);
+      p.grad = nullptr;
+      rebind(*p.grad_home, group.gradients, member.offset);
+    }
+  }
+}
+
+}  // namespace sru::nn

@@ -1,0 +1,70 @@
+// Flat storage for a model's trainable parameters and their gradients (llm.c's one allocation for all
+// parameters): per dtype and device one buffer of values and one of gradients, each parameter a view of
+// the first at its offset (rounded up to 64 bytes: aligned vector loads) and its gradient's place
+// (TensorImpl::grad_home) the same offset of the second. Backward writes a parameter's first gradient of
+// a pass into its place (autograd::gradient_destination, or AccumulateGrad's copy), so after backward
+// the gradients are one buffer: the optimiser updates a group in one call over whole buffers (its slots
+// laid out alike), whatever the number of tensors.
+//
+// Layout: members in the order given (Module::named_parameters: registration order), each group's
+// buffers zero between members (the padding stays zero under every update rule). A parameter that shares
+// its storage with another tensor (a view of a larger one, or one some module keeps a view of) stays
+// where it is: rebinding it would split it from that view.
+//
+// The handles stay valid: flattening and to() change each parameter's storage and offset in place, so a
+// module's members, named_parameters() lists, optimiser state and checkpoint names all follow. A
+// gradient read from .grad is a view of the flat buffer: the next backward pass after zero_grad writes
+// over it (as PyTorch's DDP with gradient_as_bucket_view); clone it to keep it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sru::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class FlatParameters {
+ public:
+  struct Group {
+    DType dtype = DType::F32;
+    Device device;
+    Tensor values;     // 1-d, every member's values at its offset
+    Tensor gradients;  // 1-d, every member's gradient place at the same offset
+    std::vector<size_t> members;  // indices into members()
+  };
+  struct Member {
+    std::string name;
+    Tensor parameter;
+    int64_t offset = 0;  // elements into its group's buffers
+    size_t group = 0;
+  };
+
+  // Lays out the trainable parameters among params (requires_grad) that own their storage alone,
+  // copying their values (and a gradient they hold) into the new buffers.
+  explicit FlatParameters(const NamedTensors& params);
+
+  const std::vector<Group>& groups() const { return groups_; }
+  const std::vector<Member>& members() const { return members_; }
+  // The member whose parameter is t (same TensorImpl), or nullptr.
+  const Member* find(const Tensor& t) const;
+  // A zero-filled buffer laid out as group g's values, and the views of it that correspond to its
+  // members (in the group's member order): optimiser slots and weight averages laid out alike.
+  Tensor zeros_like(size_t group) const;
+  std::vector<Tensor> member_views(size_t group, const Tensor& buffer) const;
+  // Whether every member of group g has its gradient of this pass in its place (.grad is the place):
+  // then group.gradients holds them all.
+  bool gradients_in_place(size_t group) const;
+  // Moves every group's buffers to `device` (one copy each for the values; gradients are dropped, as
+  // Tensor::to_ drops them), rebinding the members in place.
+  void to(Device device);
+
+ private:
+  std::vector<Group> groups_;
+  std::vector<Member> members_;
+};
+
+}  // namespace sru::nn

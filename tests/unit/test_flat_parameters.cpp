@@ -1,0 +1,258 @@
+// Flat parameter and gradient buffers (nn/flat_parameters.h): the layout, handles that follow it, the
+// gradients written in place by backward (autograd::gradient_destination), the one-call update, and
+// training that takes the same steps to the bit with and without the flat layout.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "autograd/engine.h"
+#include "config/config.h"
+#include "core/kernel_count.h"
+#include "nn/checkpoint.h"
+#include "nn/layers.h"
+#include "nn/sru.h"
+#include "ops/ops.h"
+#include "tasks/lm.h"
+#include "tasks/registry.h"
+#include "testing.h"
+#include "train/ema.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+using namespace sru;
+using sru::testing::error_of;
+
+namespace {
+
+// Two layers and a parameter registered on the root, of two dtypes.
+struct TwoLayers : nn::Module {
+  TwoLayers() {
+    Generator gen(3);
+    first = register_module("first", std::make_shared<nn::Linear>(3, 5, true, DType::F32, gen));
+    second = register_module("second", std::make_shared<nn::Linear>(5, 2, true, DType::F32, gen));
+    scale = register_parameter("scale", Tensor::uniform({7}, -1, 1, DType::F64, gen));
+  }
+  Tensor forward(const Tensor& x) const { return second->forward(relu(first->forward(x))); }
+  std::shared_ptr<nn::Linear> first, second;
+  Tensor scale;
+};
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.impl()->storage == b.impl()->storage && a.impl()->offset == b.impl()->offset;
+}
+
+std::vector<uint32_t> bits(const Tensor& t) {
+  const std::vector<float> v = t.to_vector<float>();
+  std::vector<uint32_t> out(v.size());
+  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+  return out;
+}
+
+}  // namespace
+
+TEST(FlatParameters, EveryParameterIsAnAlignedViewOfItsGroupAndKeepsItsValues) {
+  TwoLayers model;
+  const nn::NamedTensors before = model.named_parameters();
+  std::vector<std::vector<double>> values;
+  for (const auto& [name, p] : before) values.push_back(p.to_vector<double>());
+  const auto flat = model.flatten_parameters();
+  EXPECT_EQ(model.flatten_parameters(), flat) << "a second call returns the same layout";
+  ASSERT_EQ(flat->groups().size(), 2u);  // f32 and f64
+  EXPECT_EQ(flat->members().size(), 5u);
+  const nn::NamedTensors after = model.named_parameters();
+  for (size_t i = 0; i < after.size(); ++i) {
+    const Tensor& p = after[i].second;
+    EXPECT_EQ(p.impl(), before[i].second.impl()) << "the handles are the same tensors";
+    EXPECT_EQ(p.to_vector<double>(), values[i]) << after[i].first;
+    const nn::FlatParameters::Member* m = flat->find(p);
+    ASSERT_NE(m, nullptr) << after[i].first;
+    EXPECT_EQ(m->name, after[i].first);
+    EXPECT_TRUE(p.shares_storage(flat->groups()[m->group].values));
+    EXPECT_EQ(m->offset * static_cast<int64_t>(dtype_size(p.dtype())) % 64, 0) << after[i].first;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.data_ptr()) % 64, 0u) << after[i].first;
+  }
+  EXPECT_EQ(flat->find(model.first->weight)->name, "first.weight") << "the module's member follows";
+  // Padding between members is zero.
+  const nn::FlatParameters::Group& g32 = flat->groups()[flat->find(model.first->weight)->group];
+  EXPECT_EQ(g32.dtype, DType::F32);
+  double total = 0;
+  for (double v : g32.values.to_vector<double>()) total += std::abs(v);
+  double members = 0;
+  for (size_t m : g32.members)
+    for (double v : flat->members()[m].parameter.to_vector<double>()) members += std::abs(v);
+  EXPECT_EQ(total, members);
+}
+
+namespace {
+
+// A module of a tree that registers and ties parameters on request, as a lazily built one would.
+struct Late : nn::Module {
+  Late() { weight = register_parameter("weight", Tensor::zeros({2})); }
+  void add_late() { register_parameter("late", Tensor::zeros({2})); }
+  void tie(const Tensor& t) { replace_parameter("weight", t); }
+  Tensor weight;
+};
+
+struct LateRoot : nn::Module {
+  LateRoot() { child = register_module("child", std::make_shared<Late>()); }
+  std::shared_ptr<Late> child;
+};
+
+}  // namespace
+
+TEST(FlatParameters, AParameterRegisteredOrReplacedAfterwardsIsRefusedByName) {
+  LateRoot root;
+  root.child->add_late();  // before: fine
+  root.flatten_parameters();
+  const std::string added = error_of([&] { root.child->add_late(); });
+  EXPECT_NE(added.find("'child.late' after the model's parameters were laid out in flat buffers"), std::string::npos)
+      << added;
+  const std::string tied = error_of([&] { root.child->tie(Tensor::zeros({2})); });
+  EXPECT_NE(tied.find("'child.weight'"), std::string::npos) << tied;
+  EXPECT_NE(error_of([&] { root.child->flatten_parameters(); }).find("call it on the root"), std::string::npos);
+  EXPECT_EQ(root.named_parameters().size(), 2u) << "nothing was added";
+}
+
+TEST(FlatParameters, BackwardWritesEachGradientIntoItsPlaceWithoutACopy) {
+  TwoLayers model;
+  const auto flat = model.flatten_parameters();
+  const Tensor x = Tensor::uniform({4, 3}, -1, 1, DType::F32, default_generator());
+  // The reference: the same model's gradients without the flat layout (a first pass each).
+  TwoLayers plain;
+  uint64_t before = kernel_dispatches();
+  autograd::backward(sum(plain.forward(x)));
+  const uint64_t plain_dispatches = kernel_dispatches() - before;
+  before = kernel_dispatches();
+  autograd::backward(sum(model.forward(x)));
+  EXPECT_EQ(kernel_dispatches() - before, plain_dispatches) << "no copy into the flat buffer";
+  for (const Tensor* p : {&model.first->weight, &model.first->bias, &model.second->weight, &model.second->bias})
+    EXPECT_TRUE(same_view(p->grad(), Tensor(p->impl()->grad_home)));
+  EXPECT_EQ(bits(model.first->weight.grad()), bits(plain.first->weight.grad()));
+  EXPECT_EQ(bits(model.second->bias.grad()), bits(plain.second->bias.grad()));
+  EXPECT_TRUE(flat->gradients_in_place(flat->find(model.first->weight)->group));
+  EXPECT_FALSE(flat->gradients_in_place(flat->find(model.scale)->group)) << "scale got no gradient";
+  EXPECT_FALSE(model.scale.grad().defined());
+}
+
+TEST(FlatParameters, GradientsMeetingInThePlaceSumAsElsewhere) {
+  // A parameter used three times (twice in one op, as x * x): its gradient is the sum, in its place.
+  Tensor w = Tensor::uniform({6}, -1, 1, DType::F64, default_generator()).set_requires_grad(true);
+  Tensor v = w.detach().clone().set_requires_grad(true);
+  struct Holder : nn::Module {
+    explicit Holder(const Tensor& t) { p = register_parameter("p", t); }
+    Tensor p;
+  } holder(w);
+  holder.flatten_parameters();
+  auto loss = [](const Tensor& p) { return sum(mul(p, p)) + sum(mul(p, Tensor::full({6}, 3.0, DType::F64))); };
+  autograd::backward(loss(w));
+  autograd::backward(loss(v));
+  EXPECT_TRUE(same_view(w.grad(), Tensor(w.impl()->grad_home)));
+  EXPECT_EQ(w.grad().to_vector<double>(), v.grad().to_vector<double>());
+  // A second pass accumulates into the same place (gradient accumulation).
+  autograd::backward(loss(w));
+  autograd::backward(loss(v));
+  EXPECT_TRUE(same_view(w.grad(), Tensor(w.impl()->grad_home)));
+  EXPECT_EQ(w.grad().to_vector<double>(), v.grad().to_vector<double>());
+}
+
+TEST(FlatParameters, CheckpointLoadAndTheWeightAverageKeepTheViews) {
+  TwoLayers model, source;
+  const auto flat = model.flatten_parameters();
+  const std::string path = sru::testing::tmp_dir() + "flat_parameters.safetensors";
+  nn::save_state(source, path);
+  nn::load_state(model, path);
+  const nn::NamedTensors loaded = model.named_parameters(), saved = source.named_parameters();
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const Tensor& p = loaded[i].second;
+    EXPECT_TRUE(p.shares_storage(flat->groups()[flat->find(p)->group].values)) << loaded[i].first;
+    EXPECT_EQ(p.to_vector<double>(), saved[i].second.to_vector<double>()) << loaded[i].first;
+  }
+  nn::NamedTensors trainable;
+  for (const auto& [name, p] : model.named_parameters()) trainable.emplace_back(name, p);
+  train::WeightEma ema(trainable, 0.5, 0, false);
+  const std::vector<double> raw = model.first->weight.to_vector<double>();
+  model.first->weight.mul_(3.0);  // the average keeps the raw value
+  ema.update(1);
+  const Tensor& values = flat->groups()[flat->find(model.first->weight)->group].values;
+  {
+    const train::WeightEma::InModel average(&ema);
+    EXPECT_TRUE(model.first->weight.shares_storage(values)) << "the exchange keeps the view";
+    const std::vector<double> in_model = model.first->weight.to_vector<double>();
+    for (size_t i = 0; i < raw.size(); ++i) EXPECT_NEAR(in_model[i], 0.5 * raw[i] + 0.5 * 3 * raw[i], 1e-6);
+  }
+  const std::vector<double> back = model.first->weight.to_vector<double>();
+  for (size_t i = 0; i < raw.size(); ++i) EXPECT_EQ(back[i], static_cast<double>(static_cast<float>(3 * raw[i])));
+  EXPECT_TRUE(model.first->weight.shares_storage(values));
+}
+
+namespace {
+
+// A small char-LM of encoder `type` trained `steps` steps with optimiser `kind` (weight decay, clipping,
+// two batches accumulated per step), with or without the flat layout: the losses and the final weights.
+struct Trained {
+  std::vector<double> losses;
+  std::vector<std::vector<uint32_t>> weights;
+  bool whole_buffer_update = false;
+};
+
+Trained train_char_lm(const std::string& type, const std::string& kind, bool flat, int steps) {
+  const std::string path = sru::testing::tmp_dir() + "flat_parameters_" + type + ".bin";
+  {
+    Generator gen(7);
+    std::ofstream out(path, std::ios::binary);
+    for (double u : Tensor::uniform({3000}, 0, 64, DType::F64, gen).to_vector<double>())
+      out.put(static_cast<char>(static_cast<unsigned char>(u)));
+  }
+  config::Config cfg = config::Config::defaults("charlm", type);
+  cfg.data.path = path;
+  cfg.data.batch_size = 4;
+  cfg.task_as<tasks::LMOptions>().bptt = 10;
+  cfg.model.embedding_size = cfg.model.hidden_size = 16;
+  cfg.model.num_layers = 2;
+  cfg.model.dropout = 0.1;
+  if (type == "sru") cfg.encoder_options.as<nn::SRUOptions>().layer_norm = true;
+  cfg.train.optimizer = kind;
+  cfg.train.lr = kind == "sgd" ? 0.1 : 0.003;
+  cfg.train.momentum = kind == "sgd" ? 0.9 : 0.0;
+  cfg.train.weight_decay = 0.01;
+  cfg.train.clip_grad_norm = 0.5;
+  cfg.train.accumulate = 2;
+  Generator gen(11);
+  const auto task = tasks::make_task(cfg, gen);
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (flat) {
+    optimizer = train::make_optimizer(cfg.train, task->model());
+  } else {
+    nn::NamedTensors trainable;
+    for (const auto& [name, p] : task->model().named_parameters())
+      if (p.requires_grad()) trainable.emplace_back(name, p);
+    optim::OptimizerOptions o;
+    o.kind = kind;
+    o.momentum = cfg.train.momentum;
+    o.weight_decay = cfg.train.weight_decay;
+    optimizer = std::make_unique<optim::Optimizer>(trainable, o);
+  }
+  train::TrainingStep step(*task, *optimizer, cfg.train, train::schedule_options(cfg.train, 16, 100));
+  task->start_epoch(0, 0);
+  Trained out;
+  for (int s = 0; s < steps; ++s) {
+    out.losses.push_back(step.run(2 * s, 2, s + 1, 0).loss);
+    out.whole_buffer_update = optimizer->whole_buffer_updates() == 1;
+  }
+  for (const auto& [name, p] : task->model().named_parameters()) out.weights.push_back(bits(p));
+  return out;
+}
+
+}  // namespace
+
+TEST(FlatParameters, TrainingTakesTheSameStepsToTheBitWithEveryOptimiser) {
+  for (const std::string type : {"sru", "lstm", "transformer"})
+    for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam", "radamw"}) {
+      const Trained plain = train_char_lm(type, kind, false, 3);
+      const Trained flat = train_char_lm(type, kind, true, 3);
+      EXPECT_EQ(plain.losses, flat.losses) << type << " " << kind;
+      EXPECT_EQ(plain.weights, flat.weights) << type << " " << kind;
+      EXPECT_TRUE(flat.whole_buffer_update) << type << " " << kind;
+    }
+}
