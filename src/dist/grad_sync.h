@@ -18,6 +18,13 @@
 // .grad first, each batch weighted by its loss terms; begin() comes before the last batch's backward
 // with the factor 1 / (the step's terms over all ranks), so the ranks still sum once per step.
 //
+// Flat gradients (nn/flat_parameters.h: the model's parameters laid out in one buffer, as make_optimizer
+// does): the buckets are ranges of the flat gradient buffer itself, widened by a head that holds the
+// loss, votes and flags and rides with the last bucket (the first parameters), so backward writes every
+// gradient where it is summed: no packing copy, and a rank's share is one multiply per bucket. After
+// finish() the .grad are the flat places again, for the optimiser's one-call update. Otherwise each
+// gradient is copied into its bucket (and scaled there).
+//
 // After finish() each parameter's .grad is a view of its summed segment (clipping and the optimiser
 // use it in place), or none when this rank's backward did not reach it — what one process would have.
 // Every rank must agree on that: the flags' sum is in `disagreement` (0 when they do), which the step
@@ -37,8 +44,10 @@ namespace sru::dist {
 class GradientSync {
  public:
   // params: the optimiser's trainable parameters (one dtype, one device); `votes`: how many votes a
-  // step carries.
-  GradientSync(Communicator& comm, const nn::NamedTensors& params, double bucket_mb, int votes);
+  // step carries; flat: the model's flat layout (Module::flat_parameters), null for none: used when its
+  // one group holds exactly params.
+  GradientSync(Communicator& comm, const nn::NamedTensors& params, double bucket_mb, int votes,
+               const std::shared_ptr<nn::FlatParameters>& flat = nullptr);
 
   // Before backward: this rank's share of the global batch's loss terms (with accumulation: the factor
   // its summed gradients and loss enter with). Keep the returned scope alive for the backward pass (it
@@ -56,15 +65,20 @@ class GradientSync {
   Result finish(const Tensor& loss, const std::vector<double>& votes);
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // Whether the buckets are the flat gradient buffer (no packing copies).
+  bool flat() const { return flat_; }
 
  private:
   struct Bucket {
     std::vector<int> params;  // indices into params_
-    std::vector<int64_t> offsets;
-    int64_t extras = 0;  // where the last bucket's loss, votes and flags begin
-    Tensor buffer;
+    Tensor buffer;            // what one all-reduce sums
+    Tensor gradients;         // the part of buffer that holds gradients (flat: scaled by the share at start)
     int ready = 0;
   };
+  // Assigns params (reverse order) to buckets of about `limit` bytes (0: one bucket).
+  void plan_buckets(int64_t limit);
+  void lay_out_packed();
+  void lay_out_flat(nn::FlatParameters& flat);
   void on_gradient(const Tensor& leaf);
   void pack(int param);
   void start(int bucket);
@@ -73,7 +87,10 @@ class GradientSync {
   nn::NamedTensors params_;
   int votes_;
   std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_, slot_of_;
+  std::vector<int> bucket_of_;
+  std::vector<Tensor> segments_;  // per parameter: its place in its bucket's buffer
+  Tensor extras_;                 // the loss, the votes, one flag per parameter: summed with the last bucket
+  bool flat_ = false;
   std::unordered_map<const void*, int> index_of_;  // parameter TensorImpl -> index
   std::vector<bool> packed_, reached_;
   int started_ = 0;

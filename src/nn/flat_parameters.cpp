@@ -98,7 +98,8 @@ void FlatParameters::to(Device device) {
   for (Group& group : groups_) {
     if (group.device == device) continue;
     group.values = group.values.to(device);
-    group.gradients = Tensor::zeros({group.gradients.numel()}, group.dtype, device);
+    const int64_t n = group.gradients.numel();
+    group.gradients = Tensor::zeros({group.gradient_head + n}, group.dtype, device).narrow0(group.gradient_head, n);
     group.device = device;
     for (size_t m : group.members) {
       Member& member = members_[m];
@@ -108,6 +109,22 @@ void FlatParameters::to(Device device) {
       rebind(*p.grad_home, group.gradients, member.offset);
     }
   }
+}
+
+Tensor FlatParameters::widen_gradients(size_t group, int64_t head) {
+  Group& g = groups_.at(group);
+  SRU_CHECK(head >= 0, "flat parameters: a negative gradient head");
+  const int64_t n = g.gradients.numel();
+  Tensor whole = Tensor::zeros({head + n}, g.dtype, g.device);
+  Tensor gradients = whole.narrow0(head, n);
+  gradients.copy_(g.gradients);
+  g.gradients = gradients;
+  g.gradient_head = head;
+  for (size_t m : g.members) {
+    const Member& member = members_[m];
+    rebind(*member.parameter.impl()->grad_home, g.gradients, member.offset);  // .grad, when it is the place, follows
+  }
+  return whole;
 }
 
 }  // namespace sru::nn

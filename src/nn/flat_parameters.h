@@ -34,6 +34,7 @@ class FlatParameters {
     Device device;
     Tensor values;     // 1-d, every member's values at its offset
     Tensor gradients;  // 1-d, every member's gradient place at the same offset
+    int64_t gradient_head = 0;  // elements of the gradient allocation before `gradients` (widen_gradients)
     std::vector<size_t> members;  // indices into members()
   };
   struct Member {
@@ -61,6 +62,11 @@ class FlatParameters {
   // Moves every group's buffers to `device` (one copy each for the values; gradients are dropped, as
   // Tensor::to_ drops them), rebinding the members in place.
   void to(Device device);
+  // Reallocates group g's gradient buffer with `head` elements before it (zeros; the gradients held
+  // so far are copied over) and returns the whole: data-parallel training sums the gradients and the
+  // step's loss, votes and flags in the head with one all-reduce (dist/grad_sync.h). group.gradients
+  // stays the members' part.
+  Tensor widen_gradients(size_t group, int64_t head);
 
  private:
   std::vector<Group> groups_;

@@ -25,7 +25,8 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
       schedule_(std::move(schedule)),
       comm_(comm) {
   if (comm_ && comm_->size() > 1)
-    sync_ = std::make_unique<dist::GradientSync>(*comm_, optimizer_.parameters(), train.dist_bucket_mb, 2);
+    sync_ = std::make_unique<dist::GradientSync>(*comm_, optimizer_.parameters(), train.dist_bucket_mb, 2,
+                                                 task_.model().flat_parameters());
   if (train.ema_decay > 0)
     ema_ = std::make_unique<WeightEma>(optimizer_.parameters(), train.ema_decay, train.ema_start_step, train.ema_warmup);
 }

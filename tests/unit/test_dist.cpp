@@ -7,9 +7,12 @@
 #include <cstdlib>
 #include <random>
 
+#include "autograd/engine.h"
+#include "core/kernel_count.h"
 #include "dist/communicator.h"
 #include "dist/grad_sync.h"
 #include "nn/sru.h"
+#include "ops/ops.h"
 #include "tasks/batching.h"
 #include "tasks/classify.h"
 #include "tasks/lm.h"
@@ -279,6 +282,66 @@ TEST(Dist, GradientBucketsFollowReverseParameterOrder) {
       EXPECT_DOUBLE_EQ(r.disagreement.item<double>(), 0.0);
     }
   }
+}
+
+// With the model's flat layout the buckets are ranges of the flat gradient buffer: backward's gradients
+// are summed where they lie (no packing copy; the share is one multiply per bucket), the extras ride in
+// front of the first parameters, and afterwards each .grad is its flat place again (the optimiser's
+// one-call update). The sums are those of the packed buckets.
+TEST(Dist, FlatGradientsAreSummedWhereBackwardWroteThem) {
+  struct Three : nn::Module {
+    Three() {
+      a = register_parameter("a", Tensor::ones({300}));
+      b = register_parameter("b", Tensor::ones({5, 60}));
+      unused = register_parameter("unused", Tensor::ones({2}));
+    }
+    Tensor a, b, unused;
+  };
+  const double mb = 1300.0 / (1 << 20);  // {unused, b}, {a}
+  std::vector<std::vector<float>> sums[2];
+  uint64_t dispatches[2] = {0, 0};  // rank 0's backward and finish
+  for (const bool flat_layout : {false, true}) {
+    Three ranks[2];
+    SimulatedPair::Records records;
+    SimulatedPair rank1(1, records), rank0(0, records);
+    std::shared_ptr<nn::FlatParameters> flats[2];
+    std::unique_ptr<dist::GradientSync> syncs[2];
+    for (int r = 0; r < 2; ++r) {
+      nn::NamedTensors params;
+      for (const auto& named : ranks[r].named_parameters()) params.push_back(named);
+      if (flat_layout) flats[r] = ranks[r].flatten_parameters();
+      syncs[r] = std::make_unique<dist::GradientSync>(r == 0 ? static_cast<dist::Communicator&>(rank0) : rank1, params,
+                                                      mb, 1, flats[r]);
+      EXPECT_EQ(syncs[r]->flat(), flat_layout);
+      EXPECT_EQ(syncs[r]->buckets(), 2);
+    }
+    for (int r : {1, 0}) {
+      Three& m = ranks[r];
+      const double share = r == 1 ? 0.25 : 0.75;
+      // Broadcast adds: their backward sums rows into each parameter's gradient (into its flat place).
+      const Tensor x = Tensor::full({2, 300}, r == 1 ? 2.0 : 4.0), y = Tensor::ones({3, 5, 60});
+      const uint64_t before = kernel_dispatches();
+      const auto scope = syncs[r]->begin(share);
+      autograd::backward(sum(add(x, m.a) * x) + sum(add(y, m.b)));
+      const dist::GradientSync::Result result = syncs[r]->finish(Tensor::scalar(1.0), {0.0});
+      dispatches[flat_layout] = kernel_dispatches() - before;
+      if (r == 0 && flat_layout) {
+        const nn::FlatParameters::Group& g = flats[0]->groups()[0];
+        EXPECT_TRUE(m.a.grad().shares_storage(g.gradients)) << "the sum lies in the flat place";
+        EXPECT_TRUE(flats[0]->gradients_in_place(0) == false && !m.unused.grad().defined());
+        EXPECT_TRUE(m.a.grad().impl()->offset == m.a.impl()->grad_home->offset);
+      }
+      if (r == 0) {
+        EXPECT_DOUBLE_EQ(result.disagreement.item<double>(), 0.0);
+        sums[flat_layout].push_back(m.a.grad().to_vector<float>());
+        sums[flat_layout].push_back(m.b.grad().to_vector<float>());
+      }
+    }
+  }
+  // Packed: a copy and a multiply per reached parameter; flat: a multiply per bucket.
+  EXPECT_EQ(dispatches[0] - dispatches[1], 2u);
+  EXPECT_EQ(sums[1], sums[0]);
+  EXPECT_EQ(sums[1][0], std::vector<float>(300, 0.25f * 2 * 2 + 0.75f * 2 * 4));  // rows of x, summed
 }
 
 TEST(Dist, TwoRanksTrainTheCharLmAsOneProcess) {
