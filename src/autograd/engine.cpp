@@ -121,6 +121,14 @@ void run_node(Node* node, Buffers& buffers, std::unordered_map<Node*, int>& depe
   if (!retain_graph) node->release_saved();
   SRU_CHECK(grad_inputs.empty() || grad_inputs.size() == node->next_edges.size(), node->name(), " returned ",
             grad_inputs.size(), " gradients for ", node->next_edges.size(), " inputs");
+  // A place offered for input j is that input's alone: returned for another input, its accumulator
+  // would add into a buffer the other one also holds.
+  for (size_t j = 0; j < destinations.size(); ++j) {
+    if (!destinations[j].defined()) continue;
+    for (size_t i = 0; i < grad_inputs.size(); ++i)
+      SRU_CHECK(i == j || !grad_inputs[i].defined() || !is_destination_of(*node->next_edges[j].fn, grad_inputs[i]),
+                "internal: ", node->name(), " returned the gradient place of input ", j, " for input ", i);
+  }
 
   for (size_t i = 0; i < node->next_edges.size(); ++i) {
     const Edge& e = node->next_edges[i];

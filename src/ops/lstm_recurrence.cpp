@@ -91,17 +91,19 @@ LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight
                                   grad_gates, grad_h0, grad_c0);
                        const Tensor rows = grad_gates.view({L * B, 4 * H});
                        // Both biases get the column sums of dG: computed once (into b_ih's flat slot
-                       // where it has one), copied into b_hh's slot (or shared, as an add's backward).
-                       const Tensor grad_bias = need_b || need_b_hh
-                                                    ? sum_into(rows, 0, autograd::gradient_destination(need_b ? 2 : 3))
-                                                    : Tensor();
+                       // where it has one), copied into b_hh's slot, else shared as an add's backward
+                       // shares it; never b_ih's slot handed to b_hh (the engine adds b_ih's other
+                       // gradients into its slot in place).
+                       const Tensor into = autograd::gradient_destination(need_b ? 2 : 3);
+                       const Tensor grad_bias = need_b || need_b_hh ? sum_into(rows, 0, into) : Tensor();
                        Tensor grad_bias_hh;
-                       if (need_b_hh) {
-                         grad_bias_hh = autograd::gradient_destination(3);
-                         if (need_b && grad_bias_hh.defined() && grad_bias_hh.shape() == grad_bias.shape())
-                           grad_bias_hh.copy_(grad_bias);
-                         else
-                           grad_bias_hh = grad_bias;
+                       if (need_b_hh && need_b) {
+                         Tensor slot = autograd::gradient_destination(3);
+                         const bool in_slot_of_ih = into.defined() && grad_bias.shares_storage(into);
+                         if (slot.defined() && slot.shape() == grad_bias.shape()) grad_bias_hh = slot.copy_(grad_bias);
+                         else grad_bias_hh = in_slot_of_ih ? grad_bias.clone() : grad_bias;
+                       } else if (need_b_hh) {
+                         grad_bias_hh = grad_bias;
                        }
                        return std::vector<Tensor>{
                            grad_gates,

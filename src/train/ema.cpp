@@ -29,12 +29,22 @@ std::vector<const Tensor*> raw_tensors(const nn::NamedTensors& params, const saf
   return raw;
 }
 
+// Whether t has its storage to itself (swap_data_ trades storage), or is a view of a larger buffer.
+bool whole_tensor(const Tensor& t) { return t.impl()->offset == 0 && t.nbytes() == t.impl()->storage->nbytes(); }
+
 }  // namespace
 
 WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup)
     : params_(params), decay_(decay), start_step_(start_step), warmup_(warmup) {
   SRU_CHECK(decay > 0 && decay < 1, "train.ema_decay must be in (0, 1) when on, got ", decay);
-  for (const auto& [name, p] : params_) average_.emplace_back(name, p.detach().clone());
+  for (const auto& [name, p] : params_) {
+    average_.emplace_back(name, p.detach().clone());
+    if (whole_tensor(p)) continue;
+    const auto same = [&](const Tensor& s) { return s.dtype() == p.dtype() && s.device() == p.device(); };
+    const auto it = std::find_if(scratch_.begin(), scratch_.end(), same);
+    if (it == scratch_.end()) scratch_.push_back(Tensor::empty({p.numel()}, p.dtype(), p.device()));
+    else if (it->numel() < p.numel()) *it = Tensor::empty({p.numel()}, p.dtype(), p.device());
+  }
 }
 
 double WeightEma::decay_at(int64_t step) const {
@@ -57,7 +67,19 @@ void WeightEma::update(int64_t step) {
 }
 
 void WeightEma::exchange() {
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].second.swap_data_(average_[i].second);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i].second;
+    Tensor& a = average_[i].second;
+    if (whole_tensor(p)) {
+      p.swap_data_(a);
+      continue;
+    }
+    const auto same = [&](const Tensor& s) { return s.dtype() == p.dtype() && s.device() == p.device(); };
+    Tensor kept = std::find_if(scratch_.begin(), scratch_.end(), same)->narrow0(0, p.numel()).view(p.shape());
+    kept.copy_(p);
+    p.copy_(a);
+    a.copy_(kept);
+  }
   in_model_ = !in_model_;
 }
 

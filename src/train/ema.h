@@ -39,8 +39,9 @@ class WeightEma {
   void update(int64_t step);
 
   // While alive, the model's parameters hold the average and raw_weights() the raw weights (nested
-  // guards do nothing more). The exchange swaps the tensors' data (Tensor::swap_data_): no copy, and
-  // nothing that can fail.
+  // guards do nothing more). The exchange swaps whole tensors' storage (Tensor::swap_data_: no copy);
+  // a parameter in flat storage (a view, nn/flat_parameters.h) exchanges values through a scratch
+  // buffer made with the average: three copies, and no allocation that could fail.
   class InModel {
    public:
     explicit InModel(WeightEma* ema);  // null: nothing
@@ -64,6 +65,7 @@ class WeightEma {
  private:
   void exchange();
   nn::NamedTensors params_, average_;
+  std::vector<Tensor> scratch_;  // per dtype and device of a view parameter: as large as the largest
   double decay_;
   int64_t start_step_;
   bool warmup_;

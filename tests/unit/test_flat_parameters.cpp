@@ -12,6 +12,7 @@
 #include "nn/checkpoint.h"
 #include "nn/layers.h"
 #include "nn/sru.h"
+#include "ops/lstm_recurrence.h"
 #include "ops/ops.h"
 #include "tasks/lm.h"
 #include "tasks/registry.h"
@@ -255,4 +256,31 @@ TEST(FlatParameters, TrainingTakesTheSameStepsToTheBitWithEveryOptimiser) {
       EXPECT_EQ(plain.weights, flat.weights) << type << " " << kind;
       EXPECT_TRUE(flat.whole_buffer_update) << type << " " << kind;
     }
+}
+
+// The LSTM's two biases get one gradient: b_hh never receives b_ih's flat place (the engine adds b_ih's
+// other gradients there), whether b_hh has a place of its own or not (review of 2026-11-29).
+TEST(FlatParameters, TheLstmsBiasesEachKeepTheirOwnGradient) {
+  for (const bool hh_has_grad : {false, true}) {
+    struct Biases : nn::Module {
+      Biases() {
+        Generator gen(5);
+        ih = register_parameter("ih", Tensor::uniform({8}, -1, 1, DType::F32, gen));
+        hh = register_parameter("hh", Tensor::uniform({8}, -1, 1, DType::F32, gen));
+        w = register_parameter("w", Tensor::uniform({8, 2}, -1, 1, DType::F32, gen));
+      }
+      Tensor ih, hh, w;
+    } flat, plain;
+    flat.flatten_parameters();
+    const Tensor gates = Tensor::uniform({3, 2, 8}, -1, 1, DType::F32, default_generator());
+    for (Biases* m : {&flat, &plain}) {
+      if (hh_has_grad) m->hh.set_grad(Tensor::zeros({8}));  // b_hh then gets no place offered
+      const Tensor other_ih = sum(mul(m->ih, Tensor::full({8}, 100.0))), other_hh = sum(mul(m->hh, Tensor::full({8}, 3.0)));
+      const LstmRecurrenceResult r = lstm_recurrence(gates, m->w, m->ih, m->hh, Tensor(), Tensor(), Tensor(), false);
+      autograd::backward(other_hh + other_ih + sum(r.output));
+    }
+    EXPECT_EQ(bits(flat.ih.grad()), bits(plain.ih.grad())) << hh_has_grad;
+    EXPECT_EQ(bits(flat.hh.grad()), bits(plain.hh.grad())) << hh_has_grad;
+    EXPECT_EQ(bits(flat.w.grad()), bits(plain.w.grad())) << hh_has_grad;
+  }
 }

@@ -207,7 +207,11 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                          const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   const int64_t D = x.size(-1), N = D == 0 ? 0 : x.numel() / D;
-  if (N == 0) return;
+  if (N == 0) {  // no rows: the parameters' gradients are zero (they may be flat slots holding old values)
+    for (const Tensor* t : {&dweight, &dbias})
+      if (t->defined()) Tensor(*t).zero_();
+    return;
+  }
   const cudaStream_t s = stream_of(x);
   SRU_DISPATCH_FLOATING_BF16(x.dtype(), "layer_norm_backward", [&]<typename T>() {
     using C = compute_t<T>;
