@@ -19,9 +19,7 @@ GradientSync::GradientSync(Communicator& comm, const nn::NamedTensors& params, d
   for (size_t i = 0; i < params_.size(); ++i) index_of_[params_[i].second.impl().get()] = static_cast<int>(i);
   plan_buckets(static_cast<int64_t>(bucket_mb * (1 << 20)));
   // The flat buffer serves when its one group is exactly these parameters, in this order.
-  flat_ = flat && flat->groups().size() == 1 && flat->groups()[0].members.size() == params_.size();
-  for (size_t i = 0; flat_ && i < params_.size(); ++i)
-    flat_ = flat->members()[flat->groups()[0].members[i]].parameter.impl() == params_[i].second.impl();
+  flat_ = flat && flat->groups().size() == 1 && flat->group_of(params_) == 0;
   if (flat_) lay_out_flat(*flat);
   else lay_out_packed();
   packed_.assign(params_.size(), false);

@@ -94,6 +94,27 @@ bool FlatParameters::gradients_in_place(size_t group) const {
   return true;
 }
 
+int FlatParameters::group_of(const NamedTensors& params) const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::vector<size_t>& members = groups_[g].members;
+    if (members.size() != params.size()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < members.size(); ++i)
+      same = members_[members[i]].parameter.impl() == params[i].second.impl();
+    if (same) return static_cast<int>(g);
+  }
+  return -1;
+}
+
+void FlatParameters::exchange_values(size_t group, Tensor& buffer) {
+  Group& g = groups_.at(group);
+  SRU_CHECK(buffer.numel() == g.values.numel() && buffer.dtype() == g.dtype && buffer.device() == g.device &&
+                buffer.impl()->offset == 0 && buffer.nbytes() == buffer.impl()->storage->nbytes(),
+            "flat parameters: exchange_values with ", buffer.str(), ", not a whole buffer laid out as ", g.values.str());
+  g.values.swap_data_(buffer);
+  for (size_t m : g.members) rebind(*members_[m].parameter.impl(), g.values, members_[m].offset);
+}
+
 void FlatParameters::to(Device device) {
   for (Group& group : groups_) {
     if (group.device == device) continue;

@@ -59,6 +59,13 @@ class FlatParameters {
   // Whether every member of group g has its gradient of this pass in its place (.grad is the place):
   // then group.gradients holds them all.
   bool gradients_in_place(size_t group) const;
+  // The group whose members are exactly `params` (the same tensors in the same order), or -1: where a
+  // caller over a parameter list (the optimiser's) may work on whole buffers instead.
+  int group_of(const NamedTensors& params) const;
+  // Exchanges group g's values with `buffer` (a whole tensor laid out as them, zeros_like's) without a
+  // copy: the members then read what buffer held, and buffer holds their values (the weight average's
+  // exchange, train/ema.h). Views of buffer made before keep pointing at its old storage.
+  void exchange_values(size_t group, Tensor& buffer);
   // Moves every group's buffers to `device` (one copy each for the values; gradients are dropped, as
   // Tensor::to_ drops them), rebinding the members in place.
   void to(Device device);

@@ -34,9 +34,18 @@ bool whole_tensor(const Tensor& t) { return t.impl()->offset == 0 && t.nbytes() 
 
 }  // namespace
 
-WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup)
+WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup,
+                     std::shared_ptr<nn::FlatParameters> flat)
     : params_(params), decay_(decay), start_step_(start_step), warmup_(warmup) {
   SRU_CHECK(decay > 0 && decay < 1, "train.ema_decay must be in (0, 1) when on, got ", decay);
+  if (flat && (flat_group_ = flat->group_of(params_)) >= 0) {
+    flat_ = std::move(flat);
+    const size_t g = static_cast<size_t>(flat_group_);
+    average_buffer_ = flat_->groups()[g].values.clone();  // the padding: zeros, as the values'
+    const std::vector<Tensor> views = flat_->member_views(g, average_buffer_);
+    for (size_t i = 0; i < params_.size(); ++i) average_.emplace_back(params_[i].first, views[i]);
+    return;
+  }
   for (const auto& [name, p] : params_) {
     average_.emplace_back(name, p.detach().clone());
     if (whole_tensor(p)) continue;
@@ -55,6 +64,12 @@ double WeightEma::decay_at(int64_t step) const {
 void WeightEma::update(int64_t step) {
   SRU_CHECK(!in_model_, "internal: the weight average was updated while the model held it");
   const double d = decay_at(step);
+  if (flat_) {  // the same element-wise update, over the whole buffers
+    const Tensor& values = flat_->groups()[static_cast<size_t>(flat_group_)].values;
+    if (step <= start_step_) average_buffer_.copy_(values);
+    else average_buffer_.mul_(d).add_(values, 1.0 - d);
+    return;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& a = average_[i].second;
     const Tensor& w = params_[i].second;
@@ -67,6 +82,12 @@ void WeightEma::update(int64_t step) {
 }
 
 void WeightEma::exchange() {
+  if (flat_) {
+    flat_->exchange_values(static_cast<size_t>(flat_group_), average_buffer_);
+    for (auto& [name, a] : average_) a.impl()->storage = average_buffer_.impl()->storage;  // same offsets
+    in_model_ = !in_model_;
+    return;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
     Tensor& a = average_[i].second;

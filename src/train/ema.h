@@ -31,7 +31,11 @@ class WeightEma {
  public:
   // params: the trainable parameters (optim::Optimizer::parameters()); 0 < decay < 1. The average
   // starts as a copy of the weights.
-  WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup = true);
+  // flat: the model's flat layout (Module::flat_parameters), null for none: when one of its groups is
+  // exactly params, the average is laid out as that group's values, updated in two dispatches over the
+  // whole buffers and exchanged with them without a copy (FlatParameters::exchange_values).
+  WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup = true,
+            std::shared_ptr<nn::FlatParameters> flat = nullptr);
   // The decay the update after step `step` uses (above start_step).
   double decay_at(int64_t step) const;
 
@@ -66,6 +70,10 @@ class WeightEma {
   void exchange();
   nn::NamedTensors params_, average_;
   std::vector<Tensor> scratch_;  // per dtype and device of a view parameter: as large as the largest
+  // The flat case: the group, and the average as one buffer laid out as its values (average_ views it).
+  std::shared_ptr<nn::FlatParameters> flat_;
+  int flat_group_ = -1;
+  Tensor average_buffer_;
   double decay_;
   int64_t start_step_;
   bool warmup_;

@@ -28,7 +28,8 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
     sync_ = std::make_unique<dist::GradientSync>(*comm_, optimizer_.parameters(), train.dist_bucket_mb, 2,
                                                  task_.model().flat_parameters());
   if (train.ema_decay > 0)
-    ema_ = std::make_unique<WeightEma>(optimizer_.parameters(), train.ema_decay, train.ema_start_step, train.ema_warmup);
+    ema_ = std::make_unique<WeightEma>(optimizer_.parameters(), train.ema_decay, train.ema_start_step, train.ema_warmup,
+                                       task_.model().flat_parameters());
 }
 
 int64_t steps_per_epoch(int64_t batches, int64_t accumulate) {

@@ -284,3 +284,38 @@ TEST(FlatParameters, TheLstmsBiasesEachKeepTheirOwnGradient) {
     EXPECT_EQ(bits(flat.w.grad()), bits(plain.w.grad())) << hh_has_grad;
   }
 }
+
+// The weight average of a flat model is laid out as its values: two dispatches an update whatever the
+// number of tensors, an exchange without a copy, the same numbers as the per-tensor average.
+TEST(FlatParameters, TheWeightAverageWorksOnWholeBuffers) {
+  TwoLayers flat_model, plain_model;
+  const auto flat = flat_model.flatten_parameters();
+  nn::NamedTensors flat_params, plain_params;
+  for (const auto& [name, p] : flat_model.named_parameters())
+    if (p.dtype() == DType::F32) flat_params.emplace_back(name, p);  // one group: the f32 one
+  for (const auto& [name, p] : plain_model.named_parameters())
+    if (p.dtype() == DType::F32) plain_params.emplace_back(name, p);
+  train::WeightEma flat_ema(flat_params, 0.7, 1, true, flat), plain_ema(plain_params, 0.7, 1, true);
+  for (int64_t step = 1; step <= 4; ++step) {
+    for (nn::NamedTensors* ps : {&flat_params, &plain_params})
+      for (auto& [name, p] : *ps) p.mul_(1.25).add_(Tensor::full(p.shape(), 0.01 * static_cast<double>(step)));
+    const uint64_t before = kernel_dispatches();
+    flat_ema.update(step);
+    EXPECT_EQ(kernel_dispatches() - before, step <= 1 ? 1u : 2u);
+    plain_ema.update(step);
+  }
+  uint64_t before = kernel_dispatches();
+  {
+    const train::WeightEma::InModel a(&flat_ema);
+    EXPECT_EQ(kernel_dispatches() - before, 0u) << "the exchange copies nothing";
+    const train::WeightEma::InModel b(&plain_ema);
+    for (size_t i = 0; i < flat_params.size(); ++i) {
+      EXPECT_EQ(bits(flat_params[i].second), bits(plain_params[i].second)) << flat_params[i].first;
+      EXPECT_TRUE(flat_params[i].second.shares_storage(flat->groups()[flat->find(flat_params[i].second)->group].values));
+    }
+    const nn::NamedTensors raw_flat = flat_ema.raw_weights(), raw_plain = plain_ema.raw_weights();
+    for (size_t i = 0; i < raw_flat.size(); ++i) EXPECT_EQ(bits(raw_flat[i].second), bits(raw_plain[i].second));
+  }
+  for (size_t i = 0; i < flat_params.size(); ++i)
+    EXPECT_EQ(bits(flat_params[i].second), bits(plain_params[i].second)) << "raw weights back";
+}
