@@ -28,8 +28,10 @@ FlatParameters::FlatParameters(const NamedTensors& params) {
   for (const auto& [name, p] : params) {
     if (!p.requires_grad() || !p.is_leaf() || !owns_storage_alone(p)) continue;
     if (find(p)) continue;  // listed twice
+    const DType dtype = p.dtype();
+    const Device device = p.device();
     auto group = std::find_if(groups_.begin(), groups_.end(),
-                              [&](const Group& g) { return g.dtype == p.dtype() && g.device == p.device(); });
+                              [&](const Group& g) { return g.dtype == dtype && g.device == device; });
     if (group == groups_.end()) {
       groups_.push_back({p.dtype(), p.device(), Tensor(), Tensor(), {}});
       sizes.push_back(0);

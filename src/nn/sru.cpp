@@ -91,9 +91,13 @@ std::pair<Tensor, Tensor> SRULayer::forward(const Tensor& x, const Tensor& c0, c
   const Tensor U = project(x, bf16);  // checks x's shape
   const int64_t B = x.size(1);
   const DType compute = x.dtype() == DType::BF16 ? DType::F32 : x.dtype();
-  Tensor mask_c;
-  if (is_training() && dropout > 0) mask_c = dropout_mask({B, output_size}, dropout, compute, *gen_, x.device());
+  // The dropout mask on c: the fused kernels draw it themselves (no fill dispatch, no mask buffer); the
+  // composed oracle gets dropout_mask's tensor of the same numbers.
+  MaskDraw mask_draw;
+  if (is_training() && dropout > 0) mask_draw = draw_dropout_mask({B, output_size}, dropout, *gen_);
+  const Tensor mask_c = mask_draw.on && !fused ? mask_of(mask_draw, {B, output_size}, compute, x.device()) : Tensor();
   SruRecurrenceOptions ro;
+  if (fused) ro.mask_c_draw = mask_draw;
   ro.hidden_size = options.hidden_size;
   ro.bidirectional = options.bidirectional;
   ro.k = static_cast<int>(k);

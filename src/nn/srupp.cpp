@@ -188,19 +188,18 @@ std::pair<Tensor, Tensor> SRUppLayer::forward(const Tensor& x, const Tensor& c0,
   AttentionContext ctx = context;
   if (pre_norm && ctx.memory.defined() && options.normalize_memory) ctx.memory = layer_norm->forward(ctx.memory);
   if (pre_norm && ctx.cache && !options.normalize_memory) ctx.cache_input = x;
-  Tensor mask_c;
   // At train.precision bf16 the transform (Linear or attention) answers in bf16: the recurrence then reads
   // bf16 U and x (the skip term's x cast here, as the SRU layer does) with float32 state and dropout mask.
   const Tensor U = transform_module->forward(input, ctx);
   const bool bf16 = U.dtype() == DType::BF16;
-  if (is_training() && dropout > 0)
-    mask_c = dropout_mask({B, output_size}, dropout, bf16 ? DType::F32 : x.dtype(), *gen_, x.device());
   SruRecurrenceOptions ro;
+  // The dropout mask on c, drawn by the recurrence's kernels (ops/dropout.h MaskDraw): no fill, no buffer.
+  if (is_training() && dropout > 0) ro.mask_c_draw = draw_dropout_mask({B, output_size}, dropout, *gen_);
   ro.hidden_size = options.hidden_size;
   ro.bidirectional = options.bidirectional;
   ro.k = static_cast<int>(k);
   if (options.rescale) ro.scale_x_tensor = scale_x;  // read on the device by the kernel (no host wait)
-  auto [h, c] = sru_recurrence(U, bf16 ? cast(x, DType::BF16) : x, weight_c, bias, c0, mask_c, mask_pad, ro);
+  auto [h, c] = sru_recurrence(U, bf16 ? cast(x, DType::BF16) : x, weight_c, bias, c0, Tensor(), mask_pad, ro);
   if (layer_norm && options.normalize_after) h = layer_norm->forward(h);
   return {h, c};
 }

@@ -26,14 +26,27 @@ MaskWindow mask_window(const Shape& shape, const BatchShard& shard, int batch_di
   return {shard.count * inner, shard.rows * inner, shard.first * inner};
 }
 
-Tensor dropout_mask(const Shape& shape, double p, DType dtype, Generator& gen, Device device, int batch_dim) {
+MaskDraw draw_dropout_mask(const Shape& shape, double p, Generator& gen, int batch_dim) {
   SRU_CHECK(p >= 0.0 && p < 1.0, "dropout probability must be in [0, 1), got ", p);
-  Tensor mask = Tensor::empty(shape, dtype, device);
+  MaskDraw draw;
   int64_t words = 0;
-  const MaskWindow window = mask_window(shape, gen.batch_shard(), batch_dim, words);
-  const uint64_t seed = gen.seed(), offset = gen.reserve(static_cast<uint64_t>(words));
-  SRU_KERNEL(mask.device(), fill_dropout_mask, seed, offset, p, mask, window);
+  draw.window = mask_window(shape, gen.batch_shard(), batch_dim, words);
+  draw.seed = gen.seed();
+  draw.offset = gen.reserve(static_cast<uint64_t>(words));
+  draw.p = p;
+  draw.keep = 1.0 / (1.0 - p);
+  draw.on = true;
+  return draw;
+}
+
+Tensor mask_of(const MaskDraw& draw, const Shape& shape, DType dtype, Device device) {
+  Tensor mask = Tensor::empty(shape, dtype, device);
+  SRU_KERNEL(mask.device(), fill_dropout_mask, draw.seed, draw.offset, draw.p, mask, draw.window);
   return mask;
+}
+
+Tensor dropout_mask(const Shape& shape, double p, DType dtype, Generator& gen, Device device, int batch_dim) {
+  return mask_of(draw_dropout_mask(shape, p, gen, batch_dim), shape, dtype, device);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen, int batch_dim) {

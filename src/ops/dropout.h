@@ -19,6 +19,7 @@
 #pragma once
 
 #include "core/hd.h"
+#include "core/philox.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "ops/kernels.h"
@@ -44,6 +45,25 @@ void visit_tensors(const MaskWindow&, F&&) {}
 // The window of a mask of `shape` under `shard`, and the number of Philox words the whole batch's mask
 // takes (what the generator reserves). Throws when the shape does not scale with the shard's rows.
 MaskWindow mask_window(const Shape& shape, const BatchShard& shard, int batch_dim, int64_t& words);
+
+// A dropout mask drawn where it is read (issue 38 item 3: the SRU recurrence's mask on c), not filled
+// into a tensor first: draw_dropout_mask reserves the words dropout_mask would and returns what its
+// kernel would write as a function, value<T>(j) = element j of the mask of `shape` (row-major), the
+// same number to the bit (the same Philox word, threshold and scale). `on` false: no dropout.
+struct MaskDraw {
+  bool on = false;
+  uint64_t seed = 0, offset = 0;
+  double p = 0, keep = 1;  // keep = 1 / (1 - p), as the fill kernels compute it
+  MaskWindow window;
+  template <typename T>
+  SRU_HD T value(int64_t j) const {
+    const float u = philox::u32_to_unit_float(philox::random_u32(seed, offset, window.global_index(j)));
+    return u >= static_cast<float>(p) ? static_cast<T>(keep) : T(0);
+  }
+};
+MaskDraw draw_dropout_mask(const Shape& shape, double p, Generator& gen = default_generator(), int batch_dim = 0);
+// The mask a draw describes, as a tensor of `shape` (one fill dispatch): what dropout_mask returns.
+Tensor mask_of(const MaskDraw& draw, const Shape& shape, DType dtype, Device device);
 
 // Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/dropout.cu) have the same contracts, tensors on one
 // CUDA device.

@@ -34,6 +34,7 @@ void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const 
   expect(bias, {2 * out}, "bias");
   expect(c0, {B, out}, "c0");
   expect(mask_c, {B, out}, "mask_c");
+  SRU_CHECK(!o.mask_c_draw.on || !mask_c.defined(), "sru_recurrence: both a mask_c tensor and a mask drawn in the kernel");
   expect(mask_pad, {L, B}, "mask_pad");
   expect(scale_x, {1}, "scale_x");
   SRU_CHECK(weight_c.defined() && bias.defined(), "sru_recurrence: weight_c and bias are required");

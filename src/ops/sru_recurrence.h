@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "core/tensor.h"
+#include "ops/dropout.h"
 #include "ops/kernels.h"
 
 namespace sru {
@@ -41,6 +42,11 @@ struct SruRecurrenceOptions {
   // layer's scale_x buffer) whose value is used instead of scale_x, read by the kernel itself, so the
   // caller never reads it to the host.
   Tensor scale_x_tensor;
+  // When on: the dropout mask on c (B, out), drawn by the kernels themselves from these Philox numbers
+  // (ops/dropout.h MaskDraw: element b * out + j is the value dropout_mask would have written), instead
+  // of a mask_c tensor filled before (one dispatch and a (B, out) buffer less per layer); mask_c must
+  // then be undefined.
+  MaskDraw mask_c_draw;
 };
 
 std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& weight_c, const Tensor& bias,

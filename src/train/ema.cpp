@@ -46,8 +46,9 @@ WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start
     for (size_t i = 0; i < params_.size(); ++i) average_.emplace_back(params_[i].first, views[i]);
     return;
   }
-  for (const auto& [name, p] : params_) {
-    average_.emplace_back(name, p.detach().clone());
+  for (const auto& named : params_) {
+    const Tensor& p = named.second;
+    average_.emplace_back(named.first, p.detach().clone());
     if (whole_tensor(p)) continue;
     const auto same = [&](const Tensor& s) { return s.dtype() == p.dtype() && s.device() == p.device(); };
     const auto it = std::find_if(scratch_.begin(), scratch_.end(), same);

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "core/kernel_count.h"
 #include "nn/sru.h"
 #include "ops/ops.h"
 #include "ops/sru_recurrence.h"
@@ -309,4 +310,48 @@ TEST(SRU, Bf16AutocastKeepsActivationsInBf16AndTracksFloat32) {
       }
     }
   }
+}
+
+// The recurrence's dropout mask drawn by its kernels (SruRecurrenceOptions::mask_c_draw) is the mask
+// dropout_mask fills for the same generator state, to the bit: outputs and every gradient equal, also
+// for a rank's rows of a batch shard, bidirectional, and at float64; and it costs no dispatch of its own.
+TEST(SRU, TheMaskDrawnInTheKernelIsTheFilledMaskToTheBit) {
+  const int64_t L = 6, B = 4, d = 5;
+  for (const DType dt : {DType::F32, DType::F64})
+    for (const bool bidir : {false, true})
+      for (const bool shard : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(dt) << (bidir ? " bidir" : "") << (shard ? " shard" : ""));
+        SruRecurrenceOptions o;
+        o.hidden_size = d;
+        o.bidirectional = bidir;
+        const int64_t out = (bidir ? 2 : 1) * d;
+        Generator data(3);
+        const Tensor U = Tensor::uniform({L, B, 3 * out}, -1, 1, dt, data), x = Tensor::uniform({L, B, out}, -1, 1, dt, data);
+        const Tensor w = Tensor::uniform({2 * out}, -1, 1, dt, data), b = Tensor::uniform({2 * out}, -1, 1, dt, data);
+        const Tensor gh = Tensor::uniform({L, B, out}, -1, 1, dt, data);
+        std::vector<std::vector<double>> results[2];
+        uint64_t dispatches[2] = {0, 0};
+        for (const bool drawn : {false, true}) {
+          Generator gen(17);
+          if (shard) gen.set_batch_shard({2 * B, B, B});  // this rank: rows [4, 8) of a batch of 8
+          const MaskDraw draw = draw_dropout_mask({B, out}, 0.3, gen);
+          SruRecurrenceOptions ro = o;
+          if (drawn) ro.mask_c_draw = draw;
+          const Tensor mask = drawn ? Tensor() : mask_of(draw, {B, out}, dt, Device::cpu());
+          if (!drawn) {  // MaskDraw::value (what the CUDA kernel computes per column) is the filled mask
+            const std::vector<double> filled = mask.to_vector<double>();
+            for (int64_t j = 0; j < B * out; ++j)
+              ASSERT_EQ(dt == DType::F32 ? draw.value<float>(j) : draw.value<double>(j), filled[j]) << j;
+          }
+          Tensor Ul = U.clone().set_requires_grad(true), xl = x.clone().set_requires_grad(true);
+          Tensor wl = w.clone().set_requires_grad(true), bl = b.clone().set_requires_grad(true);
+          const uint64_t before = kernel_dispatches();
+          auto [h, c] = sru_recurrence(Ul, xl, wl, bl, Tensor(), mask, Tensor(), ro);
+          autograd::backward(h, gh);
+          dispatches[drawn] = kernel_dispatches() - before;
+          for (const Tensor& t : {h, c, Ul.grad(), xl.grad(), wl.grad(), bl.grad()}) results[drawn].push_back(t.to_vector<double>());
+        }
+        EXPECT_EQ(results[1], results[0]);
+        EXPECT_EQ(dispatches[1], dispatches[0]);
+      }
 }

@@ -74,6 +74,19 @@ SruTensors widened(const SruTensors& in) {
 // A float32 buffer for a bf16 output, or undefined when the output is.
 Tensor float_buffer(const Tensor& t) { return t.defined() ? Tensor::empty(t.shape(), DType::F32) : Tensor(); }
 
+// The mask a MaskDraw describes, filled by the dropout kernel itself (cpu::fill_dropout_mask: the same
+// values as dropout_mask's tensor), as the mask_c the kernels read, and the options without the draw.
+std::pair<SruTensors, SruRecurrenceOptions> with_drawn_mask(const SruTensors& in, const SruRecurrenceOptions& o) {
+  const int64_t out = (o.bidirectional ? 2 : 1) * o.hidden_size;
+  SruTensors drawn = in;
+  drawn.mask_c = Tensor::empty({in.U.size(1), out}, in.weight_c.dtype());
+  const MaskDraw& d = o.mask_c_draw;
+  fill_dropout_mask(d.seed, d.offset, d.p, drawn.mask_c, d.window);
+  SruRecurrenceOptions plain = o;
+  plain.mask_c_draw = MaskDraw();
+  return {drawn, plain};
+}
+
 void round_into(const Tensor& dst, const Tensor& src) {
   if (dst.defined()) Tensor(dst).copy_(src);
 }
@@ -82,6 +95,10 @@ void round_into(const Tensor& dst, const Tensor& src) {
 
 void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& h, const Tensor& c_all,
                             const Tensor& c_last) {
+  if (o.mask_c_draw.on) {  // the ISA kernels read a mask: drawn here, inside this dispatch
+    const auto [drawn, plain] = with_drawn_mask(in, o);
+    return sru_recurrence_forward(drawn, plain, h, c_all, c_last);
+  }
   if (in.U.dtype() == DType::BF16) {
     const Tensor h32 = float_buffer(h);
     sru_recurrence_forward(widened(in), o, h32, c_all, c_last);
@@ -100,6 +117,11 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
                              const Tensor& grad_h, const Tensor& grad_c_last, const Tensor& grad_U,
                              const Tensor& grad_x, const Tensor& grad_weight_c, const Tensor& grad_bias,
                              const Tensor& grad_c0) {
+  if (o.mask_c_draw.on) {
+    const auto [drawn, plain] = with_drawn_mask(in, o);
+    return sru_recurrence_backward(drawn, plain, c_all, grad_h, grad_c_last, grad_U, grad_x, grad_weight_c, grad_bias,
+                                   grad_c0);
+  }
   if (in.U.dtype() == DType::BF16) {
     const Tensor gU32 = float_buffer(grad_U), gx32 = float_buffer(grad_x);
     sru_recurrence_backward(widened(in), o, c_all, grad_h.to(DType::F32), grad_c_last, gU32, gx32, grad_weight_c,

@@ -35,6 +35,7 @@ struct Args {
   const T* scale_x;    // (1) on the device, or null: then `scale`
   T scale;
   bool has_skip, use_tanh;
+  MaskDraw mask_draw;  // on (mask_c null): each thread draws its column's mask value (ops/dropout.h)
 };
 
 // One step's inputs as stored (S: float, double or bf16), before widening.
@@ -54,7 +55,8 @@ struct Column {
   __device__ Column(const Args<T, S>& args, long long i)
       : a(args), idx(i), b(i / args.out), col(i % args.out), dir(col / args.d), vf(args.weight_c[col]),
         vr(args.weight_c[args.out + col]), bf(args.bias[col]), br(args.bias[args.out + col]),
-        mask(args.mask_c ? args.mask_c[i] : T(1)), c0(args.c0 ? args.c0[i] : T(0)),
+        mask(args.mask_c ? args.mask_c[i] : args.mask_draw.on ? args.mask_draw.template value<T>(i) : T(1)),
+        c0(args.c0 ? args.c0[i] : T(0)),
         scale(args.scale_x ? args.scale_x[0] : args.scale) {}
   // A loaded step ready for the step math: widened to T, with the column's parameters, and
   // x' = scale * x (k = 3; with k = 4 x' is U's 4th column).
@@ -316,7 +318,7 @@ Args<T, S> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Te
   return {in.U.size(0), in.U.size(1), o.hidden_size, D * o.hidden_size,
           in.U.data<S>(), data_or_null<S>(in.x), in.weight_c.data<T>(), in.bias.data<T>(),
           data_or_null<T>(in.c0), data_or_null<T>(in.mask_c), data_or_null<int32_t>(pad),
-          data_or_null<T>(in.scale_x), static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh};
+          data_or_null<T>(in.scale_x), static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh, o.mask_c_draw};
 }
 
 // Calls run.template operator()<T, S>() with the compute type T and the storage type S of U (float and
