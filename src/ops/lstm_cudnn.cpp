@@ -59,8 +59,17 @@ LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor
                        Tensor dx = Tensor::empty(x.shape(), x.dtype(), x.device());
                        Tensor dh0 = need_h0 ? Tensor::empty(h0.shape(), h0.dtype(), h0.device()) : Tensor();
                        Tensor dc0 = need_c0 ? Tensor::empty(c0.shape(), c0.dtype(), c0.device()) : Tensor();
-                       const std::vector<LstmDirectionWeights> dw =
-                           cuda::lstm_cudnn_backward(x, h0, c0, kept, lengths, saved, y, g[0], g[1], g[2], dx, dh0, dc0);
+                       // The weight gradients where the engine offers the parameters' flat places (cuDNN's
+                       // copies out of its weight space write every element), else new buffers.
+                       std::vector<LstmDirectionWeights> dw;
+                       for (size_t d = 0; d < kept.size(); ++d) {
+                         auto place = [&](size_t k, const Tensor& w) {
+                           return autograd::gradient_buffer(3 + 4 * d + k, w.shape(), w.dtype(), w.device());
+                         };
+                         dw.push_back({place(0, kept[d].weight_ih), place(1, kept[d].weight_hh), place(2, kept[d].bias_ih),
+                                       place(3, kept[d].bias_hh)});
+                       }
+                       cuda::lstm_cudnn_backward(x, h0, c0, kept, lengths, saved, y, g[0], g[1], g[2], dx, dh0, dc0, dw);
                        std::vector<Tensor> grads{dx, dh0, dc0};
                        for (const LstmDirectionWeights& p : dw)
                          for (const Tensor& t : {p.weight_ih, p.weight_hh, p.bias_ih, p.bias_hh}) grads.push_back(t);

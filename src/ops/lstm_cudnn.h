@@ -55,13 +55,12 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
                                   const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths,
                                   bool training, const Tensor& y, const Tensor& hy, const Tensor& cy);
 
-// Writes dx, and dh0 / dc0 when defined; returns the weight gradients per direction (overwritten).
-std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
-                                                      const std::vector<LstmDirectionWeights>& dirs,
-                                                      const std::vector<int32_t>& lengths, const CudnnLstmSaved& saved,
-                                                      const Tensor& y, const Tensor& dy, const Tensor& dhy,
-                                                      const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
-                                                      const Tensor& dc0);
+// Writes dx, and dh0 / dc0 when defined, and every element of the weight gradients per direction,
+// dweights (shaped as dirs: the caller's buffers, e.g. the parameters' flat gradient places).
+void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<LstmDirectionWeights>& dirs,
+                         const std::vector<int32_t>& lengths, const CudnnLstmSaved& saved, const Tensor& y,
+                         const Tensor& dy, const Tensor& dhy, const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
+                         const Tensor& dc0, const std::vector<LstmDirectionWeights>& dweights);
 
 }  // namespace cuda
 

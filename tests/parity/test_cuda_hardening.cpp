@@ -365,9 +365,9 @@ TEST(CudaHardening, OneHostWaitPerTrainingStep) {
 }
 
 // Flat parameter buffers (nn/flat_parameters.h) move to a GPU and back whole: every parameter and its
-// gradient place stay views of their group's buffers, the values unchanged; a training step there
-// updates through the one-call path.
-TEST(CudaHardening, FlatParametersMoveWholeAndTrainThere) {
+// gradient place stay views of their group's buffers, the values unchanged. (Training through them on
+// the GPU: every cuda test that trains with make_optimizer, e.g. the host-wait tests' steps.)
+TEST(CudaHardening, FlatParametersMoveToTheGpuAndBackWhole) {
   SKIP_WITHOUT_CUDA();
   Generator gen(3);
   nn::LSTMOptions options;

@@ -195,12 +195,10 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
   return saved;
 }
 
-std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
-                                                      const std::vector<LstmDirectionWeights>& dirs,
-                                                      const std::vector<int32_t>& lengths, const CudnnLstmSaved& saved,
-                                                      const Tensor& y, const Tensor& dy, const Tensor& dhy,
-                                                      const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
-                                                      const Tensor& dc0) {
+void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<LstmDirectionWeights>& dirs,
+                         const std::vector<int32_t>& lengths, const CudnnLstmSaved& saved, const Tensor& y,
+                         const Tensor& dy, const Tensor& dhy, const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
+                         const Tensor& dc0, const std::vector<LstmDirectionWeights>& dweights) {
   ::sru::detail::host_profile_mark("lstm_cudnn_backward (descriptors, cudnnRNNBackwardData/Weights, copies)");
   const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
   const RnnCall call(x, H, D, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math);
@@ -224,14 +222,10 @@ std::vector<LstmDirectionWeights> lstm_cudnn_backward(const Tensor& x, const Ten
                                          data_ptr_or_null(h0), call.y_desc_, y.data_ptr(), call.weight_bytes_,
                                          dweight.data_ptr(), call.work_bytes_, work.data_ptr(), call.reserve_bytes_,
                                          saved.reserve_space.data_ptr()));
-  std::vector<LstmDirectionWeights> grads;
-  for (const LstmDirectionWeights& p : dirs) {
-    auto like = [](const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); };
-    grads.push_back({like(p.weight_ih), like(p.weight_hh), like(p.bias_ih), like(p.bias_hh)});
-  }
+  SRU_CHECK(dweights.size() == dirs.size(), "cuDNN LSTM backward: ", dweights.size(), " gradient directions for ",
+            dirs.size());
   ::sru::detail::host_profile_mark("(lstm_cudnn_backward: gradient copies, descriptors destroyed)");
-  call.transfer(dweight.data_ptr(), grads, false, stream);
-  return grads;
+  call.transfer(dweight.data_ptr(), dweights, false, stream);
 }
 
 }  // namespace sru::cuda
