@@ -98,6 +98,9 @@ void Module::after_update() {
 }
 
 void Module::to(Device device) {
+  SRU_CHECK(!layout_fixed_ || flat_ || device == this->device(), "Module::to(", device.str(), "): '",
+            path_.substr(0, path_.empty() ? 0 : path_.size() - 1), "' is part of a model whose parameters lie in flat buffers (nn::Module::flatten_parameters); move the "
+            "root module, which moves the buffers whole");
   if (flat_) flat_->to(device);  // the flat buffers whole; their members are then already there
   for (auto& [name, t] : state()) t.to_(device);
 }

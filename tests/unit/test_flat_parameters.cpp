@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "config/config.h"
+#include "core/cuda/device_info.h"
 #include "core/kernel_count.h"
 #include "nn/checkpoint.h"
 #include "nn/layers.h"
@@ -112,6 +113,11 @@ TEST(FlatParameters, AParameterRegisteredOrReplacedAfterwardsIsRefusedByName) {
   const std::string tied = error_of([&] { root.child->tie(Tensor::zeros({2})); });
   EXPECT_NE(tied.find("'child.weight'"), std::string::npos) << tied;
   EXPECT_NE(error_of([&] { root.child->flatten_parameters(); }).find("call it on the root"), std::string::npos);
+  root.child->to(Device::cpu());  // where it is: nothing to move
+  if (sru::cuda::device_count() > 0)
+    EXPECT_NE(error_of([&] { root.child->to(Device::cuda(0)); }).find("'child' is part of a model whose parameters lie in "
+                                                                       "flat buffers"),
+              std::string::npos);
   EXPECT_EQ(root.named_parameters().size(), 2u) << "nothing was added";
 }
 
