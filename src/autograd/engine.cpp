@@ -15,7 +15,7 @@ namespace {
 // slot), which the pass owns until the node runs: gradients may be added into it in place.
 bool is_destination_of(const Node& node, const Tensor& t) {
   const Tensor d = node.gradient_destination();
-  return d.defined() && t.impl()->storage == d.impl()->storage && t.impl()->offset == d.impl()->offset;
+  return d.defined() && t.same_data(d);
 }
 
 // a + b for gradient buffers (same shape and dtype); keeps the engine free of the ops layer. When the
@@ -40,6 +40,16 @@ void deliver(Buffers& buffers, const Edge& e, const Tensor& g) {
   slot = slot.defined() ? add_buffers(slot, g, is_destination_of(*e.fn, slot)) : g;
 }
 
+// The gradient buffered for edge e's node so far, or null when there is none.
+template <typename B>
+auto* buffered_gradient(B& buffers, const Edge& e) {
+  const auto waiting = buffers.find(e.fn.get());
+  auto* slot = waiting != buffers.end() && e.input_nr < static_cast<int>(waiting->second.size())
+                   ? &waiting->second[e.input_nr]
+                   : nullptr;
+  return slot && slot->defined() ? slot : nullptr;
+}
+
 // What a folding node may add its gradients into (autograd/node.h FoldingBackwardFn), per input:
 // the gradient other consumers already sent, moved out of the buffers where the buffer is its only
 // handle; or, for a leaf that has a .grad from earlier passes and gets no other gradient in this one
@@ -56,11 +66,8 @@ PendingGradients take_pending_gradients(const Node& node, Buffers& buffers,
   for (size_t i = 0; i < node.next_edges.size(); ++i) {
     const Edge& e = node.next_edges[i];
     if (!e.fn) continue;
-    const auto waiting = buffers.find(e.fn.get());
-    if (waiting != buffers.end() && e.input_nr < static_cast<int>(waiting->second.size()) &&
-        waiting->second[e.input_nr].defined()) {
-      Tensor& slot = waiting->second[e.input_nr];
-      if (sole_owner(slot) || is_destination_of(*e.fn, slot)) pending.tensors[i] = std::move(slot);
+    if (Tensor* slot = buffered_gradient(buffers, e)) {
+      if (sole_owner(*slot) || is_destination_of(*e.fn, *slot)) pending.tensors[i] = std::move(*slot);
       continue;
     }
     const auto count = dependencies.find(e.fn.get());
@@ -85,11 +92,7 @@ std::vector<Tensor> gradient_destinations(const Node& node, const Buffers& buffe
     if (!d.defined()) continue;
     bool earlier_edge = false;
     for (size_t j = 0; j < i; ++j) earlier_edge = earlier_edge || node.next_edges[j].fn == e.fn;
-    if (earlier_edge) continue;
-    const auto waiting = buffers.find(e.fn.get());
-    if (waiting != buffers.end() && e.input_nr < static_cast<int>(waiting->second.size()) &&
-        waiting->second[e.input_nr].defined())
-      continue;
+    if (earlier_edge || buffered_gradient(buffers, e)) continue;
     out.resize(node.next_edges.size());
     out[i] = d;
   }

@@ -52,8 +52,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grad_outputs) {
   } else if (!existing.defined() && home.defined()) {
     // Flat storage: the gradient lives in its slot of the flat buffer. Written there by the node that
     // sent it (gradient_destination), or copied there now.
-    const bool in_place = g.impl()->storage == home.impl()->storage && g.impl()->offset == home.impl()->offset;
-    if (!in_place) home.view(g.shape()).copy_(g);
+    if (!g.same_data(home)) home.view(g.shape()).copy_(g);
     variable_.set_grad(home);
   } else if (!existing.defined()) {
     // The incoming buffer may alias a tensor still used elsewhere in the graph: keep a private copy,
@@ -99,8 +98,7 @@ GradientTarget gradient_target(std::vector<Tensor>& pending, size_t input) {
 
 Tensor gradient_buffer(size_t input, const Shape& shape, DType dtype, Device device) {
   const Tensor d = gradient_destination(input);
-  if (d.defined() && d.shape() == shape && d.dtype() == dtype && d.device() == device) return d;
-  return Tensor::empty(shape, dtype, device);
+  return d.matches(shape, dtype, device) ? d : Tensor::empty(shape, dtype, device);
 }
 
 bool grad_enabled() { return grad_mode_enabled; }

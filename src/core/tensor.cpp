@@ -161,7 +161,7 @@ Tensor Tensor::clone() const {
 Tensor& Tensor::to_(Device target) {
   if (target == device()) return *this;
   TensorImpl& t = checked();
-  SRU_CHECK(t.offset == 0 && nbytes() == t.storage->nbytes(), "to_(", target.str(), "): ", str(),
+  SRU_CHECK(is_whole(), "to_(", target.str(), "): ", str(),
             " is a view of a larger tensor; move the whole tensor");
   const Tensor moved = to(target);
   t.storage = moved.impl_->storage;
@@ -174,8 +174,7 @@ void Tensor::swap_data_(Tensor& other) {
   TensorImpl& b = other.checked();
   SRU_CHECK(a.shape == b.shape && a.dtype == b.dtype && device() == other.device(), "swap_data_: ", str(), " on ",
             device().str(), " and ", other.str(), " on ", other.device().str(), " differ");
-  const auto whole = [](const Tensor& t) { return t.impl_->offset == 0 && t.nbytes() == t.impl_->storage->nbytes(); };
-  if (whole(*this) && whole(other)) {
+  if (is_whole() && other.is_whole()) {
     std::swap(a.storage, b.storage);
     return;
   }

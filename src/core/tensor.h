@@ -83,6 +83,14 @@ class Tensor {
   template <typename T>
   T item() const;                    // the single element, converted
   bool shares_storage(const Tensor& other) const { return checked().storage == other.checked().storage; }
+  // Whether both begin at the same element of the same storage (two handles of one place).
+  bool same_data(const Tensor& other) const { return shares_storage(other) && checked().offset == other.checked().offset; }
+  // Whether this tensor spans its whole storage (no view of a larger one).
+  bool is_whole() const { return checked().offset == 0 && nbytes() == checked().storage->nbytes(); }
+  // Whether this tensor is defined and of `shape`, `dtype` and on `device` (a buffer that can take a result).
+  bool matches(const Shape& shape, DType dtype, Device device) const {
+    return defined() && this->shape() == shape && this->dtype() == dtype && this->device() == device;
+  }
 
   // ---- copies and zero-copy views (no autograd history) ----
   Tensor clone() const;                      // deep copy, no grad history

@@ -114,8 +114,7 @@ void GradientSync::pack(int i) {
   if (g.defined()) {
     SRU_CHECK(g.dtype() == p.dtype() && g.device() == p.device() && g.numel() == p.numel(), "data parallel: the gradient of '",
               name, "' is ", g.str(), " on ", g.device().str(), ", its parameter ", p.str());
-    const bool in_place = g.impl()->storage == segment.impl()->storage && g.impl()->offset == segment.impl()->offset;
-    if (!in_place) Tensor(segment).copy_(g.view({-1}));
+    if (!g.same_data(segment)) Tensor(segment).copy_(g.view({-1}));
     if (share_ != 1.0 && !flat_) Tensor(segment).mul_(share_);
   } else {
     Tensor(segment).zero_();

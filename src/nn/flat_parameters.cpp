@@ -10,10 +10,7 @@ namespace {
 constexpr size_t kAlignmentBytes = 64;
 
 // Whether t is a whole tensor that nothing else views: its storage can be replaced under it.
-bool owns_storage_alone(const Tensor& t) {
-  const TensorImpl& impl = *t.impl();
-  return impl.offset == 0 && t.nbytes() == impl.storage->nbytes() && impl.storage.use_count() == 1;
-}
+bool owns_storage_alone(const Tensor& t) { return t.is_whole() && t.impl()->storage.use_count() == 1; }
 
 // Points `impl` at `numel` elements of `buffer` from `offset` (keeping its shape and dtype).
 void rebind(TensorImpl& impl, const Tensor& buffer, int64_t offset) {
@@ -90,8 +87,7 @@ std::vector<Tensor> FlatParameters::member_views(size_t group, const Tensor& buf
 bool FlatParameters::gradients_in_place(size_t group) const {
   for (size_t m : groups_.at(group).members) {
     const TensorImpl& p = *members_[m].parameter.impl();
-    if (!p.grad || !p.grad_home || p.grad->storage != p.grad_home->storage || p.grad->offset != p.grad_home->offset)
-      return false;
+    if (!p.grad || !Tensor(p.grad).same_data(Tensor(p.grad_home))) return false;
   }
   return true;
 }
@@ -110,8 +106,7 @@ int FlatParameters::group_of(const NamedTensors& params) const {
 
 void FlatParameters::exchange_values(size_t group, Tensor& buffer) {
   Group& g = groups_.at(group);
-  SRU_CHECK(buffer.numel() == g.values.numel() && buffer.dtype() == g.dtype && buffer.device() == g.device &&
-                buffer.impl()->offset == 0 && buffer.nbytes() == buffer.impl()->storage->nbytes(),
+  SRU_CHECK(buffer.matches(g.values.shape(), g.dtype, g.device) && buffer.is_whole(),
             "flat parameters: exchange_values with ", buffer.str(), ", not a whole buffer laid out as ", g.values.str());
   g.values.swap_data_(buffer);
   for (size_t m : g.members) rebind(*members_[m].parameter.impl(), g.values, members_[m].offset);

@@ -52,8 +52,7 @@ Tensor sum_to_shape(const Tensor& g, const Shape& shape, const Tensor& into) {
   if (g.shape() == shape) return g;
   SRU_CHECK(is_shape_suffix(shape, g.shape()), "sum_to_shape: ", shape_str(shape), " is not a suffix of ",
             shape_str(g.shape()));
-  const bool fits = into.defined() && into.shape() == shape && into.dtype() == g.dtype() && into.device() == g.device();
-  Tensor out = fits ? into : Tensor::empty(shape, g.dtype(), g.device());
+  Tensor out = into.matches(shape, g.dtype(), g.device()) ? into : Tensor::empty(shape, g.dtype(), g.device());
   SRU_KERNEL(g.device(), sum_rows, g, out);
   return out;
 }

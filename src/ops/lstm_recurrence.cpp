@@ -100,7 +100,8 @@ LstmRecurrenceResult lstm_recurrence(const Tensor& gates_x, const Tensor& weight
                        if (need_b_hh && need_b) {
                          Tensor slot = autograd::gradient_destination(3);
                          const bool in_slot_of_ih = into.defined() && grad_bias.shares_storage(into);
-                         if (slot.defined() && slot.shape() == grad_bias.shape()) grad_bias_hh = slot.copy_(grad_bias);
+                         if (slot.matches(grad_bias.shape(), grad_bias.dtype(), grad_bias.device()))
+                           grad_bias_hh = slot.copy_(grad_bias);
                          else grad_bias_hh = in_slot_of_ih ? grad_bias.clone() : grad_bias;
                        } else if (need_b_hh) {
                          grad_bias_hh = grad_bias;

@@ -86,6 +86,26 @@ bool autocast_mixes_bf16_and_float32(const Tensor& a, const Tensor& b) {
 }
 
 // The operands of a product: one dtype (float or bf16) and one device.
+// The gradients of C = op(a) op(b) from G (autograd/node.h FoldingBackwardFn), for matmul (product =
+// gemm2d) and bmm (product = its batched GEMM): dA = G op(B)^T (!ta) or op(B) G^T (ta), dB = op(A)^T G
+// (!tb) or G^T op(A) (tb), each into its gradient target (added into a pending gradient, or written over
+// the parameter's place) where there is one.
+template <typename Product>
+std::vector<Tensor> product_gradients(const Tensor& g, const Tensor& a, bool ta, bool need_a, const Tensor& b, bool tb,
+                                      bool need_b, std::vector<Tensor>& pending, const Product& product) {
+  Tensor ga, gb;
+  if (need_a) {
+    const autograd::GradientTarget into = autograd::gradient_target(pending, 0);  // of a's shape
+    const Tensor made = ta ? product(b, tb, g, true, into) : product(g, false, b, !tb, into);
+    ga = into.into.defined() ? made : made.view(a.shape());
+  }
+  if (need_b) {
+    const autograd::GradientTarget into = autograd::gradient_target(pending, 1);
+    gb = tb ? product(g, true, a, ta, into) : product(a, !ta, g, false, into);
+  }
+  return {ga, gb};
+}
+
 void check_product_operands(const Tensor& a, const Tensor& b, const char* op) {
   check_same_dtype(a, b, op);
   check_same_device(a, b, op);
@@ -109,29 +129,17 @@ Tensor matmul_into(const Tensor& a, const Tensor& b, bool ta, bool tb, const Ten
   if (ta) out_shape = {a.size(1)};
   else out_shape.pop_back();
   out_shape.push_back(tb ? b.size(0) : b.size(1));
-  const bool fits = into.defined() && into.shape() == out_shape && into.dtype() == a.dtype() && into.device() == a.device();
-  Tensor c2 = gemm2d(a, ta, b, tb, {fits ? into : Tensor(), false});
+  Tensor c2 = gemm2d(a, ta, b, tb, {into.matches(out_shape, a.dtype(), a.device()) ? into : Tensor(), false});
   Tensor c = c2.view(out_shape);
   if (autograd::needs_grad({a, b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
     // Folding: a gradient already waiting for a or b (x feeds both the SRU's product and its recurrence)
     // takes this product with beta 1.
-    autograd::record_folding(
-        "MatmulBackward", {a, b}, {c},
-        [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads, std::vector<Tensor>& pending) {
-          const Tensor& g = grads[0];
-          Tensor ga, gb;
-          if (need_a) {
-            const autograd::GradientTarget into = autograd::gradient_target(pending, 0);  // of a's shape
-            const Tensor product = ta ? gemm2d(b, tb, g, true, into) : gemm2d(g, false, b, !tb, into);
-            ga = into.into.defined() ? product : product.view(a.shape());
-          }
-          if (need_b) {
-            const autograd::GradientTarget into = autograd::gradient_target(pending, 1);
-            gb = tb ? gemm2d(g, true, a, ta, into) : gemm2d(a, !ta, g, false, into);
-          }
-          return std::vector<Tensor>{ga, gb};
-        });
+    autograd::record_folding("MatmulBackward", {a, b}, {c},
+                             [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads,
+                                                                 std::vector<Tensor>& pending) {
+                               return product_gradients(grads[0], a, ta, need_a, b, tb, need_b, pending, gemm2d);
+                             });
   }
   return c;
 }
@@ -159,21 +167,11 @@ Tensor bmm(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   Tensor c = batched(a, ta, b, tb);
   if (autograd::needs_grad({a, b})) {
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    autograd::record_folding(
-        "BmmBackward", {a, b}, {c},
-        [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads, std::vector<Tensor>& pending) {
-          const Tensor& g = grads[0];
-          Tensor ga, gb;
-          if (need_a) {
-            const autograd::GradientTarget into = autograd::gradient_target(pending, 0);
-            ga = ta ? batched(b, tb, g, true, into) : batched(g, false, b, !tb, into);
-          }
-          if (need_b) {
-            const autograd::GradientTarget into = autograd::gradient_target(pending, 1);
-            gb = tb ? batched(g, true, a, ta, into) : batched(a, !ta, g, false, into);
-          }
-          return std::vector<Tensor>{ga, gb};
-        });
+    autograd::record_folding("BmmBackward", {a, b}, {c},
+                             [=, a = a.detach(), b = b.detach()](const std::vector<Tensor>& grads,
+                                                                 std::vector<Tensor>& pending) {
+                               return product_gradients(grads[0], a, ta, need_a, b, tb, need_b, pending, batched);
+                             });
   }
   return c;
 }

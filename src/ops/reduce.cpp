@@ -14,8 +14,7 @@ Tensor reduce_middle_axis(const Tensor& x, int64_t outer, int64_t n, int64_t inn
   check_floating16(x, name);
   SRU_CHECK(!is_mean || n > 0, name, ": mean over an empty dim of a tensor of shape ", shape_str(x.shape()));
   const double scale = is_mean ? 1.0 / static_cast<double>(n) : 1.0;
-  const bool fits = into.defined() && into.shape() == out_shape && into.dtype() == x.dtype() && into.device() == x.device();
-  Tensor out = fits ? into : Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor out = into.matches(out_shape, x.dtype(), x.device()) ? into : Tensor::empty(out_shape, x.dtype(), x.device());
   SRU_KERNEL(x.device(), reduce_middle, x, outer, n, inner, scale, out);
   if (autograd::needs_grad({x})) {
     autograd::record(is_mean ? "MeanBackward" : "SumBackward", {x}, {out},

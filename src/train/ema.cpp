@@ -29,9 +29,6 @@ std::vector<const Tensor*> raw_tensors(const nn::NamedTensors& params, const saf
   return raw;
 }
 
-// Whether t has its storage to itself (swap_data_ trades storage), or is a view of a larger buffer.
-bool whole_tensor(const Tensor& t) { return t.impl()->offset == 0 && t.nbytes() == t.impl()->storage->nbytes(); }
-
 }  // namespace
 
 WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start_step, bool warmup,
@@ -49,7 +46,7 @@ WeightEma::WeightEma(const nn::NamedTensors& params, double decay, int64_t start
   for (const auto& named : params_) {
     const Tensor& p = named.second;
     average_.emplace_back(named.first, p.detach().clone());
-    if (whole_tensor(p)) continue;
+    if (p.is_whole()) continue;
     const auto same = [&](const Tensor& s) { return s.dtype() == p.dtype() && s.device() == p.device(); };
     const auto it = std::find_if(scratch_.begin(), scratch_.end(), same);
     if (it == scratch_.end()) scratch_.push_back(Tensor::empty({p.numel()}, p.dtype(), p.device()));
@@ -92,7 +89,7 @@ void WeightEma::exchange() {
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i].second;
     Tensor& a = average_[i].second;
-    if (whole_tensor(p)) {
+    if (p.is_whole()) {  // swap_data_ trades storage
       p.swap_data_(a);
       continue;
     }

@@ -40,10 +40,6 @@ struct TwoLayers : nn::Module {
   Tensor scale;
 };
 
-bool same_view(const Tensor& a, const Tensor& b) {
-  return a.impl()->storage == b.impl()->storage && a.impl()->offset == b.impl()->offset;
-}
-
 std::vector<uint32_t> bits(const Tensor& t) {
   const std::vector<float> v = t.to_vector<float>();
   std::vector<uint32_t> out(v.size());
@@ -134,7 +130,7 @@ TEST(FlatParameters, BackwardWritesEachGradientIntoItsPlaceWithoutACopy) {
   autograd::backward(sum(model.forward(x)));
   EXPECT_EQ(kernel_dispatches() - before, plain_dispatches) << "no copy into the flat buffer";
   for (const Tensor* p : {&model.first->weight, &model.first->bias, &model.second->weight, &model.second->bias})
-    EXPECT_TRUE(same_view(p->grad(), Tensor(p->impl()->grad_home)));
+    EXPECT_TRUE(p->grad().same_data(Tensor(p->impl()->grad_home)));
   EXPECT_EQ(bits(model.first->weight.grad()), bits(plain.first->weight.grad()));
   EXPECT_EQ(bits(model.second->bias.grad()), bits(plain.second->bias.grad()));
   EXPECT_TRUE(flat->gradients_in_place(flat->find(model.first->weight)->group));
@@ -154,12 +150,12 @@ TEST(FlatParameters, GradientsMeetingInThePlaceSumAsElsewhere) {
   auto loss = [](const Tensor& p) { return sum(mul(p, p)) + sum(mul(p, Tensor::full({6}, 3.0, DType::F64))); };
   autograd::backward(loss(w));
   autograd::backward(loss(v));
-  EXPECT_TRUE(same_view(w.grad(), Tensor(w.impl()->grad_home)));
+  EXPECT_TRUE(w.grad().same_data(Tensor(w.impl()->grad_home)));
   EXPECT_EQ(w.grad().to_vector<double>(), v.grad().to_vector<double>());
   // A second pass accumulates into the same place (gradient accumulation).
   autograd::backward(loss(w));
   autograd::backward(loss(v));
-  EXPECT_TRUE(same_view(w.grad(), Tensor(w.impl()->grad_home)));
+  EXPECT_TRUE(w.grad().same_data(Tensor(w.impl()->grad_home)));
   EXPECT_EQ(w.grad().to_vector<double>(), v.grad().to_vector<double>());
 }
 
