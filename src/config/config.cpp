@@ -59,6 +59,9 @@ std::vector<Section> Config::schema() {
         real_field("beta2", &train.beta2, "Adam-family beta2", 0, 1),
         real_field("eps", &train.eps, "Adam-family epsilon", 0, inf, true),
         real_field("weight_decay", &train.weight_decay, "Weight decay (L2; decoupled for adamw and radamw)", 0),
+        string_list_field("weight_decay_exclude", &train.weight_decay_exclude, "Parameters without weight decay: "
+                          "those whose name (as in checkpoints) contains one of these strings, e.g. [bias, layer_norm] "
+                          "(the usual exclusion of biases and layer norms); each must match a trainable parameter"),
         string_field("schedule", &train.schedule, "Learning-rate schedule",
                      {"constant", "step", "epoch", "noam", "cosine"}),
         int_field("warmup_steps", &train.warmup_steps, "Warm-up steps (noam, cosine)", 0),

@@ -44,6 +44,7 @@ struct TrainConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;       // L2 (decoupled for adamw and radamw)
+  std::vector<std::string> weight_decay_exclude;  // parameters whose name contains one of these: no weight decay
   std::string schedule = "constant";  // constant | step | epoch | noam | cosine
   int64_t warmup_steps = 0;        // noam, cosine
   int64_t decay_steps = 1000;      // step: multiply by decay_rate every decay_steps steps

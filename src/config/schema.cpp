@@ -41,6 +41,10 @@ Field string_field(const std::string& key, std::string* target, const std::strin
   return f;
 }
 
+Field string_list_field(const std::string& key, std::vector<std::string>* target, const std::string& help) {
+  return Field{key, Field::Kind::StringList, target, help};
+}
+
 namespace {
 
 std::string path_of(const Section& s, const Field& f) { return s.name.empty() ? f.key : s.name + "." + f.key; }
@@ -57,12 +61,29 @@ const char* kind_name(Field::Kind k) {
     case Field::Kind::Real: return "a number";
     case Field::Kind::Bool: return "true or false";
     case Field::Kind::String: return "a string";
+    case Field::Kind::StringList: return "a list of strings";
   }
   return "?";
 }
 
 // Stores a scalar YAML node into the field; `at` prefixes error messages.
 void assign(const Field& f, const YAML::Node& value, const std::string& at, const std::string& path) {
+  if (f.kind == Field::Kind::StringList) {
+    auto& list = *static_cast<std::vector<std::string>*>(f.target);
+    list.clear();
+    if (value.IsNull()) return;
+    if (value.IsScalar()) {
+      list.push_back(value.Scalar());
+      return;
+    }
+    SRU_CHECK(value.IsSequence(), at, ": ", path, ": expected a list of strings, got a mapping");
+    for (const YAML::Node& item : value) {
+      SRU_CHECK(item.IsScalar(), at, ": ", path, ": every item must be a string, got a ",
+                item.IsMap() ? "mapping" : item.IsSequence() ? "list" : "null value");
+      list.push_back(item.Scalar());
+    }
+    return;
+  }
   SRU_CHECK(value.IsScalar(), at, ": ", path, ": expected ", kind_name(f.kind), ", got a ",
             value.IsMap() ? "mapping" : value.IsSequence() ? "list" : "null value");
   const std::string text = value.Scalar();
@@ -77,6 +98,7 @@ void assign(const Field& f, const YAML::Node& value, const std::string& at, cons
       case Field::Kind::Real: *static_cast<double*>(f.target) = value.as<double>(); return;
       case Field::Kind::Bool: *static_cast<bool*>(f.target) = value.as<bool>(); return;
       case Field::Kind::String: *static_cast<std::string*>(f.target) = text; return;
+      case Field::Kind::StringList: return;  // handled above
     }
   } catch (const YAML::Exception&) {
     SRU_FAIL(at, ": ", path, ": expected ", kind_name(f.kind), ", got '", text, "'");
@@ -126,6 +148,14 @@ std::string format_value(const Field& f) {
     case Field::Kind::String: {
       YAML::Emitter e;
       e << YAML::DoubleQuoted << *static_cast<std::string*>(f.target);
+      os << e.c_str();
+      break;
+    }
+    case Field::Kind::StringList: {
+      YAML::Emitter e;
+      e << YAML::Flow << YAML::BeginSeq;
+      for (const std::string& item : *static_cast<std::vector<std::string>*>(f.target)) e << YAML::DoubleQuoted << item;
+      e << YAML::EndSeq;
       os << e.c_str();
       break;
     }
@@ -197,6 +227,28 @@ bool assign_renamed(const std::vector<Section>& schema, const std::string& path,
   return false;
 }
 
+// The items of a --set list value: "[a, b]", "a,b" or "a" (each trimmed of spaces and of one pair of
+// quotes; YAML would read a leading '*' as an alias, so the text is split here instead).
+YAML::Node list_from_override(std::string text) {
+  const auto trim = [](std::string s) {
+    const size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    s = b == std::string::npos ? "" : s.substr(b, e - b + 1);
+    if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front()) s = s.substr(1, s.size() - 2);
+    return s;
+  };
+  text = trim(text);
+  if (text.size() >= 2 && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
+  YAML::Node list(YAML::NodeType::Sequence);
+  if (trim(text).empty()) return list;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    list.push_back(trim(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return list;
+}
+
 }  // namespace
 
 void parse_yaml(const std::vector<Section>& schema, const std::string& text, const std::string& source,
@@ -266,6 +318,7 @@ void apply_override(const std::vector<Section>& schema, const std::string& assig
           value = YAML::Node(text);
         }
         if (f.kind == Field::Kind::String) value = YAML::Node(text);  // strings verbatim
+        if (f.kind == Field::Kind::StringList) value = list_from_override(text);
         assign(f, value, "--set " + assignment, path);
         if (origins) (*origins)[path] = "--set " + assignment;
         return;
@@ -383,7 +436,7 @@ void markdown_row(std::ostringstream& os, const Section& s, const Field& f) {
   }
   if (f.required) allowed += allowed.empty() ? "required" : "; required";
   const char* type = f.kind == Field::Kind::Int ? "int" : f.kind == Field::Kind::Real ? "real"
-                     : f.kind == Field::Kind::Bool ? "bool" : "string";
+                     : f.kind == Field::Kind::Bool ? "bool" : f.kind == Field::Kind::String ? "string" : "list";
   os << "| `" << path_of(s, f) << "` | " << type << " | `" << format_value(f) << "` | " << allowed << " | " << f.help
      << " |\n";
 }

@@ -14,10 +14,10 @@
 namespace sru::config {
 
 struct Field {
-  enum class Kind { Int, Real, Bool, String };
+  enum class Kind { Int, Real, Bool, String, StringList };
   std::string key;
   Kind kind;
-  void* target;  // int64_t*, double*, bool* or std::string*
+  void* target;  // int64_t*, double*, bool*, std::string* or std::vector<std::string>*
   std::string help;
   double min = -std::numeric_limits<double>::infinity();  // for Int and Real
   double max = std::numeric_limits<double>::infinity();
@@ -43,6 +43,9 @@ Field real_field(const std::string& key, double* target, const std::string& help
 Field bool_field(const std::string& key, bool* target, const std::string& help);
 Field string_field(const std::string& key, std::string* target, const std::string& help,
                    std::vector<std::string> choices = {}, bool required = false);
+// A list of strings: in YAML a sequence (`[a, b]` or one item per line) or one string; with --set
+// `KEY=[a, b]` or `KEY=a,b` (items trimmed, quotes optional; `KEY=` or `KEY=[]` empties it).
+Field string_list_field(const std::string& key, std::vector<std::string>* target, const std::string& help);
 
 // Where each key's value came from ("FILE:LINE" or "--set KEY=VALUE"), by key path, for errors.
 using Origins = std::map<std::string, std::string>;

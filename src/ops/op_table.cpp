@@ -434,7 +434,11 @@ std::string op_table_identifier(size_t i) {
 const std::vector<KernelOutsideTable>& kernels_outside_op_table() {
   static const std::vector<KernelOutsideTable> kernels = {
       {"optimizer_update", "tests/unit/test_optim.cpp and the optimiser cases of tests/parity/test_cuda_parity.cpp"},
+      {"optimizer_update_segments", "the whole-buffer update of a flat group: tests/unit/test_flat_parameters.cpp, "
+                                    "tests/parity/test_cuda_parity.cpp (WholeBufferUpdateAndNormThroughTheSegmentTable)"},
       {"sum_squares_blocks", "gradient clipping: tests/unit/test_optim.cpp, tests/parity/test_cuda_parity.cpp"},
+      {"sum_squares_segments", "gradient clipping over a flat gradient buffer: tests/unit/test_flat_parameters.cpp, "
+                               "tests/parity/test_cuda_parity.cpp (WholeBufferUpdateAndNormThroughTheSegmentTable)"},
       {"finish_grad_norm", "gradient clipping: tests/unit/test_optim.cpp, tests/parity/test_cuda_parity.cpp"},
       {"scale_by_clip_factor", "gradient clipping: tests/unit/test_optim.cpp, tests/parity/test_cuda_parity.cpp"},
       {"fill_dropout_mask", "the variational masks (ops/dropout.h dropout_mask): tests/unit/test_ops_forward.cpp, "

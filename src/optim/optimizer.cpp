@@ -20,11 +20,47 @@ std::vector<std::string> slots_for(const std::string& kind) {
   SRU_FAIL("unknown optimizer '", kind, "': expected sgd, adam, adamw, adamax, radam or radamw");
 }
 
+// The segment table of flat group g's members, pieces of `piece` elements, on the group's device.
+SegmentTable make_segment_table(const nn::FlatParameters& flat, size_t g, int64_t piece,
+                                           const std::vector<int64_t>& flags) {
+  const nn::FlatParameters::Group& group = flat.groups()[g];
+  const int64_t count = static_cast<int64_t>(group.members.size());
+  Tensor rows = Tensor::empty({count, 4}, DType::I64);
+  auto* row = reinterpret_cast<SegmentRow*>(rows.data<int64_t>());
+  int64_t pieces = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const nn::FlatParameters::Member& m = flat.members()[group.members[static_cast<size_t>(i)]];
+    const int64_t numel = m.parameter.numel();
+    row[i] = SegmentRow{m.offset, numel, pieces, flags[static_cast<size_t>(i)]};
+    pieces += (numel + piece - 1) / piece;
+  }
+  return {rows.to(group.device), piece, pieces};
+}
+
 }  // namespace
 
 Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options, std::shared_ptr<const nn::FlatParameters> flat)
     : params_(std::move(params)), options_(std::move(options)), flat_(std::move(flat)),
       slot_names_(slots_for(options_.kind)) {
+  // Per-parameter weight decay: excluded by a substring of the name; a string that matches nothing is
+  // refused (a misspelt exclusion would otherwise decay what it meant to spare).
+  decays_.assign(params_.size(), true);
+  for (const std::string& pattern : options_.weight_decay_exclude) {
+    SRU_CHECK(!pattern.empty(), "train.weight_decay_exclude: an empty string would match every parameter");
+    bool matched = false;
+    for (size_t k = 0; k < params_.size(); ++k)
+      if (params_[k].first.find(pattern) != std::string::npos) {
+        decays_[k] = false;
+        matched = true;
+      }
+    if (!matched) {
+      std::string names;
+      for (size_t k = 0; k < params_.size() && k < 12; ++k) names += (k ? ", " : "") + params_[k].first;
+      if (params_.size() > 12) names += ", ...";
+      SRU_FAIL("train.weight_decay_exclude: '", pattern, "' is in no trainable parameter's name (they are: ", names,
+               ")");
+    }
+  }
   // The flat groups whose members are all parameters of this optimiser get whole-buffer slots.
   flat_slots_of_.assign(params_.size(), -1);
   std::vector<std::vector<Tensor>> flat_views(params_.size());  // per parameter: its slot views
@@ -39,12 +75,16 @@ Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options, std::sha
         index.push_back(static_cast<size_t>(it - params_.begin()));
       }
       if (index.size() != flat_->groups()[g].members.size()) continue;
-      FlatSlots fs{g, {}};
+      FlatSlots fs{g, {}, index, {}, {}};
       for (size_t i = 0; i < slot_names_.size(); ++i) {
         fs.slots.push_back(flat_->zeros_like(g));
         const std::vector<Tensor> views = flat_->member_views(g, fs.slots.back());
         for (size_t j = 0; j < index.size(); ++j) flat_views[index[j]].push_back(views[j]);
       }
+      std::vector<int64_t> flags(index.size(), 0);
+      for (size_t j = 0; j < index.size(); ++j) flags[j] = decays_[index[j]] ? 0 : kSegmentNoWeightDecay;
+      fs.update = make_segment_table(*flat_, g, kUpdatePiece, flags);
+      fs.norm = make_segment_table(*flat_, g, kNormBlock, std::vector<int64_t>(index.size(), 0));
       for (size_t k : index) flat_slots_of_[k] = static_cast<int>(flat_slots_.size());
       flat_slots_.push_back(std::move(fs));
     }
@@ -65,7 +105,7 @@ Optimizer::Optimizer(nn::NamedTensors params, OptimizerOptions options, std::sha
     slots_.push_back(slots);
     const auto same = [&](const std::vector<size_t>& group) {
       const Tensor& q = params_[group.front()].second;
-      return q.dtype() == p.dtype() && q.device() == p.device();
+      return q.dtype() == p.dtype() && q.device() == p.device() && decays_[group.front()] == decays_[k];
     };
     const auto group = std::find_if(groups_.begin(), groups_.end(), same);
     if (group == groups_.end()) groups_.push_back({k});
@@ -108,9 +148,9 @@ void Optimizer::step(double lr, const Tensor& clip) {
     whole[f] = flat_->gradients_in_place(fs.group);
     if (!whole[f]) continue;
     const nn::FlatParameters::Group& fg = flat_->groups()[fs.group];
-    const std::vector<Tensor> p{fg.values}, g{fg.gradients}, s0{fs.slots[0]},
-        s1{fs.slots.size() > 1 ? fs.slots[1] : fs.slots[0]};
-    SRU_KERNEL_IN(::sru::optim, fg.device, optimizer_update, kind_, p, g, s0, s1, sc, clip);
+    const Tensor& s1 = fs.slots.size() > 1 ? fs.slots[1] : fs.slots[0];
+    SRU_KERNEL_IN(::sru::optim, fg.device, optimizer_update_segments, kind_, fg.values, fg.gradients, fs.slots[0], s1,
+                  fs.update.rows, fs.update.piece, fs.update.pieces, sc, clip);
     ++whole_buffer_updates_;
   }
   for (const std::vector<size_t>& group : groups_) {
@@ -126,7 +166,9 @@ void Optimizer::step(double lr, const Tensor& clip) {
     }
     if (p.empty()) continue;
     const Device device = p.front().device();
-    SRU_KERNEL_IN(::sru::optim, device, optimizer_update, kind_, p, g, s0, s1, sc, clip);
+    StepScalars group_scalars = sc;
+    if (!decays_[group.front()]) group_scalars.wd = 0.0;
+    SRU_KERNEL_IN(::sru::optim, device, optimizer_update, kind_, p, g, s0, s1, group_scalars, clip);
   }
 }
 
@@ -162,34 +204,94 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
   step_count_ = step->item<int64_t>();
 }
 
-Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm, double grad_scale) {
-  constexpr int64_t kBlock = 1 << 16;
-  // The gradients grouped by dtype (one reduction dispatch each), their blocks' partial sums in one
-  // buffer in parameter order within each group.
-  std::vector<std::vector<Tensor>> groups;
+namespace {
+
+// The gradients of one dtype whose blocks' sums come next in the norm's partial buffer: a list of
+// tensors, or (whole set) one flat buffer read through its segment table, blocks in the same order.
+struct NormPart {
+  std::vector<Tensor> gradients;
+  const Tensor* whole = nullptr;              // the flat gradient buffer
+  const Tensor* segments = nullptr;           // its norm table's rows
+  int64_t whole_blocks = 0;
+};
+
+Tensor norm_of_parts(const std::vector<NormPart>& parts, Device device, double max_norm, double grad_scale) {
   int64_t blocks = 0;
-  for (const auto& [name, p] : params) {
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    const auto same = [&](const std::vector<Tensor>& group) { return group.front().dtype() == g.dtype(); };
-    const auto group = std::find_if(groups.begin(), groups.end(), same);
-    if (group == groups.end()) groups.push_back({g});
-    else group->push_back(g);
-    blocks += (g.numel() + kBlock - 1) / kBlock;
+  std::vector<int64_t> part_blocks;
+  for (const NormPart& part : parts) {
+    int64_t n = part.whole_blocks;
+    if (!part.whole)
+      for (const Tensor& g : part.gradients) n += (g.numel() + kNormBlock - 1) / kNormBlock;
+    part_blocks.push_back(n);
+    blocks += n;
   }
-  const Device device = groups.empty() ? (params.empty() ? Device::cpu() : params[0].second.device())
-                                       : groups[0][0].device();
   const Tensor partial = Tensor::empty({blocks}, DType::F64, device);
   int64_t at = 0;
-  for (const std::vector<Tensor>& group : groups) {
-    int64_t group_blocks = 0;
-    for (const Tensor& g : group) group_blocks += (g.numel() + kBlock - 1) / kBlock;
-    SRU_KERNEL_IN(::sru::optim, device, sum_squares_blocks, group, kBlock, partial.narrow0(at, group_blocks));
-    at += group_blocks;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor slice = partial.narrow0(at, part_blocks[i]);
+    if (parts[i].whole)
+      SRU_KERNEL_IN(::sru::optim, device, sum_squares_segments, *parts[i].whole, *parts[i].segments, kNormBlock,
+                    part_blocks[i], slice);
+    else
+      SRU_KERNEL_IN(::sru::optim, device, sum_squares_blocks, parts[i].gradients, kNormBlock, slice);
+    at += part_blocks[i];
   }
   const Tensor result = Tensor::empty({2}, DType::F64, device);
   SRU_KERNEL_IN(::sru::optim, device, finish_grad_norm, partial, max_norm, grad_scale, result);
   return result;
+}
+
+// The indices k of params with a gradient, grouped by its dtype in order of first appearance (each
+// group one reduction dispatch; the blocks' sums in this order).
+std::vector<std::vector<size_t>> gradients_by_dtype(const nn::NamedTensors& params) {
+  std::vector<std::vector<size_t>> groups;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const Tensor g = params[k].second.grad();
+    if (!g.defined()) continue;
+    const auto same = [&](const std::vector<size_t>& group) {
+      return params[group.front()].second.grad().dtype() == g.dtype();
+    };
+    const auto group = std::find_if(groups.begin(), groups.end(), same);
+    if (group == groups.end()) groups.push_back({k});
+    else group->push_back(k);
+  }
+  return groups;
+}
+
+Device gradients_device(const nn::NamedTensors& params, const std::vector<std::vector<size_t>>& groups) {
+  if (!groups.empty()) return params[groups[0][0]].second.grad().device();
+  return params.empty() ? Device::cpu() : params[0].second.device();
+}
+
+std::vector<Tensor> gradients_of(const nn::NamedTensors& params, const std::vector<size_t>& group) {
+  std::vector<Tensor> out;
+  for (size_t k : group) out.push_back(params[k].second.grad());
+  return out;
+}
+
+}  // namespace
+
+Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm, double grad_scale) {
+  const std::vector<std::vector<size_t>> groups = gradients_by_dtype(params);
+  std::vector<NormPart> parts;
+  for (const std::vector<size_t>& group : groups) parts.push_back({gradients_of(params, group)});
+  return norm_of_parts(parts, gradients_device(params, groups), max_norm, grad_scale);
+}
+
+Tensor Optimizer::grad_norm_and_clip_factor(double max_norm, double grad_scale) const {
+  const std::vector<std::vector<size_t>> groups = gradients_by_dtype(params_);
+  std::vector<NormPart> parts;
+  for (const std::vector<size_t>& group : groups) {
+    // A flat group holding exactly these gradients, in this order, in place: one buffer.
+    const auto whole = std::find_if(flat_slots_.begin(), flat_slots_.end(), [&](const FlatSlots& fs) {
+      return fs.params == group && flat_->gradients_in_place(fs.group);
+    });
+    if (whole != flat_slots_.end())
+      parts.push_back({{}, &flat_->groups()[whole->group].gradients, &whole->norm.rows, whole->norm.pieces});
+    else
+      parts.push_back({gradients_of(params_, group)});
+  }
+  return norm_of_parts(parts, gradients_device(params_, groups), max_norm, grad_scale);
 }
 
 Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm) {

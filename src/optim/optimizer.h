@@ -11,6 +11,9 @@
 //           ((rho_inf-4)(rho_inf-2) rho_t));  else p -= lr m_hat
 //   radamw: p *= 1 - lr wd, then radam with g = grad (decoupled weight decay: torch.optim.RAdam with
 //           decoupled_weight_decay=True, and the `radam` package SRU++'s reference trains with)
+// Per-parameter settings: a parameter whose name contains one of weight_decay_exclude's strings gets
+// wd = 0 (torch.optim's parameter groups with weight_decay 0, as the usual exclusion of biases and
+// layer norms); everything else is shared.
 #pragma once
 
 #include <memory>
@@ -28,6 +31,15 @@ struct OptimizerOptions {
   double momentum = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.0;
+  // Parameters whose name contains one of these get no weight decay; each must match a parameter.
+  std::vector<std::string> weight_decay_exclude;
+};
+
+// A segment table: SegmentRow rows (optim/optimizer_math.h) as an i64 (S, 4) tensor on the buffers'
+// device, made once, and its pieces.
+struct SegmentTable {
+  Tensor rows;
+  int64_t piece = 0, pieces = 0;
 };
 
 class Optimizer {
@@ -38,12 +50,19 @@ class Optimizer {
   Optimizer(nn::NamedTensors params, OptimizerOptions options, std::shared_ptr<const nn::FlatParameters> flat = nullptr);
   // One update with learning rate lr, from each parameter's .grad (parameters without one are skipped):
   // for a flat group whose gradients are all in place (FlatParameters::gradients_in_place) one kernel
-  // call over its whole buffers (one launch on a GPU whatever the number of tensors); for the other
+  // call over its whole buffers, member by member through a segment table that carries each one's
+  // settings (one launch on a GPU whatever the number of tensors; the padding is left alone); for the other
   // parameters one dispatch per group sharing a dtype and device (a multi-tensor update; on a GPU one
   // launch per up to 48 tensors). The same values either way: the rules are element-wise. clip, when given, is grad_norm_and_clip_factor's result: each
   // gradient is multiplied by its factor inside the update (as clip_grad_norm's separate scaling would,
   // to the bit), and the gradients themselves are left as they are.
   void step(double lr, const Tensor& clip = Tensor());
+  // The global gradient norm and clip factor of this optimiser's parameters: grad_norm_and_clip_factor
+  // (below) to the bit, with each flat group whose gradients are all in place read as one buffer (one
+  // reduction dispatch for it, however many tensors: one launch on a GPU) instead of tensor by tensor.
+  Tensor grad_norm_and_clip_factor(double max_norm, double grad_scale = 1.0) const;
+  // Whether parameter k (index into parameters()) gets weight decay.
+  bool decays(size_t k) const { return decays_[k]; }
   void zero_grad();
   int64_t steps() const { return step_count_; }
   // How many flat groups the last step() updated in one call over whole buffers.
@@ -60,11 +79,17 @@ class Optimizer {
   OptimizerOptions options_;
   OptimizerKind kind_;
   std::vector<std::vector<Tensor>> slots_;  // per parameter: the slots of this optimiser
-  std::vector<std::vector<size_t>> groups_;  // indices into params_ of one dtype and device each, in order
-  // A group of the flat layout whose members are all here: its slots as whole buffers.
+  // Indices into params_ of one dtype, device and weight decay each, in order.
+  std::vector<std::vector<size_t>> groups_;
+  std::vector<bool> decays_;  // per parameter: weight decay applies (not excluded by name)
+  // A group of the flat layout whose members are all here: its slots as whole buffers, and the tables
+  // that walk its buffers member by member.
   struct FlatSlots {
     size_t group = 0;            // index into flat_->groups()
     std::vector<Tensor> slots;   // per slot name: laid out as the group's values
+    std::vector<size_t> params;  // per member, in the group's order: its index in params_
+    SegmentTable update;         // pieces of kUpdatePiece elements, flags = the member's settings
+    SegmentTable norm;           // pieces of kNormBlock elements: the norm's blocks
   };
   std::shared_ptr<const nn::FlatParameters> flat_;
   std::vector<FlatSlots> flat_slots_;
@@ -103,15 +128,30 @@ SRU_DECLARE_KERNELS(
 void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                       const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalars& scalars,
                       const Tensor& clip);
+// The same update over whole flat buffers p, g, s0, s1 (1-d, one dtype), member by member: segments is
+// the i64 (S, 4) SegmentRow table (optim/optimizer_math.h) of `pieces` pieces of `piece` elements; a row
+// flagged kSegmentNoWeightDecay is updated with wd 0. Elements outside every row are not touched.
+void optimizer_update_segments(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0,
+                               const Tensor& s1, const Tensor& segments, int64_t piece, int64_t pieces,
+                               const StepScalars& scalars, const Tensor& clip);
 // For the gradients g[k] (one dtype and device) in order, each cut into blocks of block_size elements:
 // partial[n] = sum of the n-th block's g^2 in double (the blocks of g[0], then of g[1], ...).
 void sum_squares_blocks(const std::vector<Tensor>& g, int64_t block_size, const Tensor& partial);
+// The same over a whole flat gradient buffer g read member by member through the segment table
+// segments (pieces of `block_size` elements: each member's blocks as sum_squares_blocks cuts that
+// member's gradient): partial[c] = the sum of piece c's g^2, for the `pieces` pieces.
+void sum_squares_segments(const Tensor& g, const Tensor& segments, int64_t block_size, int64_t pieces,
+                          const Tensor& partial);
 // result (2) f64 = finish_norm_and_factor (optim/optimizer_math.h) of the sum of partial, in order: with
 // grad_scale 1, [norm, clip factor (1 when nothing is to be scaled)].
 void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& result);
 // g *= result[1] (as g's dtype) unless the factor is 1.
 void scale_by_clip_factor(const Tensor& g, const Tensor& result);
 )
+
+// Elements per piece of the whole-buffer update (a CUDA block's share) and per block of the norm's sums.
+inline constexpr int64_t kUpdatePiece = 4096;
+inline constexpr int64_t kNormBlock = 1 << 16;
 
 // Tensors per multi-tensor CUDA launch: the pointer table travels as a kernel argument, within the
 // 4 KiB that every CUDA version accepts (48 x (4 pointers + 2 sizes) = 2.3 KiB).

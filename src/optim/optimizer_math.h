@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/hd.h"
 
@@ -19,6 +20,27 @@ struct StepScalars {
   bool rectify;         // RAdam: rho_t > 5
   double rect;          // RAdam's rectification factor when rectify
 };
+
+// One row of a segment table (i64 (S, 4) tensor on the buffers' device, read as SegmentRow): a member of a
+// flat parameter group (nn/flat_parameters.h) as the whole-buffer kernels see it. The member's elements
+// are [offset, offset + numel) of the group's buffers, cut into pieces of the table's piece size (a CUDA
+// block's share of the update, a norm block); its pieces are numbered from first_piece on, rows in
+// order, so piece c belongs to the last row with first_piece <= c. flags: its per-parameter settings.
+struct SegmentRow {
+  int64_t offset, numel, first_piece, flags;
+};
+inline constexpr int64_t kSegmentNoWeightDecay = 1;  // flags bit: this parameter gets no weight decay
+
+// The row of piece c among `count` rows (members without elements have no pieces and are never found).
+SRU_HD int segment_of_piece(const SegmentRow* rows, int count, int64_t c) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (rows[mid].first_piece <= c) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
 
 // Gradient clipping's factor for the global norm: max_norm / (norm + 1e-6) when max_norm > 0 and the
 // norm is finite and above it, else 1 (nothing to scale).

@@ -109,7 +109,7 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
   // The norm and the clip factor (with accumulation's 1 / terms) stay on the device; the update applies
   // the factor (no scaling pass).
   const Tensor norm_and_factor =
-      optim::grad_norm_and_clip_factor(optimizer_.parameters(), clip_grad_norm_, backward.grad_scale);
+      optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, backward.grad_scale);
   const Tensor norm = norm_and_factor.narrow0(0, 1).view({});
   reads.push_back({norm, &norm_value});
   if (sync_) comm_->await_device(norm.device());

@@ -26,6 +26,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainConfig& trai
   oo.beta2 = train.beta2;
   oo.eps = train.eps;
   oo.weight_decay = train.weight_decay;
+  oo.weight_decay_exclude = train.weight_decay_exclude;
   return std::make_unique<optim::Optimizer>(trainable, oo, flat);
 }
 

@@ -18,6 +18,8 @@
 #include "autograd/engine.h"
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
+#include "core/kernel_count.h"
+#include "nn/flat_parameters.h"
 #include "cuda_parity.h"
 #include "nn/attention.h"
 #include "nn/decoder.h"
@@ -538,6 +540,73 @@ TEST(CudaParity, MultiTensorUpdateWithTheClipFactorOverManyParameters) {
       gpu_opt.step(0.01, gpu_clip);
       for (size_t i = 0; i < cpu_params.size(); ++i)
         ASSERT_TRUE(tensors_near(gpu_params[i].second, cpu_params[i].second, 1e-6, 1e-6)) << "step " << step << " " << i;
+    }
+  }
+}
+
+namespace {
+
+// 101 parameters of many sizes (one empty, two over a CUDA block's piece, one over a norm block), every
+// third a "bias", for a flat layout.
+struct ManyParameters : nn::Module {
+  ManyParameters() {
+    for (int i = 0; i < 101; ++i) {
+      const int64_t n = i == 7 ? 0 : i == 40 ? 9000 : i == 41 ? 70000 : 1 + 37 * (i % 5);
+      register_parameter("p" + std::to_string(i) + (i % 3 == 0 ? ".bias" : ".weight"), rand_leaf({n}, 100 + i).detach());
+    }
+  }
+};
+
+// Gives every parameter of `model` the gradient drawn for step `step`, written into its flat place.
+void gradients_in_place(ManyParameters& model, int step) {
+  int i = 0;
+  for (auto& [name, p] : model.named_parameters()) {
+    Generator gen(500 + 1000 * step + i++);
+    Tensor place(p.impl()->grad_home);
+    place.copy_(Tensor::uniform(p.shape(), -1, 1, p.dtype(), gen));
+    p.set_grad(place);
+  }
+}
+
+}  // namespace
+
+// The whole-buffer update (one launch through the segment table, weight-decay exclusions in its rows)
+// and the one-launch norm over a flat gradient buffer against their CPU twins.
+TEST(CudaParity, WholeBufferUpdateAndNormThroughTheSegmentTable) {
+  SKIP_WITHOUT_CUDA();
+  for (const std::string kind : {"sgd", "adam", "adamw", "radamw"}) {
+    SCOPED_TRACE(kind);
+    optim::OptimizerOptions o;
+    o.kind = kind;
+    o.momentum = kind == "sgd" ? 0.9 : 0.0;
+    o.weight_decay = 0.05;
+    o.weight_decay_exclude = {"bias"};
+    ManyParameters cpu_model, gpu_model;
+    gpu_model.to(kCuda);
+    const auto cpu_flat = cpu_model.flatten_parameters(), gpu_flat = gpu_model.flatten_parameters();
+    optim::Optimizer cpu_opt(cpu_model.named_parameters(), o, cpu_flat), gpu_opt(gpu_model.named_parameters(), o, gpu_flat);
+    for (int step = 0; step < 3; ++step) {
+      gradients_in_place(cpu_model, step);
+      gradients_in_place(gpu_model, step);
+      const double max_norm = step == 1 ? 1e9 : 3.0;
+      const Tensor cpu_clip = cpu_opt.grad_norm_and_clip_factor(max_norm);
+      const uint64_t before = kernel_dispatches();
+      const Tensor gpu_clip = gpu_opt.grad_norm_and_clip_factor(max_norm);
+      EXPECT_EQ(kernel_dispatches() - before, 2u) << "one reduction over the buffer and the finish";
+      EXPECT_TRUE(tensors_near(gpu_clip.to(Device::cpu()), cpu_clip, 0, 1e-12)) << "step " << step;
+      cpu_opt.step(0.01, cpu_clip);
+      gpu_opt.step(0.01, gpu_clip);
+      EXPECT_EQ(gpu_opt.whole_buffer_updates(), 1);
+      const auto cpu_params = cpu_model.named_parameters(), gpu_params = gpu_model.named_parameters();
+      for (size_t i = 0; i < cpu_params.size(); ++i)
+        ASSERT_TRUE(tensors_near(gpu_params[i].second, cpu_params[i].second, 1e-6, 1e-6)) << "step " << step << " " << i;
+      // The padding between members is left alone: zero.
+      const std::vector<float> values = gpu_flat->groups()[0].values.to(Device::cpu()).to_vector<float>();
+      std::vector<bool> member(values.size(), false);
+      for (const nn::FlatParameters::Member& m : gpu_flat->members())
+        for (int64_t e = 0; e < m.parameter.numel(); ++e) member[static_cast<size_t>(m.offset + e)] = true;
+      for (size_t e = 0; e < values.size(); ++e)
+        if (!member[e]) ASSERT_EQ(values[e], 0.0f) << "padding element " << e;
     }
   }
 }

@@ -49,6 +49,35 @@ TEST(Config, PrintedConfigParsesBackToTheSameValues) {
   EXPECT_NE(yaml.find("folds: 10"), std::string::npos) << yaml;
 }
 
+// A list key (train.weight_decay_exclude): a YAML sequence, block or flow, or one string; --set as
+// [a, b], a,b or one item (a leading * is no YAML alias there), [] or nothing to empty it; printed as a
+// flow sequence that parses back; a mapping or a nested list is refused naming the key.
+TEST(Config, ListKeysReadSequencesOverridesAndPrintBack) {
+  using List = std::vector<std::string>;
+  EXPECT_EQ(parse(kMinimal + "train:\n  weight_decay_exclude: [bias, layer_norm]\n").train.weight_decay_exclude,
+            (List{"bias", "layer_norm"}));
+  EXPECT_EQ(parse(kMinimal + "train:\n  weight_decay_exclude:\n    - bias\n    - \"*x\"\n").train.weight_decay_exclude,
+            (List{"bias", "*x"}));
+  EXPECT_EQ(parse(kMinimal + "train:\n  weight_decay_exclude: bias\n").train.weight_decay_exclude, List{"bias"});
+  EXPECT_EQ(parse(kMinimal, {"train.weight_decay_exclude=[bias, 'layer_norm']"}).train.weight_decay_exclude,
+            (List{"bias", "layer_norm"}));
+  EXPECT_EQ(parse(kMinimal, {"train.weight_decay_exclude=*.bias,norm"}).train.weight_decay_exclude,
+            (List{"*.bias", "norm"}));
+  EXPECT_TRUE(parse(kMinimal + "train:\n  weight_decay_exclude: [bias]\n", {"train.weight_decay_exclude=[]"})
+                  .train.weight_decay_exclude.empty());
+  EXPECT_TRUE(parse(kMinimal, {"train.weight_decay_exclude="}).train.weight_decay_exclude.empty());
+  auto c = parse(kMinimal, {"train.weight_decay_exclude=bias,a \"quoted\" one"});
+  const std::string yaml = c.to_yaml();
+  EXPECT_NE(yaml.find("weight_decay_exclude: [\"bias\", \"a \\\"quoted\\\" one\"]"), std::string::npos) << yaml;
+  EXPECT_EQ(parse(yaml).train.weight_decay_exclude, c.train.weight_decay_exclude);
+  EXPECT_NE(error_of([] { parse(kMinimal + "train:\n  weight_decay_exclude: {a: 1}\n"); })
+                .find("exp.yaml:4: train.weight_decay_exclude: expected a list of strings, got a mapping"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse(kMinimal + "train:\n  weight_decay_exclude: [[a]]\n"); })
+                .find("train.weight_decay_exclude: every item must be a string, got a list"),
+            std::string::npos);
+}
+
 TEST(Config, TaskAndEncoderNamesComeFromTheRegistriesWithSuggestions) {
   // The choices listed are exactly the registered names, in registration order.
   std::string task_names, encoder_names;

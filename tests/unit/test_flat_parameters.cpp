@@ -199,7 +199,8 @@ struct Trained {
   bool whole_buffer_update = false;
 };
 
-Trained train_char_lm(const std::string& type, const std::string& kind, bool flat, int steps) {
+Trained train_char_lm(const std::string& type, const std::string& kind, bool flat, int steps,
+                      const std::vector<std::string>& no_decay = {}) {
   const std::string path = sru::testing::tmp_dir() + "flat_parameters_" + type + ".bin";
   {
     Generator gen(7);
@@ -219,6 +220,7 @@ Trained train_char_lm(const std::string& type, const std::string& kind, bool fla
   cfg.train.lr = kind == "sgd" ? 0.1 : 0.003;
   cfg.train.momentum = kind == "sgd" ? 0.9 : 0.0;
   cfg.train.weight_decay = 0.01;
+  cfg.train.weight_decay_exclude = no_decay;
   cfg.train.clip_grad_norm = 0.5;
   cfg.train.accumulate = 2;
   Generator gen(11);
@@ -234,6 +236,7 @@ Trained train_char_lm(const std::string& type, const std::string& kind, bool fla
     o.kind = kind;
     o.momentum = cfg.train.momentum;
     o.weight_decay = cfg.train.weight_decay;
+    o.weight_decay_exclude = no_decay;
     optimizer = std::make_unique<optim::Optimizer>(trainable, o);
   }
   train::TrainingStep step(*task, *optimizer, cfg.train, train::schedule_options(cfg.train, 16, 100));
@@ -258,6 +261,61 @@ TEST(FlatParameters, TrainingTakesTheSameStepsToTheBitWithEveryOptimiser) {
       EXPECT_EQ(plain.weights, flat.weights) << type << " " << kind;
       EXPECT_TRUE(flat.whole_buffer_update) << type << " " << kind;
     }
+}
+
+// Weight-decay exclusions ride in the segment table of the whole-buffer update: the same steps to the
+// bit as the per-tensor update's groups, and not those of training without the exclusions.
+TEST(FlatParameters, WeightDecayExclusionsTakeTheSameStepsInTheWholeBufferUpdate) {
+  for (const std::string type : {"sru", "lstm", "transformer"})
+    for (const std::string kind : {"sgd", "adamw"}) {
+      const std::vector<std::string> exclude{"bias", type == "lstm" ? "embedding" : "layer_norm"};
+      const Trained plain = train_char_lm(type, kind, false, 3, exclude);
+      const Trained flat = train_char_lm(type, kind, true, 3, exclude);
+      const Trained decaying = train_char_lm(type, kind, true, 3);
+      EXPECT_EQ(plain.losses, flat.losses) << type << " " << kind;
+      EXPECT_EQ(plain.weights, flat.weights) << type << " " << kind;
+      EXPECT_TRUE(flat.whole_buffer_update) << type << " " << kind;
+      EXPECT_NE(flat.weights, decaying.weights) << type << " " << kind << ": the exclusions changed nothing";
+    }
+}
+
+// The gradient norm of an optimiser over a flat model reads each group as one buffer: one reduction
+// dispatch per group (however many tensors) plus the finish, the same [norm, factor] to the bit as the
+// per-tensor reduction, and the update leaves the padding between members alone (zero even where a
+// rule would turn zero into NaN: Adam with eps 0 and a zero gradient).
+TEST(FlatParameters, TheNormReadsEachGroupAsOneBufferAndTheUpdateSkipsThePadding) {
+  TwoLayers model;
+  const auto flat = model.flatten_parameters();
+  nn::NamedTensors trainable = model.named_parameters();
+  optim::OptimizerOptions o;
+  o.eps = 0.0;
+  optim::Optimizer optimizer(trainable, o, flat);
+  const Tensor x = Tensor::uniform({4, 3}, -1, 1, DType::F32, default_generator());
+  autograd::backward(sum(model.forward(x)));
+  autograd::backward(sum(model.scale * model.scale));
+  const uint64_t before = kernel_dispatches();
+  const Tensor whole = optimizer.grad_norm_and_clip_factor(0.5);
+  EXPECT_EQ(kernel_dispatches() - before, 2u + 1u) << "f32 group, f64 group, finish";
+  const Tensor reference = optim::grad_norm_and_clip_factor(trainable, 0.5);
+  EXPECT_EQ(whole.to_vector<double>(), reference.to_vector<double>());
+  EXPECT_LT(whole.to_vector<double>()[1], 1.0) << "clipped";
+  model.first->bias.grad().fill_(0.0);  // Adam with eps 0: 0 / 0 for these, as for the padding
+  optimizer.step(0.01, whole);
+  EXPECT_EQ(optimizer.whole_buffer_updates(), 2);
+  const nn::FlatParameters::Group& group = flat->groups()[flat->find(model.first->weight)->group];
+  const std::vector<float> values = group.values.to_vector<float>();
+  std::vector<bool> member(values.size(), false);
+  for (size_t m : group.members)
+    for (int64_t i = 0; i < flat->members()[m].parameter.numel(); ++i)
+      member[static_cast<size_t>(flat->members()[m].offset + i)] = true;
+  int padding = 0;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!member[i]) {
+      ++padding;
+      EXPECT_EQ(values[i], 0.0f) << "padding element " << i;
+    }
+  EXPECT_GT(padding, 0);
+  EXPECT_TRUE(std::isnan(model.first->bias.to_vector<float>()[0])) << "the members are updated (0 / 0 is torch's NaN too)";
 }
 
 // The LSTM's two biases get one gradient: b_hh never receives b_ih's flat place (the engine adds b_ih's

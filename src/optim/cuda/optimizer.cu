@@ -7,10 +7,15 @@
 // (optim/optimizer_math.h, the code the CPU loop runs) over the chunk in double arithmetic, each
 // gradient multiplied first by the clip factor it reads on the device (clip[1], as the gradient's
 // dtype, when it is not 1). Reads g, w, s0, s1 and writes w, s0, s1: 28 bytes an element for f32 Adam.
+// optimizer_update_segments: the same over a flat group's whole buffers in one launch, whatever the
+// number of members: CUDA block c takes piece c of the segment table (SegmentRow rows in device memory,
+// made once by the optimiser; binary search over first_piece, the rows' settings applied), so the
+// launch carries no pointer table and no limit on the tensors.
 // Clipping, with no value leaving the device: sum_squares_blocks writes the sum of g[i]^2 over each
 // 64 Ki-element block of each gradient into its place in one partial buffer (one CUDA block per block,
 // fixed-tree reduction in double; the same table, one launch per up to kMaxTensorsPerLaunch
-// gradients); finish_grad_norm adds the partial sums in order on one thread (as the CPU does) and
+// gradients), sum_squares_segments the same over a flat gradient buffer's members in one launch (its
+// segment table's pieces are the blocks); finish_grad_norm adds the partial sums in order on one thread (as the CPU does) and
 // writes the norm and the clip factor; scale_by_clip_factor (clip_grad_norm's own scaling, outside the
 // training step) multiplies one gradient by the factor it reads on the device.
 #include "ops/cuda/kernel_util.cuh"
@@ -20,7 +25,7 @@ namespace sru::optim::cuda {
 
 namespace {
 
-constexpr long long kChunk = 4096;  // elements of one tensor per CUDA block of the update
+constexpr long long kChunk = kUpdatePiece;  // elements of one tensor per CUDA block of the update
 
 // The tensors of one multi-tensor launch, passed by value as the kernel's argument (2.3 KiB for 48;
 // __grid_constant__, so that indexing it by a run-time tensor number reads the argument in place
@@ -69,6 +74,38 @@ __global__ void update_many_kernel(const __grid_constant__ TensorTable<T> t, con
       const T grad = factor == 1.0 ? g[i] : rounded_product(g[i], f);
       update_element<K, T>(w[i], grad, s0[i], s1[i], o);
     }
+  }
+}
+
+template <OptimizerKind K, typename T>
+__global__ void update_segments_kernel(T* w, const T* g, T* s0, T* s1, const SegmentRow* rows, int count,
+                                       long long piece, long long pieces, const StepScalars scalars, const double* clip) {
+  const double factor = clip ? clip[1] : 1.0;
+  const T f = static_cast<T>(factor);
+  SRU_ROW_STRIDE(c, pieces) {
+    const SegmentRow row = rows[segment_of_piece(rows, count, c)];
+    const long long begin = (c - row.first_piece) * piece, end = begin + piece < row.numel ? begin + piece : row.numel;
+    StepScalars o = scalars;
+    if (row.flags & kSegmentNoWeightDecay) o.wd = 0.0;
+    for (long long i = row.offset + begin + threadIdx.x; i < row.offset + end; i += blockDim.x) {
+      const T grad = factor == 1.0 ? g[i] : rounded_product(g[i], f);
+      update_element<K, T>(w[i], grad, s0[i], s1[i], o);
+    }
+  }
+}
+
+template <typename T>
+__global__ void block_squares_segments_kernel(const T* g, const SegmentRow* rows, int count, long long block,
+                                              long long pieces, double* out) {
+  __shared__ double shared[sru::cuda::kBlock];
+  SRU_ROW_STRIDE(c, pieces) {
+    const SegmentRow row = rows[segment_of_piece(rows, count, c)];
+    const long long begin = (c - row.first_piece) * block, end = begin + block < row.numel ? begin + block : row.numel;
+    const T* member = g + row.offset;
+    double s = 0.0;
+    for (long long i = begin + threadIdx.x; i < end; i += sru::cuda::kBlock) s += static_cast<double>(member[i]) * member[i];
+    s = sru::cuda::block_sum(s, shared);
+    if (threadIdx.x == 0) out[c] = s;
   }
 }
 
@@ -144,6 +181,35 @@ void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const st
         SRU_CUDA_LAUNCH_CHECK("optimizer update_many_kernel");
       });
     });
+  });
+}
+
+void optimizer_update_segments(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0,
+                               const Tensor& s1, const Tensor& segments, int64_t piece, int64_t pieces,
+                               const StepScalars& scalars, const Tensor& clip) {
+  if (pieces == 0) return;
+  const cudaStream_t stream = sru::cuda::stream_of(p);
+  const double* factor = clip.defined() ? clip.data<double>() : nullptr;
+  const auto* rows = reinterpret_cast<const SegmentRow*>(segments.data<int64_t>());
+  const int count = static_cast<int>(segments.size(0));
+  SRU_DISPATCH_FLOATING(p.dtype(), "optimizer step", [&]<typename T>() {
+    with_optimizer_kind(kind, [&]<OptimizerKind K>() {
+      update_segments_kernel<K, T><<<sru::cuda::rows_grid(pieces), sru::cuda::kBlock, 0, stream>>>(
+          p.data<T>(), g.data<T>(), s0.data<T>(), s1.data<T>(), rows, count, piece, pieces, scalars, factor);
+      SRU_CUDA_LAUNCH_CHECK("optimizer update_segments_kernel");
+    });
+  });
+}
+
+void sum_squares_segments(const Tensor& g, const Tensor& segments, int64_t block_size, int64_t pieces,
+                          const Tensor& partial) {
+  if (pieces == 0) return;
+  const auto* rows = reinterpret_cast<const SegmentRow*>(segments.data<int64_t>());
+  const int count = static_cast<int>(segments.size(0));
+  SRU_DISPATCH_FLOATING(g.dtype(), "clip_grad_norm", [&]<typename T>() {
+    block_squares_segments_kernel<<<sru::cuda::rows_grid(pieces), sru::cuda::kBlock, 0, sru::cuda::stream_of(partial)>>>(
+        g.data<T>(), rows, count, block_size, pieces, partial.data<double>());
+    SRU_CUDA_LAUNCH_CHECK("block_squares_segments_kernel");
   });
 }
 
