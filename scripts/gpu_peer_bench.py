@@ -153,7 +153,7 @@ def detach(hidden):
 
 def amp_tools(a):
     """(GradScaler, autocast dtype or None) for --amp: fp16 scales the loss, bf16 does not."""
-    scaler = torch.amp.GradScaler("cuda", enabled=a.amp == "fp16")
+    scaler = torch.amp.GradScaler(DEVICE, enabled=a.amp == "fp16")
     return scaler, {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.amp)
 
 
@@ -203,7 +203,7 @@ def train_bench(a, sru):
             state["i"] += 1
             x, y = xs[i * bptt:(i + 1) * bptt], ys[i * bptt:(i + 1) * bptt]
             model.zero_grad(set_to_none=False)
-            with torch.autocast("cuda", dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            with torch.autocast(x.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
                 out, hidden = model(x, detach(state["hidden"]))
                 loss = loss_fn(out.float(), y.reshape(-1))
             state["hidden"] = hidden
@@ -334,8 +334,8 @@ def main():
                    "torch.set_float32_matmul_precision, and cuDNN's TF32 allowed unless highest (medium is "
                    "refused: torch's CUDA medium is TF32, ours BF16)")
     p.add_argument("--amp", default="none", choices=["none", "fp16", "bf16"],
-                   help="train on a GPU: torch.autocast at this dtype (fp16 with GradScaler and the reference "
-                   "SRU's amp_recurrence_fp16)")
+                   help="train and translate: torch.autocast at this dtype (fp16 with GradScaler and the reference "
+                   "SRU's amp_recurrence_fp16, GPU only; bf16 also on the CPU, torch.autocast('cpu'))")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -370,8 +370,10 @@ def main():
         CLOCK = time.process_time
     if a.matmul_precision != "highest" and DEVICE == "cpu":
         p.error("--matmul-precision is for a GPU: our CPU products stay FP32 (torch's CPU ones would change)")
-    if a.amp != "none" and (DEVICE == "cpu" or a.cmd == "layer"):
-        p.error("--amp is for train and translate on a GPU")
+    if a.amp != "none" and a.cmd == "layer":
+        p.error("--amp is for train and translate")
+    if a.amp == "fp16" and DEVICE == "cpu":
+        p.error("--amp fp16 is for a GPU (on the CPU: --amp bf16, torch.autocast('cpu'))")
     if a.cmd == "translate" and DEVICE == "cpu":
         p.error("translate is for a GPU")
     if a.matmul_precision == "medium":
@@ -382,7 +384,8 @@ def main():
     torch.set_float32_matmul_precision(a.matmul_precision)  # highest: TF32 off, as ours
     torch.backends.cudnn.allow_tf32 = a.matmul_precision != "highest"
     if DEVICE == "cpu":
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads" + (", clock: process CPU time" if a.cpu_time else ""))
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads" + (", clock: process CPU time" if a.cpu_time else "")
+              + (f", AMP {a.amp} (torch.autocast('cpu'))" if a.amp != "none" else ""))
     else:
         print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}, "
               f"matmul precision {a.matmul_precision}" + (" (TF32 off)" if a.matmul_precision == "highest" else "")

@@ -107,6 +107,65 @@ TEST(SruFloat, BaselineAvx2AndAvx512BuildsAgreeExactly) {
   }
 }
 
+// The bf16 I/O kernels (U, x and grad h read as bf16, h, grad U and grad x rounded in the unit loops)
+// give the bits of widening the operands, running the float32 kernels and rounding the results after,
+// in every build this processor runs (baseline, AVX2, AVX-512), for k 3 and 4, both directions, a
+// padded position, a dropout mask and values that round to even, overflow and NaN.
+TEST(SruFloat, Bf16IoKernelsGiveTheBitsOfTheWidenedFloatKernels) {
+  struct Restore {
+    ~Restore() { cpu::limit_sru_kernel_isa(cpu::SruKernelIsa::Avx512); }
+  } restore;
+  const auto bits = [](const Tensor& t) {
+    const Tensor b = t.to(DType::BF16);
+    const auto* p = b.data<bf16>();
+    std::vector<uint16_t> out(static_cast<size_t>(b.numel()));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = p[i].bits;
+    return out;
+  };
+  for (const auto isa : {cpu::SruKernelIsa::Avx512, cpu::SruKernelIsa::Avx2, cpu::SruKernelIsa::Baseline}) {
+    cpu::limit_sru_kernel_isa(isa);
+    for (int k : {3, 4})
+      for (bool bidir : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << cpu::sru_kernel_isa() << " k " << k << (bidir ? " bidirectional" : ""));
+        SruRecurrenceOptions o = options(bidir);
+        o.k = k;
+        const int64_t L = 9, B = 3, out = (bidir ? 2 : 1) * o.hidden_size;
+        Generator gen(41);
+        auto bf16_of = [&](Shape s, double scale) {
+          return Tensor::uniform(s, -scale, scale, DType::F32, gen).to(DType::BF16);
+        };
+        Tensor U16 = bf16_of({L, B, out * k}, 3), x16 = bf16_of({L, B, out}, 2), gh16 = bf16_of({L, B, out}, 1);
+        U16.data<bf16>()[5] = bf16(std::nanf(""));     // NaN stays NaN through h
+        gh16.data<bf16>()[7] = bf16(3.0e38f);          // grad U overflows to inf where it meets a large factor
+        const Tensor w = Tensor::uniform({2 * out}, -1, 1, DType::F32, gen);
+        const Tensor b = Tensor::uniform({2 * out}, -1, 1, DType::F32, gen);
+        const Tensor c0 = Tensor::uniform({B, out}, -1, 1, DType::F32, gen);
+        const Tensor mask_c = Tensor::full({B, out}, 1.25, DType::F32);
+        Tensor mask_pad = Tensor::zeros({L, B}, DType::I32);
+        mask_pad.data<int32_t>()[(L - 1) * B + 1] = 1;
+        const auto run_with = [&](const Tensor& U0, const Tensor& x0, const Tensor& gh) {
+          Tensor U = U0.clone().set_requires_grad(true), x = x0.clone().set_requires_grad(true);
+          Tensor w1 = w.clone().set_requires_grad(true), b1 = b.clone().set_requires_grad(true);
+          auto [h, c] = sru_recurrence(U, x, w1, b1, c0, mask_c, mask_pad, o);
+          autograd::backward(h, gh);
+          std::vector<std::vector<uint16_t>> rounded{bits(h), bits(U.grad())};
+          if (k == 3) rounded.push_back(bits(x.grad()));
+          return std::pair{rounded, std::vector<std::vector<float>>{c.to_vector<float>(), w1.grad().to_vector<float>(),
+                                                                    b1.grad().to_vector<float>()}};
+        };
+        const auto io = run_with(U16, x16, gh16);
+        const auto widened = run_with(U16.to(DType::F32), x16.to(DType::F32), gh16.to(DType::F32));
+        EXPECT_EQ(io.first, widened.first) << "h, grad U, grad x";
+        ASSERT_EQ(io.second.size(), widened.second.size());
+        for (size_t i = 0; i < io.second.size(); ++i)
+          for (size_t j = 0; j < io.second[i].size(); ++j)
+            ASSERT_TRUE(io.second[i][j] == widened.second[i][j] ||
+                        (std::isnan(io.second[i][j]) && std::isnan(widened.second[i][j])))
+                << "float result " << i << " element " << j;
+      }
+  }
+}
+
 // bf16 I/O (ops/sru_recurrence.h): h, grad U and grad x are the float64 results on the same rounded
 // inputs rounded once to bf16 (within half a bf16 step, 2^-8 relative, plus float32's own error); c,
 // grad weight_c, grad bias and grad c0 stay float32 and track float64 as at float32. With padding, a

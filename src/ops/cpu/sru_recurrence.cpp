@@ -1,8 +1,9 @@
 // CPU entry points of the fused SRU recurrence: converts the padding mask once, then runs the
 // kernels of ops/cpu/sru_recurrence_kernels.h compiled for AVX-512 or AVX2 when the processor has it,
 // else the baseline x86-64 (or other architecture) build of the same code (all three give the same bits). bf16 I/O (the CUDA kernels'
-// twin): U and x widened to float32, the float kernels, then h, grad U and grad x rounded to bf16 once,
-// where the GPU rounds them.
+// twin): the kernels read U, x and grad h as bf16 and write h, grad U and grad x rounded to bf16 once,
+// where the GPU rounds them (float arithmetic and state); a float32 grad h or gradient buffer under
+// bf16 U (no caller makes one) takes the old route: U and x widened, the float kernels, the results rounded after.
 #define SRU_KERNEL_NAMESPACE baseline
 #include "ops/cpu/sru_recurrence_kernels.h"
 #include "ops/cpu/padding.h"
@@ -100,10 +101,8 @@ void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o,
     return sru_recurrence_forward(drawn, plain, h, c_all, c_last);
   }
   if (in.U.dtype() == DType::BF16) {
-    const Tensor h32 = float_buffer(h);
-    sru_recurrence_forward(widened(in), o, h32, c_all, c_last);
-    round_into(h, h32);
-    return;
+    SRU_CHECK((!in.x.defined() || in.x.dtype() == DType::BF16) && h.dtype() == DType::BF16,
+              "sru_recurrence: bf16 U needs bf16 x and h");
   }
   const std::vector<uint8_t> pad = padding_bytes(in.mask_pad);
 #if defined(SRU_HAVE_AVX2_KERNELS)
@@ -122,7 +121,9 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
     return sru_recurrence_backward(drawn, plain, c_all, grad_h, grad_c_last, grad_U, grad_x, grad_weight_c, grad_bias,
                                    grad_c0);
   }
-  if (in.U.dtype() == DType::BF16) {
+  const bool bf16_io = grad_h.dtype() == DType::BF16 && grad_U.dtype() == DType::BF16 &&
+                       (!grad_x.defined() || grad_x.dtype() == DType::BF16);
+  if (in.U.dtype() == DType::BF16 && !bf16_io) {
     const Tensor gU32 = float_buffer(grad_U), gx32 = float_buffer(grad_x);
     sru_recurrence_backward(widened(in), o, c_all, grad_h.to(DType::F32), grad_c_last, gU32, gx32, grad_weight_c,
                             grad_bias, grad_c0);
