@@ -297,6 +297,11 @@ if [ "$mode" = focus ]; then
       --set train.precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --host-profile \
       --json "$out/train_epoch_lstm_$precision.json"
   done
+  # The LSTM stack in one cuDNN call (no dropout between layers) against one call per layer (dropout
+  # 0.2 drawn as the CPU does), the same model and step otherwise (docs/gpu-notes.md, issue 38 item 6).
+  bench train_epoch_lstm_stack_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-lstm.yaml \
+    --set train.device=cuda --set train.precision=bf16 --set model.dropout=0 --set data.path=$data --steps 20 \
+    --warmup-steps 3 --repeats 3 --host-profile --json "$out/train_epoch_lstm_stack_bf16.json"
   for peer in "--matmul-precision high" "--amp fp16"; do
     name=peer_train_$(echo "$peer" | awk '{print $2}')
     # shellcheck disable=SC2086  # $peer is an option and its value

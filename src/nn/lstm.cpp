@@ -134,7 +134,9 @@ LSTM::DirectionResult LSTM::direction_composed(const Direction& p, const Tensor&
 }
 
 #if defined(SRU_WITH_CUDA)
-// One cuDNN call per layer: initial states (B, D*H) per layer become cuDNN's (D, B, H) and back;
+// One cuDNN call for the whole stack where no dropout goes between the layers (dropout 0, or not
+// training), else one call per layer with nn::LSTM's own dropout between them (the CPU's masks):
+// initial states (layers, B, D*H) become cuDNN's (layers*D, B, H) or per layer (D, B, H), and back;
 // mask_pad (on the CPU, or read back from the device: one host wait) becomes per-sequence lengths.
 RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Tensor& c0, const Tensor& mask_pad,
                                     bool bf16) const {
@@ -163,13 +165,31 @@ RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Ten
     return s.defined() ? cast(transpose(reshape(time_step(s, l), {B, D, H}), 0, 1), io) : Tensor();
   };
   auto from_cudnn = [&](const Tensor& s) { return cast(reshape(transpose(s, 0, 1), {1, B, out}), x.dtype()); };
-  Tensor input = cast(x, io);
-  std::vector<Tensor> h_last, c_last;
-  for (int64_t l = 0; l < n_layers; ++l) {
+  auto weights_of = [&](int64_t l) {
     std::vector<LstmDirectionWeights> dirs;
     for (const Direction& p : layers_[l])
       dirs.push_back({cast(p.weight_ih, io), cast(p.weight_hh, io), cast(p.bias_ih, io), cast(p.bias_hh, io)});
-    const LstmLayerResult r = lstm_cudnn_layer(input, to_cudnn(h0, l), to_cudnn(c0, l), dirs, lengths);
+    return dirs;
+  };
+  if (n_layers > 1 && (options.dropout == 0.0 || !is_training())) {
+    // No dropout between the layers: the whole stack in one cuDNN call (as torch.nn.LSTM), its states
+    // (layers, B, D*H) as cuDNN's (layers*D, B, H) and back.
+    std::vector<std::vector<LstmDirectionWeights>> stack;
+    for (int64_t l = 0; l < n_layers; ++l) stack.push_back(weights_of(l));
+    auto to_stack = [&](const Tensor& s) {
+      return s.defined() ? cast(reshape(transpose(reshape(s, {n_layers, B, D, H}), 1, 2), {n_layers * D, B, H}), io)
+                         : Tensor();
+    };
+    auto from_stack = [&](const Tensor& s) {
+      return cast(reshape(transpose(reshape(s, {n_layers, D, B, H}), 1, 2), {n_layers, B, out}), x.dtype());
+    };
+    const LstmLayerResult r = lstm_cudnn_stack(cast(x, io), to_stack(h0), to_stack(c0), stack, lengths);
+    return {cast(r.output, x.dtype()), from_stack(r.h), from_stack(r.c)};
+  }
+  Tensor input = cast(x, io);
+  std::vector<Tensor> h_last, c_last;
+  for (int64_t l = 0; l < n_layers; ++l) {
+    const LstmLayerResult r = lstm_cudnn_layer(input, to_cudnn(h0, l), to_cudnn(c0, l), weights_of(l), lengths);
     input = r.output;
     h_last.push_back(from_cudnn(r.h));
     c_last.push_back(from_cudnn(r.c));

@@ -1,6 +1,6 @@
 // LSTM baseline, on the CPU through the fused recurrence op (ops/lstm_recurrence.h: per step one GEMM
-// for the four gates and one gate kernel) and through cuDNN (ops/lstm_cudnn.h, one call per layer) on
-// a CUDA device, with PyTorch's nn.LSTM parameter names, shapes,
+// for the four gates and one gate kernel) and through cuDNN (ops/lstm_cudnn.h: the whole stack in one
+// call where no dropout goes between layers, else one call per layer) on a CUDA device, with PyTorch's nn.LSTM parameter names, shapes,
 // gate order (i, f, g, o — also cuDNN's) and initialisation U(-1/sqrt(H), 1/sqrt(H)):
 //   weight_ih_l{k}[_reverse] (4H, n_in)   weight_hh_l{k}[_reverse] (4H, H)
 //   bias_ih_l{k}[_reverse]   (4H)         bias_hh_l{k}[_reverse]   (4H)

@@ -1,16 +1,21 @@
-// One LSTM layer through cuDNN's v8 RNN API, forward and backward, uni- or bidirectional: the GPU
-// path of nn::LSTM (whose CPU path, composed from ops, is this op's CPU twin and parity reference).
+// A stack of LSTM layers through cuDNN's v8 RNN API in one call, forward and backward, uni- or
+// bidirectional (as torch.nn.LSTM calls cuDNN), without dropout between the layers: the GPU path of
+// nn::LSTM (whose CPU path, the fused recurrence per layer, is this op's CPU twin and parity reference),
+// which calls one layer at a time where its own dropout goes between them.
 // Gate order i, f, g, o in PyTorch's layout (weight_ih (4H, n_in), weight_hh (4H, H), two biases).
 // Per step: [i f g o] = x_t W_ih^T + b_ih + h W_hh^T + b_hh; c = f c + i g; h = o tanh(c).
 //
-// Shapes: x (L, B, n_in); h0, c0 (D, B, H) or undefined (zeros); one LstmDirectionWeights per
-// direction (D = 1 or 2). lengths: B sequence lengths in [1, L]; steps past a sequence's length
-// output 0 and leave its state alone (= the CPU LSTM's mask_pad with padding at the end).
-// Returns output (L, B, D*H) and the last h and c (D, B, H). Built only with the CUDA backend.
+// Shapes: x (L, B, n_in); N layers, layers[l] one LstmDirectionWeights per direction (D = 1 or 2),
+// layer 0's weight_ih (4H, n_in), the others' (4H, D*H); h0, c0 (N*D, B, H) (cuDNN's order: layer
+// major, then direction) or undefined (zeros). lengths: B sequence lengths in [1, L]; steps past a
+// sequence's length output 0 and leave its state alone (= the CPU LSTM's mask_pad with padding at the
+// end). Returns the top layer's output (L, B, D*H) and the last h and c (N*D, B, H). Layer l's output
+// feeds layer l + 1 as it is: one call equals N calls of one layer each, to cuDNN's rounding (which may
+// schedule the layers as a wavefront). Built only with the CUDA backend.
 //
-// cuDNN keeps the weights in one flat buffer: each call packs the named parameters into it (8 device
-// copies per direction; bytes small next to the layer's GEMMs) and backward unpacks the flat weight
-// gradient into per-parameter gradients. Math: FP32 with FMA only (no TF32), like the SRU's GEMMs;
+// cuDNN keeps the weights in one flat buffer: each call packs the named parameters into it (16 device
+// copies per layer and direction, the 8 gate matrices and 8 gate biases; bytes small next to the
+// layer's GEMMs) and backward unpacks the flat weight gradient into per-parameter gradients. Math: FP32 with FMA only (no TF32), like the SRU's GEMMs;
 // TF32 tensor cores allowed at matmul precision high or medium. bf16 tensors (all of them: cuDNN has
 // one data type per call) run at CUDNN_DATA_BFLOAT16 with FP32 math on tensor cores, on devices where
 // lstm_cudnn_supports_bf16; float64 at double.
@@ -31,8 +36,15 @@ struct LstmLayerResult {
   Tensor output, h, c;
 };
 
-LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor& c0,
-                                 const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths);
+LstmLayerResult lstm_cudnn_stack(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                 const std::vector<std::vector<LstmDirectionWeights>>& layers,
+                                 const std::vector<int32_t>& lengths);
+// One layer (N = 1; h0, c0 (D, B, H)).
+inline LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                                        const std::vector<LstmDirectionWeights>& dirs,
+                                        const std::vector<int32_t>& lengths) {
+  return lstm_cudnn_stack(x, h0, c0, {dirs}, lengths);
+}
 
 namespace cuda {
 
@@ -50,17 +62,19 @@ struct CudnnLstmSaved {
   bool tensor_op_math = false;
 };
 
-// y (L, B, D*H), hy and cy (D, B, H) must be allocated by the caller. training: keep a reserve space.
+// y (L, B, D*H), hy and cy (N*D, B, H) must be allocated by the caller. training: keep a reserve space.
 CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
-                                  const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths,
-                                  bool training, const Tensor& y, const Tensor& hy, const Tensor& cy);
+                                  const std::vector<std::vector<LstmDirectionWeights>>& layers,
+                                  const std::vector<int32_t>& lengths, bool training, const Tensor& y, const Tensor& hy,
+                                  const Tensor& cy);
 
-// Writes dx, and dh0 / dc0 when defined, and every element of the weight gradients per direction,
-// dweights (shaped as dirs: the caller's buffers, e.g. the parameters' flat gradient places).
-void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<LstmDirectionWeights>& dirs,
+// Writes dx, and dh0 / dc0 when defined, and every element of the weight gradients per layer and
+// direction, dweights (shaped as layers: the caller's buffers, e.g. the parameters' flat gradient places).
+void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                         const std::vector<std::vector<LstmDirectionWeights>>& layers,
                          const std::vector<int32_t>& lengths, const CudnnLstmSaved& saved, const Tensor& y,
                          const Tensor& dy, const Tensor& dhy, const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
-                         const Tensor& dc0, const std::vector<LstmDirectionWeights>& dweights);
+                         const Tensor& dc0, const std::vector<std::vector<LstmDirectionWeights>>& dweights);
 
 }  // namespace cuda
 

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "autograd/engine.h"
+#include "autograd/node.h"
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
 #include "core/kernel_count.h"
@@ -655,24 +656,76 @@ TEST(CudaParityHelpers, LstmPairOwnsTheGeneratorsItsModulesDrawDropoutFrom) {
   EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
 }
 
+namespace {
+
+// nn::LSTM (6 inputs, 5 units a direction) on cuda:0 against the CPU's: outputs, states and every
+// gradient, from initial states, with padding at the end of sequences (lengths 7, 6, 5, 4).
+LstmPair expect_cudnn_lstm_parity(DType dt, bool bidir, int64_t layers, double dropout, uint64_t seed) {
+  const double tol = dt == DType::F32 ? 1e-4 : 1e-10;
+  nn::LSTMOptions o;
+  o.input_size = 6;
+  o.hidden_size = 5;
+  o.num_layers = layers;
+  o.dropout = dropout;
+  o.bidirectional = bidir;
+  o.dtype = dt;
+  LstmPair m = lstm_pair(o, seed);
+  const int64_t L = 7, B = 4, out = (bidir ? 2 : 1) * 5;
+  const Tensor x = rand_leaf({L, B, 6}, seed + 43, dt), h0 = rand_leaf({layers, B, out}, seed + 44, dt),
+               c0 = rand_leaf({layers, B, out}, seed + 45, dt);
+  expect_parity(lstm_forward(m), {x, h0, c0, padding_at_end(L, B)}, tol);
+  expect_same_parameters_and_grads(*m.cpu, *m.gpu, tol);
+  return m;
+}
+
+}  // namespace
+
 TEST(CudaParity, CudnnLstmMatchesCpuLstm) {
   SKIP_WITHOUT_CUDA();
   for (DType dt : {DType::F32, DType::F64})
     for (bool bidir : {false, true}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + (bidir ? " bidirectional" : ""));
+      expect_cudnn_lstm_parity(dt, bidir, 2, 0.3, 7);
+    }
+}
+
+// The whole stack in one cuDNN call where no dropout goes between the layers (dropout 0 in training,
+// any dropout in evaluation) against the CPU LSTM: 3 layers, both directions, initial states, padding
+// at the end of sequences, float32 and float64; outputs and all gradients; one cuDNN forward call a
+// pass (the host profile's marks), where dropout in training keeps one per layer.
+TEST(CudaParity, CudnnLstmStackInOneCallMatchesCpuLstm) {
+  SKIP_WITHOUT_CUDA();
+  const auto cudnn_forward_calls = [](const std::function<void()>& run) {
+    start_host_profile();
+    run();
+    int64_t calls = 0;
+    for (const HostProfileEntry& e : stop_host_profile())
+      if (e.name.rfind("lstm_cudnn_forward (", 0) == 0) calls += static_cast<int64_t>(e.marks);
+    return calls;
+  };
+  for (DType dt : {DType::F32, DType::F64})
+    for (bool bidir : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (bidir ? " bidirectional" : ""));
       const double tol = dt == DType::F32 ? 1e-4 : 1e-10;
-      nn::LSTMOptions o;
-      o.input_size = 6;
-      o.hidden_size = 5;
-      o.num_layers = 2;
-      o.dropout = 0.3;
-      o.bidirectional = bidir;
-      o.dtype = dt;
-      const LstmPair m = lstm_pair(o, 7);
-      const int64_t L = 7, B = 4, out = (bidir ? 2 : 1) * 5;
-      const Tensor x = rand_leaf({L, B, 6}, 50, dt), h0 = rand_leaf({2, B, out}, 51, dt), c0 = rand_leaf({2, B, out}, 52, dt);
-      expect_parity(lstm_forward(m), {x, h0, c0, padding_at_end(L, B)}, tol);  // lengths 7, 6, 5, 4
-      expect_same_parameters_and_grads(*m.cpu, *m.gpu, tol);
+      const LstmPair m = expect_cudnn_lstm_parity(dt, bidir, 3, 0.0, 17);
+      const Tensor x = rand_leaf({7, 4, 6}, 60, dt).detach(), xg = x.to(kCuda);
+      EXPECT_EQ(cudnn_forward_calls([&] { m.gpu->forward(xg); }), 1);
+      // Evaluation with dropout set: one call, the CPU's eval outputs.
+      nn::LSTMOptions with_dropout = m.cpu->options;
+      with_dropout.dropout = 0.4;
+      const LstmPair e = lstm_pair(with_dropout, 18);
+      e.cpu->train(false);
+      e.gpu->train(false);
+      {
+        autograd::NoGradGuard no_grad;
+        const nn::RecurrentOutput a = e.cpu->forward(x), b = e.gpu->forward(xg);
+        EXPECT_TRUE(tensors_near(b.output.to(Device::cpu()), a.output, tol, tol));
+        EXPECT_TRUE(tensors_near(b.h.to(Device::cpu()), a.h, tol, tol));
+        EXPECT_TRUE(tensors_near(b.c.to(Device::cpu()), a.c, tol, tol));
+        EXPECT_EQ(cudnn_forward_calls([&] { e.gpu->forward(xg); }), 1);
+      }
+      e.gpu->train(true);
+      EXPECT_EQ(cudnn_forward_calls([&] { e.gpu->forward(xg); }), 3) << "dropout between layers: one call per layer";
     }
 }
 

@@ -200,23 +200,25 @@ TEST(CudaParity, LstmsAtMatmulPrecisionHigh) {
 
 // The cuDNN LSTM at bf16 (CUDNN_DATA_BFLOAT16, train.precision bf16) against its CPU twin (the fused
 // recurrence with h rounded to bf16 values, nn/lstm.h): 2 layers, both directions, dropout between
-// layers, initial states, padding at the end; outputs, states and every gradient. Both round x, the
-// weights and h to bf16 and sum in float32; where cuDNN rounds inside (the input projection, c) is its
-// own, so the bound is a few bf16 steps compounded over the steps, as for TF32 above. Then the same
-// at tf32, which must differ from bf16 by more than float32 rounding: bf16 reached cuDNN.
+// layers (one cuDNN call per layer) and without (the stack in one call), initial states, padding at
+// the end; outputs, states and every gradient. Both round x, the weights and h to bf16 and sum in
+// float32; where cuDNN rounds inside (the input projection, c, a one-call stack's output between
+// layers) is its own, so the bound is a few bf16 steps compounded over the steps, as for TF32 above.
+// Then the same at tf32, which must differ from bf16 by more than float32 rounding: bf16 reached cuDNN.
 TEST(CudaParity, CudnnLstmAtBf16MatchesItsCpuTwin) {
 #if !defined(SRU_WITH_CUDA)
   GTEST_SKIP() << "built without the CUDA backend (no cuDNN LSTM)";
 #else
   SKIP_WITHOUT_CUDA();
   if (!cuda::lstm_cudnn_supports_bf16(0)) GTEST_SKIP() << "cuDNN's LSTM takes bf16 from compute capability 8.0";
+  for (double dropout : {0.3, 0.0})
   for (bool bidir : {false, true}) {
-    SCOPED_TRACE(bidir ? "bidirectional" : "unidirectional");
+    SCOPED_TRACE(::testing::Message() << (bidir ? "bidirectional" : "unidirectional") << ", dropout " << dropout);
     nn::LSTMOptions o;
     o.input_size = 16;
     o.hidden_size = 24;
     o.num_layers = 2;
-    o.dropout = 0.3;
+    o.dropout = dropout;
     o.bidirectional = bidir;
     const LstmPair m = lstm_pair(o, 7);
     const int64_t L = 9, B = 4, out = (bidir ? 2 : 1) * 24;

@@ -59,7 +59,7 @@ Outputs run_layer(int64_t n_in, bool zero_states, bool print) {
   const Tensor y = Tensor::empty({L, B, H}, DType::F32, gpu), hy = Tensor::empty({1, B, H}, DType::F32, gpu),
                cy = Tensor::empty({1, B, H}, DType::F32, gpu);
   const std::vector<int32_t> lengths(B, static_cast<int32_t>(L));
-  const cuda::CudnnLstmSaved saved = cuda::lstm_cudnn_forward(x, h0, c0, {w}, lengths, true, y, hy, cy);
+  const cuda::CudnnLstmSaved saved = cuda::lstm_cudnn_forward(x, h0, c0, {{w}}, lengths, true, y, hy, cy);
   if (print) {
     std::printf("layer n_in %lld\n", static_cast<long long>(n_in));
     print_range("x", x);

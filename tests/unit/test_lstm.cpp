@@ -10,6 +10,7 @@
 #include "nn/lstm.h"
 #include "ops/lstm_recurrence.h"
 #include "ops/ops.h"
+#include "ops/sru_recurrence.h"
 #include "testing.h"
 
 using namespace sru;
@@ -205,6 +206,43 @@ TEST(LstmFused, Bf16HiddenRoundsEveryStepAndStaysNearFloat32) {
                               Tensor(), false, LstmHidden::Bf16Values);
             }).find("needs float32"),
             std::string::npos);
+}
+
+// The row kernels' baseline, AVX2 and AVX-512 builds (picked with the SRU's: cpu::sru_kernel_isa) give
+// the same outputs, states and gradients to the bit: float with exact and bf16 hidden states, double;
+// both directions, padding, H not a multiple of any vector width.
+TEST(LstmFused, BaselineAvx2AndAvx512RowKernelsAgreeExactly) {
+  struct Restore {
+    ~Restore() { cpu::limit_sru_kernel_isa(cpu::SruKernelIsa::Avx512); }
+  } restore;
+  const int64_t L = 9, B = 5, H = 37;
+  const auto run = [&](DType dtype, LstmHidden hidden, bool reverse) {
+    Generator gen(77);
+    auto leaf = [&](Shape s, double bound) { return Tensor::uniform(s, -bound, bound, dtype, gen).set_requires_grad(true); };
+    const Tensor gx = leaf({L, B, 4 * H}, 3), w = leaf({4 * H, H}, 0.5), bias = leaf({4 * H}, 0.5);
+    const Tensor h0 = leaf({B, H}, 1), c0 = leaf({B, H}, 1);
+    const Tensor cotangent = Tensor::uniform({L, B, H}, -1, 1, dtype, gen);
+    const LstmRecurrenceResult r = lstm_recurrence(gx, w, bias, h0, c0, scattered_padding(L, B), reverse, hidden);
+    autograd::backward(sum(r.output * cotangent) + sum(r.c) + sum(r.h));
+    std::vector<std::vector<double>> values;
+    for (const Tensor& t : {r.output, r.h, r.c, gx.grad(), w.grad(), bias.grad(), h0.grad(), c0.grad()})
+      values.push_back(t.to_vector<double>());
+    return values;
+  };
+  const std::string widest = cpu::sru_kernel_isa();
+  for (const auto& [dtype, hidden] : {std::pair{DType::F32, LstmHidden::Exact}, std::pair{DType::F32, LstmHidden::Bf16Values},
+                                      std::pair{DType::F64, LstmHidden::Exact}})
+    for (bool reverse : {false, true}) {
+      cpu::limit_sru_kernel_isa(cpu::SruKernelIsa::Avx512);
+      const auto fast = run(dtype, hidden, reverse);
+      for (const auto isa : {cpu::SruKernelIsa::Avx2, cpu::SruKernelIsa::Baseline}) {
+        cpu::limit_sru_kernel_isa(isa);
+        if (cpu::sru_kernel_isa() == widest) continue;
+        EXPECT_EQ(run(dtype, hidden, reverse), fast) << dtype_name(dtype) << (hidden == LstmHidden::Bf16Values ? " bf16 hidden" : "")
+                                                     << (reverse ? " reverse" : "") << ": " << widest << " vs "
+                                                     << cpu::sru_kernel_isa();
+      }
+    }
 }
 
 // nn::LSTM at train.precision bf16 on the CPU (cuDNN's bf16 LSTM's twin): float32 in, float32 out, every

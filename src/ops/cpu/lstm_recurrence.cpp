@@ -8,20 +8,23 @@
 // one sgemm adds dG_t W_hh to dL/dh_{t-1}. Nothing is allocated inside the time loop. Padded rows
 // copy the state through (forward) or leave the state gradients alone (backward) and write zeros.
 //
-// The unit loops are out-of-line functions whose arrays are restrict parameters (GCC drops restrict
-// on inlining), compiled with -fno-trapping-math like the SRU kernels, so they vectorise. Rows are
-// split over threads only when a step has enough elements to pay for it; every element's arithmetic
-// is the same for any thread count.
+// The per-row kernels (ops/cpu/lstm_row_kernels.h) are compiled for the baseline, AVX2 and AVX-512 and
+// picked at run time with the SRU recurrence's build; they vectorise (restrict parameters,
+// -fno-trapping-math) and give the same bits in every build. Rows are split over threads only when a
+// step has enough elements to pay for it; every element's arithmetic is the same for any thread count.
 
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
-#include "core/float16.h"
+#define SRU_KERNEL_NAMESPACE baseline
+#include "ops/cpu/lstm_row_kernels.h"
+#undef SRU_KERNEL_NAMESPACE
+
 #include "core/parallel.h"
 #include "ops/cpu/blas.h"
-#include "ops/lstm_math.h"
 #include "ops/lstm_recurrence.h"
+#include "ops/sru_recurrence.h"
 
 namespace sru::cpu {
 
@@ -34,38 +37,24 @@ void gemm_rows(int64_t M, int64_t N, int64_t K, const T* a, const T* b, bool b_t
   blas_gemm<T>(false, b_transposed, M, N, K, T(1), a, K, b, b_transposed ? K : N, beta, c, N);
 }
 
-// One row's forward step. gates holds h_{t-1} W_hh^T on entry and i f g o on return. kBf16Hidden: h
-// rounded to bfloat16 values (LstmHidden::Bf16Values, float only).
-template <typename T, bool kBf16Hidden>
-__attribute__((noinline)) void row_forward(int64_t H, const T* __restrict gx, const T* __restrict bias,
-                                           T* __restrict gates, const T* __restrict c_prev, T* __restrict c,
-                                           T* __restrict h, T* __restrict out) {
-  for (int64_t j = 0; j < H; ++j) {
-    const LstmGates<T> g = lstm_gates((gx[j] + bias[j]) + gates[j], (gx[H + j] + bias[H + j]) + gates[H + j],
-                                      (gx[2 * H + j] + bias[2 * H + j]) + gates[2 * H + j],
-                                      (gx[3 * H + j] + bias[3 * H + j]) + gates[3 * H + j]);
-    lstm_store(gates, H, j, g);
-    T h_new;
-    c[j] = lstm_step_forward(g, c_prev[j], h_new);
-    if constexpr (kBf16Hidden && std::is_same_v<T, float>) h_new = round_to_bf16(h_new);
-    h[j] = h_new;
-    out[j] = h_new;
-  }
-}
-
-// One row's backward step. grad_h holds dL/dh_t from later steps on entry and 0 on return (the GEMM
-// then adds dG_t W_hh); grad_c goes from dL/dc_t to dL/dc_{t-1}. grad_out may be null.
+// The row kernels of the widest build the processor runs (the SRU recurrence's choice: every build
+// gives the same bits).
 template <typename T>
-__attribute__((noinline)) void row_backward(int64_t H, const T* __restrict gates, const T* __restrict c_prev,
-                                            const T* __restrict c, const T* __restrict grad_out,
-                                            T* __restrict grad_h, T* __restrict grad_c, T* __restrict grad_gates) {
-  for (int64_t j = 0; j < H; ++j) {
-    const T gh = grad_out ? grad_h[j] + grad_out[j] : grad_h[j];
-    const LstmStepGrads<T> d = lstm_step_backward(lstm_load(gates, H, j), c_prev[j], c[j], gh, grad_c[j]);
-    lstm_store(grad_gates, H, j, d.a);
-    grad_c[j] = d.c_prev;
-    grad_h[j] = T(0);
+LstmRowKernels<T> row_kernels() {
+  constexpr bool f32 = std::is_same_v<T, float>;
+#if defined(SRU_HAVE_AVX2_KERNELS)
+  switch (sru_kernel_isa_in_use()) {
+    case SruKernelIsa::Avx512:
+      if constexpr (f32) return avx512::lstm_row_kernels_f32();
+      else return avx512::lstm_row_kernels_f64();
+    case SruKernelIsa::Avx2:
+      if constexpr (f32) return avx2::lstm_row_kernels_f32();
+      else return avx2::lstm_row_kernels_f64();
+    case SruKernelIsa::Baseline: break;
   }
+#endif
+  if constexpr (f32) return baseline::lstm_row_kernels_f32();
+  else return baseline::lstm_row_kernels_f64();
 }
 
 template <typename T>
@@ -113,6 +102,8 @@ void forward_impl(const LstmTensors& in, const Tensor& output, const Tensor& gat
   const T* bias = data_or_null<T>(in.bias);
   if (!bias) zero_bias.assign(static_cast<size_t>(G), T(0)), bias = zero_bias.data();
   T *out = output.data<T>(), *gates = gates_t.data<T>(), *hs = h_states.data<T>(), *cs = c_states.data<T>();
+  const LstmRowKernels<T> rows = row_kernels<T>();
+  auto* const row_fn = bf16_hidden ? rows.forward_bf16_hidden : rows.forward;
   const int64_t init = s.slots.initial() * BH;
   copy_or_zero<T>(in.h0, hs + init, BH);
   copy_or_zero<T>(in.c0, cs + init, BH);
@@ -133,7 +124,6 @@ void forward_impl(const LstmTensors& in, const Tensor& output, const Tensor& gat
         std::fill(g + b * G, g + (b + 1) * G, T(0));
         return;
       }
-      auto* const row_fn = bf16_hidden ? row_forward<T, true> : row_forward<T, false>;
       row_fn(H, gx + (t * B + b) * G, bias, g + b * G, c_prev + row, c + row, h + row, out + t * BH + row);
     });
   }
@@ -148,6 +138,7 @@ void backward_impl(const LstmTensors& in, const Tensor& gates_t, const Tensor& c
   const T* w = in.weight_hh.data<T>();
   const T *gates = gates_t.data<T>(), *cs = c_states.data<T>(), *gout = data_or_null<T>(grad_output);
   T *grad_gates = grad_gates_t.data<T>(), *dh = grad_h0.data<T>(), *dc = grad_c0.data<T>();
+  auto* const row_backward = row_kernels<T>().backward;
   copy_or_zero<T>(grad_h_last, dh, BH);
   copy_or_zero<T>(grad_c_last, dc, BH);
   for (int64_t step = s.L - 1; step >= 0; --step) {
@@ -161,7 +152,7 @@ void backward_impl(const LstmTensors& in, const Tensor& gates_t, const Tensor& c
         return;
       }
       const int64_t row = b * H;
-      row_backward<T>(H, gates + (t * B + b) * G, c_prev + row, c + row, gout ? gout + t * BH + row : nullptr,
+      row_backward(H, gates + (t * B + b) * G, c_prev + row, c + row, gout ? gout + t * BH + row : nullptr,
                       dh + row, dc + row, dg + b * G);
     });
     gemm_rows<T>(B, H, G, dg, w, /*b_transposed=*/false, T(1), dh);  // dL/dh_{t-1} += dG_t W_hh

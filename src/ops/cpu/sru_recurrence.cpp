@@ -47,6 +47,8 @@ SruKernelIsa isa_in_use() { return std::min(supported_isa(), widest_allowed); }
 
 }  // namespace
 
+SruKernelIsa sru_kernel_isa_in_use() { return isa_in_use(); }
+
 const char* sru_kernel_isa() {
   switch (isa_in_use()) {
     case SruKernelIsa::Avx512: return "avx512";

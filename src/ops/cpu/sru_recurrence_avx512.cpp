@@ -10,21 +10,13 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "ops/cpu/avx512_region.h"
 #include "ops/sru_math.h"
 #include "ops/sru_recurrence.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,prefer-vector-width=512")
-#endif
+SRU_AVX512_REGION_BEGIN
 
 #define SRU_KERNEL_NAMESPACE avx512
 #include "ops/cpu/sru_recurrence_kernels.h"
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+SRU_AVX512_REGION_END

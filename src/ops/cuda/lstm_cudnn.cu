@@ -1,6 +1,6 @@
-// cuDNN v8 RNN API calls behind lstm_cudnn_layer (ops/lstm_cudnn.h: math, shapes, weight layout).
-// Per call: an RNN descriptor (LSTM, double bias, one layer, uni- or bidirectional, padded I/O), data
-// descriptors for x and y in the time-major unpacked layout with per-sequence lengths, an (D, B, H)
+// cuDNN v8 RNN API calls behind lstm_cudnn_stack (ops/lstm_cudnn.h: math, shapes, weight layout).
+// Per call: an RNN descriptor (LSTM, double bias, N layers, uni- or bidirectional, padded I/O, no dropout), data
+// descriptors for x and y in the time-major unpacked layout with per-sequence lengths, an (N*D, B, H)
 // state descriptor, the flat weight space filled from the named parameters, and workspace / reserve
 // space from the caching allocator. Backward: cudnnRNNBackwardData_v8, then
 // cudnnRNNBackwardWeights_v8 adding into a zeroed flat gradient, which is unpacked per parameter.
@@ -62,20 +62,22 @@ class RnnCall {
  public:
   // tensor_op_math: float may use TF32 tensor cores (matmul precision high or medium), else FMA only
   // (cudnn_math_type).
-  RnnCall(const Tensor& x, int64_t hidden, int64_t directions, const std::vector<int32_t>& lengths,
+  RnnCall(const Tensor& x, int64_t hidden, int64_t directions, int64_t layers, const std::vector<int32_t>& lengths,
           cudnnForwardMode_t mode, bool tensor_op_math)
       : handle_(context(x.device().index).cudnn), L_(checked_int(x.size(0), "L", "cuDNN LSTM")),
         B_(checked_int(x.size(1), "B", "cuDNN LSTM")), n_in_(checked_int(x.size(2), "n_in", "cuDNN LSTM")),
         H_(checked_int(hidden, "H", "cuDNN LSTM")), D_(static_cast<int>(directions)),
-        type_(cudnn_type(x.dtype())), lengths_(lengths.begin(), lengths.end()) {
+        N_(checked_int(layers, "layers", "cuDNN LSTM")), type_(cudnn_type(x.dtype())),
+        lengths_(lengths.begin(), lengths.end()) {
     CUDNN_CHECK(cudnnCreateDropoutDescriptor(&dropout_));
-    // No dropout inside cuDNN (one layer per call; nn::LSTM applies its own between layers).
+    // No dropout inside cuDNN: nn::LSTM applies its own between layers (the CPU's masks) and calls a
+    // stack of several layers at once only where none applies.
     CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_, handle_, 0.0f, nullptr, 0, 0));
     CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn_));
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
                                          D_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type_,
                                          cudnn_math_precision(type_), cudnn_math_type(type_, tensor_op_math), n_in_,
-                                         H_, H_, 1, dropout_,
+                                         H_, H_, N_, dropout_,
                                          CUDNN_RNN_PADDED_IO_ENABLED));
     CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&x_desc_));
     CUDNN_CHECK(cudnnCreateRNNDataDescriptor(&y_desc_));
@@ -87,9 +89,9 @@ class RnnCall {
                                           lengths_.data(), fill));
     CUDNN_CHECK(cudnnSetRNNDataDescriptor(y_desc_, type_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED, L_, B_, D_ * H_,
                                           lengths_.data(), fill));
-    checked_int(x.size(1) * directions * hidden, "B * D * H (state elements)", "cuDNN LSTM");
+    checked_int(layers * x.size(1) * directions * hidden, "N * B * D * H (state elements)", "cuDNN LSTM");
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&h_desc_));
-    const int dims[3] = {D_, B_, H_}, strides[3] = {B_ * H_, H_, 1};
+    const int dims[3] = {N_ * D_, B_, H_}, strides[3] = {B_ * H_, H_, 1};
     CUDNN_CHECK(cudnnSetTensorNdDescriptor(h_desc_, type_, 3, dims, strides));
     CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(handle_, rnn_, &weight_bytes_));
     CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(handle_, rnn_, mode, x_desc_, &work_bytes_, &reserve_bytes_));
@@ -105,20 +107,24 @@ class RnnCall {
   RnnCall& operator=(const RnnCall&) = delete;
 
   // Copies each named parameter into its place in the flat weight space (to_flat) or the flat
-  // gradient into each parameter (!to_flat). Matrices 0-3 are the i, f, g, o rows of weight_ih,
-  // 4-7 those of weight_hh; biases likewise from bias_ih and bias_hh.
-  void transfer(void* flat, const std::vector<LstmDirectionWeights>& params, bool to_flat, cudaStream_t stream) const {
+  // gradient into each parameter (!to_flat). params[l][dir] is cuDNN's pseudo-layer l * D + dir;
+  // matrices 0-3 are the i, f, g, o rows of weight_ih (n_in columns in layer 0, D * H above), 4-7
+  // those of weight_hh; biases likewise from bias_ih and bias_hh.
+  void transfer(void* flat, const std::vector<std::vector<LstmDirectionWeights>>& params, bool to_flat,
+                cudaStream_t stream) const {
     cudnnTensorDescriptor_t m_desc, b_desc;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&m_desc));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&b_desc));
     const size_t elem = type_ == CUDNN_DATA_DOUBLE ? 8 : type_ == CUDNN_DATA_FLOAT ? 4 : 2;
-    for (int dir = 0; dir < D_; ++dir) {
-      const LstmDirectionWeights& p = params[dir];
+    for (int pseudo = 0; pseudo < N_ * D_; ++pseudo) {
+      const int layer = pseudo / D_;
+      const LstmDirectionWeights& p = params[layer][pseudo % D_];
       for (int lin = 0; lin < 8; ++lin) {
         void *m_addr = nullptr, *b_addr = nullptr;
-        CUDNN_CHECK(cudnnGetRNNWeightParams(handle_, rnn_, dir, weight_bytes_, flat, lin, m_desc, &m_addr, b_desc, &b_addr));
+        CUDNN_CHECK(cudnnGetRNNWeightParams(handle_, rnn_, pseudo, weight_bytes_, flat, lin, m_desc, &m_addr, b_desc,
+                                            &b_addr));
         const int gate = lin % 4;
-        const int64_t cols = lin < 4 ? n_in_ : H_;
+        const int64_t cols = lin >= 4 ? H_ : layer == 0 ? n_in_ : D_ * H_;
         SRU_CHECK(elements_of(m_desc) == H_ * cols && elements_of(b_desc) == H_, "cuDNN LSTM: unexpected layout of ",
                   "matrix ", lin, " in the weight space");
         char* m_param = static_cast<char*>((lin < 4 ? p.weight_ih : p.weight_hh).data_ptr()) + gate * H_ * cols * elem;
@@ -137,7 +143,7 @@ class RnnCall {
   }
 
   cudnnHandle_t handle_;
-  int L_, B_, n_in_, H_, D_;
+  int L_, B_, n_in_, H_, D_, N_;
   cudnnDataType_t type_;
   std::vector<int> lengths_;
   cudnnDropoutDescriptor_t dropout_ = nullptr;
@@ -164,18 +170,20 @@ class RnnCall {
 }  // namespace
 
 CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
-                                  const std::vector<LstmDirectionWeights>& dirs, const std::vector<int32_t>& lengths,
-                                  bool training, const Tensor& y, const Tensor& hy, const Tensor& cy) {
+                                  const std::vector<std::vector<LstmDirectionWeights>>& layers,
+                                  const std::vector<int32_t>& lengths, bool training, const Tensor& y, const Tensor& hy,
+                                  const Tensor& cy) {
   ::sru::detail::host_profile_mark("lstm_cudnn_forward (descriptors, weight copies, cudnnRNNForward)");
-  const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
+  const int64_t H = layers[0][0].weight_hh.size(1), D = static_cast<int64_t>(layers[0].size());
+  const int64_t N = static_cast<int64_t>(layers.size());
   const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   CudnnLstmSaved saved;
   saved.tensor_op_math = matmul_precision() != MatmulPrecision::Highest;
-  const RnnCall call(x, H, D, lengths, mode, saved.tensor_op_math);
+  const RnnCall call(x, H, D, N, lengths, mode, saved.tensor_op_math);
   ::sru::detail::host_profile_mark("(lstm_cudnn_forward: weight copies, scratch, lengths to the device)");
   const cudaStream_t stream = stream_of(x);
   saved.weight_space = scratch_bytes(call.weight_bytes_, x.device());
-  call.transfer(saved.weight_space.data_ptr(), dirs, true, stream);
+  call.transfer(saved.weight_space.data_ptr(), layers, true, stream);
   saved.reserve_space = scratch_bytes(call.reserve_bytes_, x.device());
 #if CUDNN_VERSION < 8901
   saved.device_lengths =
@@ -195,13 +203,20 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
   return saved;
 }
 
-void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0, const std::vector<LstmDirectionWeights>& dirs,
+void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
+                         const std::vector<std::vector<LstmDirectionWeights>>& layers,
                          const std::vector<int32_t>& lengths, const CudnnLstmSaved& saved, const Tensor& y,
                          const Tensor& dy, const Tensor& dhy, const Tensor& dcy, const Tensor& dx, const Tensor& dh0,
-                         const Tensor& dc0, const std::vector<LstmDirectionWeights>& dweights) {
+                         const Tensor& dc0, const std::vector<std::vector<LstmDirectionWeights>>& dweights) {
   ::sru::detail::host_profile_mark("lstm_cudnn_backward (descriptors, cudnnRNNBackwardData/Weights, copies)");
-  const int64_t H = dirs[0].weight_hh.size(1), D = static_cast<int64_t>(dirs.size());
-  const RnnCall call(x, H, D, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math);
+  const int64_t H = layers[0][0].weight_hh.size(1), D = static_cast<int64_t>(layers[0].size());
+  const int64_t N = static_cast<int64_t>(layers.size());
+  SRU_CHECK(dweights.size() == layers.size(), "cuDNN LSTM backward: ", dweights.size(), " gradient layers for ",
+            layers.size());
+  for (size_t l = 0; l < layers.size(); ++l)
+    SRU_CHECK(dweights[l].size() == layers[l].size(), "cuDNN LSTM backward: layer ", l, " has ", dweights[l].size(),
+              " gradient directions for ", layers[l].size());
+  const RnnCall call(x, H, D, N, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math);
   const cudaStream_t stream = stream_of(x);
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
   // dx at steps past a sequence's length: nothing in cuDNN promises to write it, and dx comes from a
@@ -222,8 +237,6 @@ void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0, co
                                          data_ptr_or_null(h0), call.y_desc_, y.data_ptr(), call.weight_bytes_,
                                          dweight.data_ptr(), call.work_bytes_, work.data_ptr(), call.reserve_bytes_,
                                          saved.reserve_space.data_ptr()));
-  SRU_CHECK(dweights.size() == dirs.size(), "cuDNN LSTM backward: ", dweights.size(), " gradient directions for ",
-            dirs.size());
   ::sru::detail::host_profile_mark("(lstm_cudnn_backward: gradient copies, descriptors destroyed)");
   call.transfer(dweight.data_ptr(), dweights, false, stream);
 }
