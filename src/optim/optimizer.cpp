@@ -215,7 +215,8 @@ struct NormPart {
   int64_t whole_blocks = 0;
 };
 
-Tensor norm_of_parts(const std::vector<NormPart>& parts, Device device, double max_norm, double grad_scale) {
+Tensor norm_of_parts(const std::vector<NormPart>& parts, Device device, double max_norm, double grad_scale,
+                     const Tensor& loss) {
   int64_t blocks = 0;
   std::vector<int64_t> part_blocks;
   for (const NormPart& part : parts) {
@@ -237,7 +238,7 @@ Tensor norm_of_parts(const std::vector<NormPart>& parts, Device device, double m
     at += part_blocks[i];
   }
   const Tensor result = Tensor::empty({2}, DType::F64, device);
-  SRU_KERNEL_IN(::sru::optim, device, finish_grad_norm, partial, max_norm, grad_scale, result);
+  SRU_KERNEL_IN(::sru::optim, device, finish_grad_norm, partial, max_norm, grad_scale, loss, result);
   return result;
 }
 
@@ -275,10 +276,10 @@ Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm
   const std::vector<std::vector<size_t>> groups = gradients_by_dtype(params);
   std::vector<NormPart> parts;
   for (const std::vector<size_t>& group : groups) parts.push_back({gradients_of(params, group)});
-  return norm_of_parts(parts, gradients_device(params, groups), max_norm, grad_scale);
+  return norm_of_parts(parts, gradients_device(params, groups), max_norm, grad_scale, Tensor());
 }
 
-Tensor Optimizer::grad_norm_and_clip_factor(double max_norm, double grad_scale) const {
+Tensor Optimizer::grad_norm_and_clip_factor(double max_norm, double grad_scale, const Tensor& loss) const {
   const std::vector<std::vector<size_t>> groups = gradients_by_dtype(params_);
   std::vector<NormPart> parts;
   for (const std::vector<size_t>& group : groups) {
@@ -291,7 +292,9 @@ Tensor Optimizer::grad_norm_and_clip_factor(double max_norm, double grad_scale) 
     else
       parts.push_back({gradients_of(params_, group)});
   }
-  return norm_of_parts(parts, gradients_device(params_, groups), max_norm, grad_scale);
+  SRU_CHECK(!loss.defined() || loss.numel() == 1, "grad_norm_and_clip_factor: the loss must be one value, got ",
+            shape_str(loss.shape()));
+  return norm_of_parts(parts, gradients_device(params_, groups), max_norm, grad_scale, loss);
 }
 
 Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm) {

@@ -55,12 +55,17 @@ class Optimizer {
   // parameters one dispatch per group sharing a dtype and device (a multi-tensor update; on a GPU one
   // launch per up to 48 tensors). The same values either way: the rules are element-wise. clip, when given, is grad_norm_and_clip_factor's result: each
   // gradient is multiplied by its factor inside the update (as clip_grad_norm's separate scaling would,
-  // to the bit), and the gradients themselves are left as they are.
+  // to the bit), and the gradients themselves are left as they are; a NaN factor (a non-finite step)
+  // makes the kernels change nothing, and the caller that learns so afterwards calls forget_step.
   void step(double lr, const Tensor& clip = Tensor());
+  // The last step() changed nothing (its clip factor was NaN): its count is taken back, so that the
+  // bias corrections of the next step are those it would have had.
+  void forget_step() { --step_count_; }
   // The global gradient norm and clip factor of this optimiser's parameters: grad_norm_and_clip_factor
   // (below) to the bit, with each flat group whose gradients are all in place read as one buffer (one
   // reduction dispatch for it, however many tensors: one launch on a GPU) instead of tensor by tensor.
-  Tensor grad_norm_and_clip_factor(double max_norm, double grad_scale = 1.0) const;
+  // loss (0-d, on the gradients' device), when given: a non-finite loss also makes the factor NaN.
+  Tensor grad_norm_and_clip_factor(double max_norm, double grad_scale = 1.0, const Tensor& loss = Tensor()) const;
   // Whether parameter k (index into parameters()) gets weight decay.
   bool decays(size_t k) const { return decays_[k]; }
   void zero_grad();
@@ -109,7 +114,8 @@ class Optimizer {
 Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm);
 double clip_grad_norm(const nn::NamedTensors& params, double max_norm);
 // The global gradient norm and the clip factor, as an f64 (2) [norm, factor] tensor on the gradients'
-// device, without scaling anything: the training step hands it to Optimizer::step, whose update applies
+// device, without scaling anything (factor NaN when the norm is not finite: skips_update,
+// optim/optimizer_math.h): the training step hands it to Optimizer::step, whose update applies
 // the factor (one reduction dispatch per dtype group plus one to finish, instead of a scaling pass per
 // gradient). clip_grad_norm_tensor is this plus the scaling. grad_scale: the true gradients are
 // grad_scale times the stored ones (accumulation's mean, not yet applied): the norm is the true
@@ -124,7 +130,7 @@ SRU_DECLARE_KERNELS(
 // s1[k] (s1 unused by SGD: pass s0), each of p[k]'s shape: a multi-tensor update (the CUDA twin covers up
 // to kMaxTensorsPerLaunch tensors a launch). When clip (f64 (2), grad_norm_and_clip_factor's) is
 // defined and clip[1] != 1, each gradient element is multiplied by clip[1] (as the gradient's dtype)
-// before it is used.
+// before it is used; clip[1] NaN: nothing is changed.
 void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                       const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalars& scalars,
                       const Tensor& clip);
@@ -143,9 +149,11 @@ void sum_squares_blocks(const std::vector<Tensor>& g, int64_t block_size, const 
 void sum_squares_segments(const Tensor& g, const Tensor& segments, int64_t block_size, int64_t pieces,
                           const Tensor& partial);
 // result (2) f64 = finish_norm_and_factor (optim/optimizer_math.h) of the sum of partial, in order: with
-// grad_scale 1, [norm, clip factor (1 when nothing is to be scaled)].
-void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& result);
-// g *= result[1] (as g's dtype) unless the factor is 1.
+// grad_scale 1, [norm, clip factor (1 when nothing is to be scaled, NaN when nothing may be updated:
+// the norm, or loss (0-d, f32 or f64) when defined, not finite)].
+void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& loss,
+                      const Tensor& result);
+// g *= result[1] (as g's dtype) unless the factor is 1 or NaN.
 void scale_by_clip_factor(const Tensor& g, const Tensor& result);
 )
 

@@ -51,11 +51,17 @@ SRU_HD double clip_factor(double norm, double max_norm) {
 // The [norm, factor] that finish_grad_norm writes, from the stored gradients' sum of squares: the true
 // gradients are grad_scale times the stored ones (gradient accumulation's 1 / terms, folded into the
 // update instead of a scaling pass over every gradient), so the norm is theirs and the factor is what the
-// stored ones are multiplied by: grad_scale times the clip factor of that norm.
-SRU_HD void finish_norm_and_factor(double sum_squares, double max_norm, double grad_scale, double* result) {
+// stored ones are multiplied by: grad_scale times the clip factor of that norm. A step that must not be
+// applied (the norm, or the step's loss when given, not finite) gets factor NaN: the update kernels
+// then change nothing (skips_update), so that the decision needs no host read before the update.
+SRU_HD void finish_norm_and_factor(double sum_squares, double max_norm, double grad_scale, bool loss_finite,
+                                   double* result) {
   result[0] = grad_scale * sqrt(sum_squares);
-  result[1] = grad_scale * clip_factor(result[0], max_norm);
+  result[1] = loss_finite && std::isfinite(result[0]) ? grad_scale * clip_factor(result[0], max_norm) : nan("");
 }
+
+// Whether a clip factor says: leave everything as it is (a non-finite step).
+SRU_HD bool skips_update(double factor) { return factor != factor; }
 
 // Updates one element: weight w, gradient grad, slots s0 and s1 (s1 unused by SGD).
 template <OptimizerKind K, typename T>

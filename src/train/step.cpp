@@ -88,9 +88,9 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
   SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
-  // Backward and clipping run before the loss is looked at, so that the loss and the gradient norm come
-  // to the host together: the step's one host wait on a GPU. A non-finite loss gives non-finite
-  // gradients, which clipping leaves alone and the update below never uses.
+  // Backward, clipping and (in one process) the update run before the loss is looked at, so that the
+  // loss and the gradient norm come to the host together: the step's one host wait on a GPU. A
+  // non-finite loss or norm makes the clip factor NaN, and the update then changes nothing.
   const Backward backward = forward_backward(first, count, out);
   const Tensor& loss = backward.loss;
   const StepVotes mine = votes ? votes() : StepVotes{};
@@ -107,11 +107,16 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
     reads = {{loss, &loss_value}};
   }
   // The norm and the clip factor (with accumulation's 1 / terms) stay on the device; the update applies
-  // the factor (no scaling pass).
+  // the factor (no scaling pass). One process: the update is issued before the host reads anything and
+  // skips itself when the loss or the norm is not finite (the factor is NaN then), so the device never
+  // waits for the host inside a step. Data parallel reads first: the ranks' disagreement must stop the
+  // update.
   const Tensor norm_and_factor =
-      optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, backward.grad_scale);
+      optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, backward.grad_scale, reads.front().value /* the loss */);
   const Tensor norm = norm_and_factor.narrow0(0, 1).view({});
   reads.push_back({norm, &norm_value});
+  const bool update_first = !sync_;
+  if (update_first) optimizer_.step(out.lr, norm_and_factor);
   if (sync_) comm_->await_device(norm.device());
   read_scalars(reads);
   out.loss = loss_value;
@@ -124,14 +129,15 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
   }
   const bool finite = std::isfinite(out.loss) && std::isfinite(out.grad_norm);
   if (!finite) {
-    // Never update with a non-finite value; a carried state may hold one too.
+    // Never update with a non-finite value (the update skipped itself); a carried state may hold one too.
+    if (update_first) optimizer_.forget_step();
     optimizer_.zero_grad();
     out.nonfinite = std::isfinite(out.loss) ? "gradient norm" : "loss";
     out.kind = skip_nonfinite_ ? StepOutcome::Kind::Skipped : StepOutcome::Kind::NonFinite;
     if (skip_nonfinite_) task_.reset_carried_state();
     return out;
   }
-  optimizer_.step(out.lr, clip_grad_norm_ > 0 || backward.grad_scale != 1.0 ? norm_and_factor : Tensor());
+  if (!update_first) optimizer_.step(out.lr, norm_and_factor);
   task_.model().after_update();  // e.g. gate clipping: after every update, before anything reads the weights
   if (ema_) ema_->update(step);
   optimizer_.zero_grad();

@@ -276,6 +276,46 @@ TEST(Optim, AParameterExcludedFromWeightDecayStepsAsWithZeroDecay) {
             std::string::npos) << error;
 }
 
+// A non-finite step decided on the device (the factor NaN when the norm or the given loss is not
+// finite): every optimiser's update, per tensor and over a flat group's whole buffers, leaves the
+// parameters and slots as they were, and forget_step takes the count back so that the next step equals
+// the first step of an optimiser that never saw the bad one.
+TEST(Optim, ANanClipFactorLeavesEverythingAsItWas) {
+  for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam", "radamw"}) {
+    SCOPED_TRACE(kind);
+    const optim::OptimizerOptions o = options_with_decay(kind, 0.01);
+    Generator gen(6);
+    const Tensor w0 = Tensor::uniform({50}, -1, 1, DType::F32, gen), g = Tensor::uniform({50}, -1, 1, DType::F32, gen);
+    nn::NamedTensors skipped{{"w", w0.clone().set_requires_grad(true)}}, clean{{"w", w0.clone().set_requires_grad(true)}};
+    optim::Optimizer skipping(skipped, o), fresh(clean, o);
+    Tensor bad = g.clone();
+    bad.data<float>()[3] = std::nanf("");
+    skipped[0].second.set_grad(bad);
+    const Tensor nan_norm = skipping.grad_norm_and_clip_factor(1.0);
+    EXPECT_TRUE(std::isnan(nan_norm.to_vector<double>()[1])) << "a NaN gradient";
+    skipping.step(0.01, nan_norm);
+    EXPECT_EQ(skipped[0].second.to_vector<float>(), w0.to_vector<float>());
+    for (const auto& [name, slot] : skipping.state())
+      if (name != "optim.step") EXPECT_EQ(slot.to_vector<double>(), std::vector<double>(50, 0.0)) << name;
+    skipping.forget_step();
+    EXPECT_EQ(skipping.steps(), 0);
+    // A finite norm with a non-finite loss: skipped as well.
+    skipped[0].second.set_grad(g.clone());
+    const Tensor inf_loss = skipping.grad_norm_and_clip_factor(1.0, 1.0, Tensor::full({}, INFINITY, DType::F32));
+    EXPECT_TRUE(std::isfinite(inf_loss.to_vector<double>()[0]));
+    EXPECT_TRUE(std::isnan(inf_loss.to_vector<double>()[1]));
+    skipping.step(0.01, inf_loss);
+    EXPECT_EQ(skipped[0].second.to_vector<float>(), w0.to_vector<float>());
+    skipping.forget_step();
+    // Then a good step equals a fresh optimiser's first.
+    const Tensor good = skipping.grad_norm_and_clip_factor(1.0, 1.0, Tensor::full({}, 2.5, DType::F32));
+    skipping.step(0.01, good);
+    clean[0].second.set_grad(g.clone());
+    fresh.step(0.01, optim::grad_norm_and_clip_factor(clean, 1.0));
+    EXPECT_EQ(skipped[0].second.to_vector<float>(), clean[0].second.to_vector<float>());
+  }
+}
+
 TEST(Schedule, HandComputedValues) {
   optim::ScheduleOptions o;
   o.lr = 0.1;

@@ -3,6 +3,7 @@
 // refused by name, resuming without a run directory, and cross-validation driven by the task's metric.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -217,8 +218,23 @@ TEST(TrainingStep, FollowsTheScheduleAndTheNonFinitePolicy) {
     t->start_epoch(0, 0);
     train::StepOutcome r;
     int64_t s = 0;
-    do r = bad.run(s, s + 1, 0); while (r.kind == train::StepOutcome::Kind::Updated && ++s < 20);
+    std::vector<std::vector<uint32_t>> before;  // each parameter's bits before the last step run
+    const auto bits = [&] {
+      std::vector<std::vector<uint32_t>> out;
+      for (const auto& [name, p] : t->model().named_parameters()) {
+        const std::vector<float> v = p.to_vector<float>();
+        out.emplace_back(v.size());
+        std::memcpy(out.back().data(), v.data(), v.size() * sizeof(float));
+      }
+      return out;
+    };
+    do {
+      before = bits();
+      r = bad.run(s, s + 1, 0);
+    } while (r.kind == train::StepOutcome::Kind::Updated && ++s < 20);
     ASSERT_NE(r.kind, train::StepOutcome::Kind::Updated) << policy;
+    EXPECT_EQ(bits(), before) << policy << ": the non-finite step changed the weights";
+    EXPECT_EQ(opt->steps(), s) << policy << ": the non-finite step is not counted";
     EXPECT_EQ(r.kind, policy == "stop" ? train::StepOutcome::Kind::NonFinite : train::StepOutcome::Kind::Skipped);
     EXPECT_TRUE(r.nonfinite == "loss" || r.nonfinite == "gradient norm");
     for (const auto& [name, p] : t->model().named_parameters()) EXPECT_FALSE(p.grad().defined()) << name;

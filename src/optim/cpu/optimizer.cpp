@@ -32,6 +32,7 @@ void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const st
                       const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalars& sc,
                       const Tensor& clip) {
   const double factor = clip.defined() ? clip.data<double>()[1] : 1.0;
+  if (skips_update(factor)) return;
   for (size_t k = 0; k < p.size(); ++k) {
     SRU_DISPATCH_FLOATING(p[k].dtype(), "optimizer step", [&]<typename T>() {
       T* w = p[k].data<T>();
@@ -51,6 +52,7 @@ void optimizer_update_segments(OptimizerKind kind, const Tensor& p, const Tensor
                                const Tensor& s1, const Tensor& segments, int64_t piece, int64_t pieces,
                                const StepScalars& sc, const Tensor& clip) {
   const double factor = clip.defined() ? clip.data<double>()[1] : 1.0;
+  if (skips_update(factor)) return;
   const auto* rows = reinterpret_cast<const SegmentRow*>(segments.data<int64_t>());
   const int count = static_cast<int>(segments.size(0));
   SRU_DISPATCH_FLOATING(p.dtype(), "optimizer step", [&]<typename T>() {
@@ -111,16 +113,20 @@ void sum_squares_segments(const Tensor& g, const Tensor& segments, int64_t block
   });
 }
 
-void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& result) {
+void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& loss,
+                      const Tensor& result) {
   const double* p = partial.data<double>();
   double total = 0.0;
   for (int64_t i = 0; i < partial.numel(); ++i) total += p[i];
-  finish_norm_and_factor(total, max_norm, grad_scale, result.data<double>());
+  bool loss_finite = true;
+  if (loss.defined())
+    SRU_DISPATCH_FLOATING(loss.dtype(), "finish_grad_norm", [&]<typename T>() { loss_finite = std::isfinite(*loss.data<T>()); });
+  finish_norm_and_factor(total, max_norm, grad_scale, loss_finite, result.data<double>());
 }
 
 void scale_by_clip_factor(const Tensor& g, const Tensor& result) {
   const double factor = result.data<double>()[1];
-  if (factor == 1.0) return;
+  if (factor == 1.0 || skips_update(factor)) return;
   Tensor(g).mul_(factor);
 }
 

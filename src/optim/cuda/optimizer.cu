@@ -62,6 +62,7 @@ __device__ inline double rounded_product(double g, double f) { return __dmul_rn(
 template <OptimizerKind K, typename T>
 __global__ void update_many_kernel(const __grid_constant__ TensorTable<T> t, const StepScalars o, const double* clip) {
   const double factor = clip ? clip[1] : 1.0;
+  if (skips_update(factor)) return;
   const T f = static_cast<T>(factor);
   SRU_ROW_STRIDE(c, t.first[t.count]) {
     const int k = tensor_of_piece(t, c);
@@ -81,6 +82,7 @@ template <OptimizerKind K, typename T>
 __global__ void update_segments_kernel(T* w, const T* g, T* s0, T* s1, const SegmentRow* rows, int count,
                                        long long piece, long long pieces, const StepScalars scalars, const double* clip) {
   const double factor = clip ? clip[1] : 1.0;
+  if (skips_update(factor)) return;
   const T f = static_cast<T>(factor);
   SRU_ROW_STRIDE(c, pieces) {
     const SegmentRow row = rows[segment_of_piece(rows, count, c)];
@@ -151,17 +153,19 @@ void for_each_table(const std::vector<Tensor>& w, const std::vector<Tensor>& g, 
   flush();
 }
 
+// loss: the step's loss (0-d) or null.
+template <typename L>
 __global__ void finish_norm_kernel(const double* partial, long long n, double max_norm, double grad_scale,
-                                   double* result) {
+                                   const L* loss, double* result) {
   double total = 0.0;
   for (long long i = 0; i < n; ++i) total += partial[i];
-  finish_norm_and_factor(total, max_norm, grad_scale, result);
+  finish_norm_and_factor(total, max_norm, grad_scale, loss == nullptr || isfinite(static_cast<double>(*loss)), result);
 }
 
 template <typename T>
 __global__ void scale_kernel(T* g, long long n, const double* result) {
   const double factor = result[1];
-  if (factor == 1.0) return;
+  if (factor == 1.0 || skips_update(factor)) return;
   const T f = static_cast<T>(factor);
   SRU_GRID_STRIDE(i, n) g[i] *= f;
 }
@@ -226,9 +230,18 @@ void sum_squares_blocks(const std::vector<Tensor>& grads, int64_t block_size, co
   });
 }
 
-void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& result) {
-  finish_norm_kernel<<<1, 1, 0, sru::cuda::stream_of(result)>>>(partial.data<double>(), partial.numel(), max_norm,
-                                                                grad_scale, result.data<double>());
+void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& loss,
+                      const Tensor& result) {
+  const cudaStream_t stream = sru::cuda::stream_of(result);
+  if (!loss.defined()) {
+    finish_norm_kernel<double><<<1, 1, 0, stream>>>(partial.data<double>(), partial.numel(), max_norm, grad_scale,
+                                                    nullptr, result.data<double>());
+  } else {
+    SRU_DISPATCH_FLOATING(loss.dtype(), "finish_grad_norm", [&]<typename L>() {
+      finish_norm_kernel<L><<<1, 1, 0, stream>>>(partial.data<double>(), partial.numel(), max_norm, grad_scale,
+                                                 loss.data<L>(), result.data<double>());
+    });
+  }
   SRU_CUDA_LAUNCH_CHECK("finish_norm_kernel");
 }
 
