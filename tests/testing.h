@@ -17,8 +17,21 @@
 #include "core/tensor.h"
 #include "ops/matmul.h"
 #include "ops/shape_ops.h"
+#include "optim/optimizer.h"
 
 namespace sru::testing {
+
+// The options of optimiser `kind` with weight decay wd (SGD with momentum 0.9), excluding the parameters
+// whose names contain one of `exclude`.
+inline optim::OptimizerOptions options_with_decay(const std::string& kind, double wd,
+                                                  std::vector<std::string> exclude = {}) {
+  optim::OptimizerOptions o;
+  o.kind = kind;
+  o.momentum = kind == "sgd" ? 0.9 : 0.0;
+  o.weight_decay = wd;
+  o.weight_decay_exclude = std::move(exclude);
+  return o;
+}
 
 // Sets the process's matmul precision (train.precision) for one scope, then puts back the one before.
 class PrecisionScope {

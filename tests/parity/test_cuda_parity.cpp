@@ -577,11 +577,7 @@ TEST(CudaParity, WholeBufferUpdateAndNormThroughTheSegmentTable) {
   SKIP_WITHOUT_CUDA();
   for (const std::string kind : {"sgd", "adam", "adamw", "radamw"}) {
     SCOPED_TRACE(kind);
-    optim::OptimizerOptions o;
-    o.kind = kind;
-    o.momentum = kind == "sgd" ? 0.9 : 0.0;
-    o.weight_decay = 0.05;
-    o.weight_decay_exclude = {"bias"};
+    const optim::OptimizerOptions o = options_with_decay(kind, 0.05, {"bias"});
     ManyParameters cpu_model, gpu_model;
     gpu_model.to(kCuda);
     const auto cpu_flat = cpu_model.flatten_parameters(), gpu_flat = gpu_model.flatten_parameters();
@@ -609,6 +605,24 @@ TEST(CudaParity, WholeBufferUpdateAndNormThroughTheSegmentTable) {
       for (size_t e = 0; e < values.size(); ++e)
         if (!member[e]) ASSERT_EQ(values[e], 0.0f) << "padding element " << e;
     }
+    // A non-finite step, decided on the device: a NaN gradient, or a finite one with an infinite loss,
+    // makes the factor NaN and both update kernels (whole buffer and per tensor) change nothing.
+    const std::vector<float> before = gpu_flat->groups()[0].values.to(Device::cpu()).to_vector<float>();
+    gradients_in_place(gpu_model, 7);
+    const Tensor inf_loss = gpu_opt.grad_norm_and_clip_factor(3.0, 1.0, Tensor::full({}, INFINITY, DType::F32, kCuda));
+    EXPECT_TRUE(std::isnan(inf_loss.to(Device::cpu()).to_vector<double>()[1]));
+    gpu_opt.step(0.01, inf_loss);
+    Tensor(gpu_model.named_parameters()[40].second.grad()).fill_(std::nan(""));
+    const Tensor nan_norm = gpu_opt.grad_norm_and_clip_factor(3.0);
+    EXPECT_TRUE(std::isnan(nan_norm.to(Device::cpu()).to_vector<double>()[1]));
+    gpu_opt.step(0.01, nan_norm);
+    EXPECT_EQ(gpu_flat->groups()[0].values.to(Device::cpu()).to_vector<float>(), before);
+    nn::NamedTensors loose{{"w", rand_leaf({5000}, 3).detach().to(kCuda).set_requires_grad(true)}};
+    const Tensor loose_before = loose[0].second.clone();
+    optim::Optimizer per_tensor(loose, o);
+    loose[0].second.set_grad(Tensor::full({5000}, std::nan(""), DType::F32, kCuda));
+    per_tensor.step(0.01, optim::grad_norm_and_clip_factor(loose, 3.0));
+    EXPECT_TRUE(tensors_near(loose[0].second, loose_before, 0, 0));
   }
 }
 

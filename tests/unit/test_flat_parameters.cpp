@@ -318,6 +318,63 @@ TEST(FlatParameters, TheNormReadsEachGroupAsOneBufferAndTheUpdateSkipsThePadding
   EXPECT_TRUE(std::isnan(model.first->bias.to_vector<float>()[0])) << "the members are updated (0 / 0 is torch's NaN too)";
 }
 
+namespace {
+
+// Parameters of sizes that cut into several pieces of the whole-buffer update (4,096) and of the norm's
+// blocks (64 Ki), and empty ones first, in the middle and last; every third a "bias".
+struct ManySizes : nn::Module {
+  explicit ManySizes(uint64_t seed) {
+    Generator gen(seed);
+    const std::vector<int64_t> sizes{0, 5, 4096, 4097, 9000, 0, 70000, 131073, 37, 0};
+    for (size_t i = 0; i < sizes.size(); ++i)
+      register_parameter("p" + std::to_string(i) + (i % 3 == 0 ? ".bias" : ".weight"),
+                         Tensor::uniform({sizes[i]}, -1, 1, DType::F32, gen));
+  }
+};
+
+}  // namespace
+
+// The segment tables over members of several pieces and empty members: every optimiser takes the same
+// steps to the bit through the whole buffers as tensor by tensor (weight decay excluded for the biases,
+// clipping on), the norm too; a step with a NaN gradient changes nothing on either path.
+TEST(FlatParameters, MembersOfManyPiecesAndEmptyOnesStepAsTensorByTensor) {
+  for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam", "radamw"}) {
+    SCOPED_TRACE(kind);
+    const optim::OptimizerOptions o = sru::testing::options_with_decay(kind, 0.05, {"bias"});
+    ManySizes flat_model(3), plain_model(3);
+    const auto flat = flat_model.flatten_parameters();
+    optim::Optimizer whole(flat_model.named_parameters(), o, flat), per_tensor(plain_model.named_parameters(), o);
+    for (int step = 0; step < 4; ++step) {
+      auto a = flat_model.named_parameters(), b = plain_model.named_parameters();
+      for (size_t i = 0; i < a.size(); ++i) {
+        Generator gen(100 + 10 * step + i);
+        const Tensor g = Tensor::uniform(a[i].second.shape(), -1, 1, DType::F32, gen);
+        if (step == 2 && a[i].second.numel() > 0) g.data<float>()[0] = std::nanf("");  // a non-finite step
+        Tensor place(a[i].second.impl()->grad_home);
+        place.copy_(g);
+        a[i].second.set_grad(place);
+        b[i].second.set_grad(g.clone());
+      }
+      const Tensor whole_clip = whole.grad_norm_and_clip_factor(10.0);
+      const Tensor plain_clip = per_tensor.grad_norm_and_clip_factor(10.0);
+      const std::vector<double> w = whole_clip.to_vector<double>(), p = plain_clip.to_vector<double>();
+      if (step == 2) {
+        EXPECT_TRUE(std::isnan(w[0]) && std::isnan(p[0]) && std::isnan(w[1]) && std::isnan(p[1]));
+      } else {
+        EXPECT_EQ(w, p) << "step " << step;
+      }
+      whole.step(0.01, whole_clip);
+      per_tensor.step(0.01, plain_clip);
+      EXPECT_EQ(whole.whole_buffer_updates(), 1);
+      if (step == 2) {
+        whole.forget_step();
+        per_tensor.forget_step();
+      }
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(bits(a[i].second), bits(b[i].second)) << "step " << step << " " << a[i].first;
+    }
+  }
+}
+
 // The LSTM's two biases get one gradient: b_hh never receives b_ih's flat place (the engine adds b_ih's
 // other gradients there), whether b_hh has a place of its own or not (review of 2026-11-29).
 TEST(FlatParameters, TheLstmsBiasesEachKeepTheirOwnGradient) {

@@ -9,6 +9,7 @@
 #include "testing.h"
 
 using namespace sru;
+using sru::testing::options_with_decay;
 
 namespace {
 
@@ -25,15 +26,6 @@ std::vector<double> run(const std::string& kind, double p0, const std::vector<do
     values.push_back(p.item<double>());
   }
   return values;
-}
-
-// The options of optimiser `kind` with weight decay wd (SGD with momentum 0.9).
-optim::OptimizerOptions options_with_decay(const std::string& kind, double wd) {
-  optim::OptimizerOptions o;
-  o.kind = kind;
-  o.momentum = kind == "sgd" ? 0.9 : 0.0;
-  o.weight_decay = wd;
-  return o;
 }
 
 }  // namespace
@@ -277,9 +269,10 @@ TEST(Optim, AParameterExcludedFromWeightDecayStepsAsWithZeroDecay) {
 }
 
 // A non-finite step decided on the device (the factor NaN when the norm or the given loss is not
-// finite): every optimiser's update, per tensor and over a flat group's whole buffers, leaves the
-// parameters and slots as they were, and forget_step takes the count back so that the next step equals
-// the first step of an optimiser that never saw the bad one.
+// finite): every optimiser's per-tensor update leaves the parameters and slots as they were (the
+// whole-buffer update: FlatParameters.MembersOfManyPiecesAndEmptyOnesStepAsTensorByTensor), and
+// forget_step takes the count back so that the next step equals the first step of an optimiser that
+// never saw the bad one.
 TEST(Optim, ANanClipFactorLeavesEverythingAsItWas) {
   for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam", "radamw"}) {
     SCOPED_TRACE(kind);

@@ -85,6 +85,28 @@ TEST(RowExp, EveryLengthGivesTheOneValuePathsBitsAndLaneOrderSums) {
   for (int c = 0; c < 21; ++c) EXPECT_EQ(bits_of(y[c]), bits_of(rows::exp(x[c] - 0.5f) * 2.0f));
 }
 
+// Layer norm's row sums (the float32 rows of ops/cpu/layer_norm.cpp): the lane order row_exp.h
+// promises, to the bit, for every length up to 37 and a long row, with and without the weight.
+TEST(RowExp, LayerNormSumsTakeTheLaneOrder) {
+  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 37, 1027}) {
+    SCOPED_TRACE(::testing::Message() << "n " << n);
+    const std::vector<float> x = random_row(n, -3.0, 4.0, 40 + n), g = random_row(n, -1.0, 1.0, 41 + n),
+                             w = random_row(n, 0.5, 1.5, 42 + n);
+    const double mean = n > 0 ? rows::sum(x.data(), n) / n : 0.0, rstd = 1.7;
+    EXPECT_EQ(rows::sum_squared_deviations(x.data(), n, mean), lane_sum(n, [&](int64_t c) {
+                const double d = static_cast<double>(x[c]) - mean;
+                return d * d;
+              }));
+    for (const float* weight : {w.data(), static_cast<const float*>(nullptr)}) {
+      const auto gh = [&](int64_t c) { return weight ? static_cast<double>(g[c] * weight[c]) : static_cast<double>(g[c]); };
+      const rows::NormGradSums sums = rows::norm_grad_sums(g.data(), weight, x.data(), n, mean, rstd);
+      EXPECT_EQ(sums.sum_gh, lane_sum(n, gh));
+      EXPECT_EQ(sums.sum_gh_xhat,
+                lane_sum(n, [&](int64_t c) { return gh(c) * ((static_cast<double>(x[c]) - mean) * rstd); }));
+    }
+  }
+}
+
 TEST(RowExp, NaNReachesTheSumsAndIsPassedOverByTheMax) {
   std::vector<float> x = random_row(19, -3.0, 3.0, 11);
   x[12] = std::numeric_limits<float>::quiet_NaN();

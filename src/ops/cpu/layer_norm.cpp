@@ -1,10 +1,14 @@
 // CPU kernels of layer_norm (math in ops/layer_norm.h). Rows are independent and split across
 // threads; the weight/bias gradients sum over rows per column (threads own column ranges), in row
-// order, so results do not depend on the thread count. Statistics accumulate in double. bf16 x, y and
-// dx: weight, bias, statistics and weight gradients in float32 (compute_t), each output rounded once.
+// order, so results do not depend on the thread count. Statistics accumulate in double: float32 rows in
+// eight double lanes (ops/cpu/row_exp.h: element c in lane c mod 8, the lanes added in order), which
+// vectorise, the others one element at a time. bf16 x, y and dx: weight, bias, statistics and weight
+// gradients in float32 (compute_t), each output rounded once.
 #include <cmath>
+#include <type_traits>
 
 #include "core/parallel.h"
+#include "ops/cpu/row_exp.h"
 #include "ops/layer_norm.h"
 
 namespace sru::cpu {
@@ -22,11 +26,16 @@ void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     parallel_for(0, N, std::max<int64_t>(1, kParallelGrain / D), [&](int64_t lo, int64_t hi) {
       for (int64_t n = lo; n < hi; ++n) {
         const T* row = px + n * D;
-        double s = 0.0;
-        for (int64_t j = 0; j < D; ++j) s += static_cast<double>(row[j]);
-        const double mu = s / D;
-        double v = 0.0;
-        for (int64_t j = 0; j < D; ++j) v += (static_cast<double>(row[j]) - mu) * (static_cast<double>(row[j]) - mu);
+        double mu = 0.0, v = 0.0;
+        if constexpr (std::is_same_v<T, float>) {
+          mu = rows::sum(row, D) / D;
+          v = rows::sum_squared_deviations(row, D, mu);
+        } else {
+          double s = 0.0;
+          for (int64_t j = 0; j < D; ++j) s += static_cast<double>(row[j]);
+          mu = s / D;
+          for (int64_t j = 0; j < D; ++j) v += (static_cast<double>(row[j]) - mu) * (static_cast<double>(row[j]) - mu);
+        }
         const double r = 1.0 / std::sqrt(v / D + eps);
         pm[n] = static_cast<C>(mu);
         pr[n] = static_cast<C>(r);
@@ -56,10 +65,16 @@ void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
         const T *gr = pg + n * D, *xr = px + n * D;
         const double mu = pm[n], r = pr[n];
         double sum_gh = 0.0, sum_gh_xhat = 0.0;
-        for (int64_t j = 0; j < D; ++j) {
-          const double gh = w ? C(gr[j]) * w[j] : C(gr[j]);
-          sum_gh += gh;
-          sum_gh_xhat += gh * (static_cast<double>(xr[j]) - mu) * r;
+        if constexpr (std::is_same_v<T, float>) {
+          const rows::NormGradSums sums = rows::norm_grad_sums(gr, w, xr, D, mu, r);
+          sum_gh = sums.sum_gh;
+          sum_gh_xhat = sums.sum_gh_xhat;
+        } else {
+          for (int64_t j = 0; j < D; ++j) {
+            const double gh = w ? C(gr[j]) * w[j] : C(gr[j]);
+            sum_gh += gh;
+            sum_gh_xhat += gh * (static_cast<double>(xr[j]) - mu) * r;
+          }
         }
         const double mean_gh = sum_gh / D, mean_gh_xhat = sum_gh_xhat / D;
         T* out = pdx + n * D;

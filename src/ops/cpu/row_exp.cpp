@@ -171,6 +171,35 @@ double sum(const float* x, int64_t n) {
   return add_lanes(lanes);
 }
 
+double sum_squared_deviations(const float* x, int64_t n, double mean) {
+  double lanes[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const double d = static_cast<double>(x[c + l]) - mean;
+      lanes[l] += d * d;
+    }
+  for (; c < n; ++c) {
+    const double d = static_cast<double>(x[c]) - mean;
+    lanes[c % kLanes] += d * d;
+  }
+  return add_lanes(lanes);
+}
+
+NormGradSums norm_grad_sums(const float* g, const float* w, const float* x, int64_t n, double mean, double rstd) {
+  double gh_lanes[kLanes] = {}, ghx_lanes[kLanes] = {};
+  const auto add = [&](int64_t c, int l) {
+    const double gh = w ? static_cast<double>(g[c] * w[c]) : static_cast<double>(g[c]);
+    gh_lanes[l] += gh;
+    ghx_lanes[l] += gh * ((static_cast<double>(x[c]) - mean) * rstd);
+  };
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes)
+    for (int l = 0; l < kLanes; ++l) add(c + l, l);
+  for (; c < n; ++c) add(c, static_cast<int>(c % kLanes));
+  return {add_lanes(gh_lanes), add_lanes(ghx_lanes)};
+}
+
 double dot(const float* a, const float* b, int64_t n) {
   double lanes[kLanes] = {};
   int64_t c = 0;

@@ -31,6 +31,14 @@ void exp_scaled(const float* x, int64_t n, float shift, float scale, float* out)
 // sum_c x[c] and sum_c a[c] b[c] (each product in double), in double lanes.
 double sum(const float* x, int64_t n);
 double dot(const float* a, const float* b, int64_t n);
+// sum_c (x[c] - mean)^2 in double (layer norm's variance), in double lanes.
+double sum_squared_deviations(const float* x, int64_t n, double mean);
+// Layer norm's backward sums of a row, in double lanes: with gh[c] = g[c] w[c] (the float product; g[c]
+// when w is null) and xhat[c] = (x[c] - mean) rstd, sum_gh = sum_c gh[c], sum_gh_xhat = sum_c gh[c] xhat[c].
+struct NormGradSums {
+  double sum_gh = 0.0, sum_gh_xhat = 0.0;
+};
+NormGradSums norm_grad_sums(const float* g, const float* w, const float* x, int64_t n, double mean, double rstd);
 // The sum (double lanes) and the number of the elements that are not -inf (label smoothing's kept classes).
 struct KeptSum {
   double sum = 0.0;
