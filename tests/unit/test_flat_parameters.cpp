@@ -43,7 +43,7 @@ struct TwoLayers : nn::Module {
 std::vector<uint32_t> bits(const Tensor& t) {
   const std::vector<float> v = t.to_vector<float>();
   std::vector<uint32_t> out(v.size());
-  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+  if (!v.empty()) std::memcpy(out.data(), v.data(), v.size() * sizeof(float));  // (no null pointer to memcpy)
   return out;
 }
 

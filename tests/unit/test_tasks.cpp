@@ -224,7 +224,7 @@ TEST(TrainingStep, FollowsTheScheduleAndTheNonFinitePolicy) {
       for (const auto& [name, p] : t->model().named_parameters()) {
         const std::vector<float> v = p.to_vector<float>();
         out.emplace_back(v.size());
-        std::memcpy(out.back().data(), v.data(), v.size() * sizeof(float));
+        if (!v.empty()) std::memcpy(out.back().data(), v.data(), v.size() * sizeof(float));
       }
       return out;
     };
