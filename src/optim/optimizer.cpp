@@ -22,7 +22,7 @@ std::vector<std::string> slots_for(const std::string& kind) {
 
 // The segment table of flat group g's members, pieces of `piece` elements, on the group's device.
 SegmentTable make_segment_table(const nn::FlatParameters& flat, size_t g, int64_t piece,
-                                           const std::vector<int64_t>& flags) {
+                                const std::vector<int64_t>& flags) {
   const nn::FlatParameters::Group& group = flat.groups()[g];
   const int64_t count = static_cast<int64_t>(group.members.size());
   Tensor rows = Tensor::empty({count, 4}, DType::I64);

@@ -42,6 +42,18 @@ SRU_HD int segment_of_piece(const SegmentRow* rows, int count, int64_t c) {
   return lo;
 }
 
+// Piece c of a table of `count` rows cut in pieces of `piece` elements: its member's row and the
+// piece's elements [begin, end) within that member (the member's last piece may be shorter).
+struct SegmentPiece {
+  SegmentRow row;
+  int64_t begin, end;
+};
+SRU_HD SegmentPiece segment_piece(const SegmentRow* rows, int count, int64_t c, int64_t piece) {
+  const SegmentRow row = rows[segment_of_piece(rows, count, c)];
+  const int64_t begin = (c - row.first_piece) * piece;
+  return {row, begin, begin + piece < row.numel ? begin + piece : row.numel};
+}
+
 // Gradient clipping's factor for the global norm: max_norm / (norm + 1e-6) when max_norm > 0 and the
 // norm is finite and above it, else 1 (nothing to scale).
 SRU_HD double clip_factor(double norm, double max_norm) {

@@ -63,12 +63,11 @@ void optimizer_update_segments(OptimizerKind kind, const Tensor& p, const Tensor
     with_optimizer_kind(kind, [&]<OptimizerKind K>() {
       parallel_for(0, pieces, std::max<int64_t>(1, kParallelGrain / piece), [&](int64_t lo, int64_t hi) {
         for (int64_t c = lo; c < hi; ++c) {
-          const SegmentRow& row = rows[segment_of_piece(rows, count, c)];
-          const int64_t begin = (c - row.first_piece) * piece, end = std::min(row.numel, begin + piece);
+          const SegmentPiece at = segment_piece(rows, count, c, piece);
+          const int64_t offset = at.row.offset;
           StepScalars scalars = sc;
-          if (row.flags & kSegmentNoWeightDecay) scalars.wd = 0.0;
-          update_range<K, T>(w + row.offset, grad + row.offset, m0 + row.offset, m1 + row.offset, begin, end, scalars,
-                             factor);
+          if (at.row.flags & kSegmentNoWeightDecay) scalars.wd = 0.0;
+          update_range<K, T>(w + offset, grad + offset, m0 + offset, m1 + offset, at.begin, at.end, scalars, factor);
         }
       });
     });
@@ -102,11 +101,10 @@ void sum_squares_segments(const Tensor& g, const Tensor& segments, int64_t block
     const T* d = g.data<T>();
     parallel_for(0, pieces, 2, [&](int64_t lo, int64_t hi) {
       for (int64_t c = lo; c < hi; ++c) {
-        const SegmentRow& row = rows[segment_of_piece(rows, count, c)];
-        const T* member = d + row.offset;
+        const SegmentPiece at = segment_piece(rows, count, c, block_size);
+        const T* member = d + at.row.offset;
         double s = 0.0;
-        for (int64_t i = (c - row.first_piece) * block_size, e = std::min(row.numel, i + block_size); i < e; ++i)
-          s += static_cast<double>(member[i]) * member[i];
+        for (int64_t i = at.begin; i < at.end; ++i) s += static_cast<double>(member[i]) * member[i];
         out[c] = s;
       }
     });

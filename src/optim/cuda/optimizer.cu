@@ -85,11 +85,10 @@ __global__ void update_segments_kernel(T* w, const T* g, T* s0, T* s1, const Seg
   if (skips_update(factor)) return;
   const T f = static_cast<T>(factor);
   SRU_ROW_STRIDE(c, pieces) {
-    const SegmentRow row = rows[segment_of_piece(rows, count, c)];
-    const long long begin = (c - row.first_piece) * piece, end = begin + piece < row.numel ? begin + piece : row.numel;
+    const SegmentPiece at = segment_piece(rows, count, c, piece);
     StepScalars o = scalars;
-    if (row.flags & kSegmentNoWeightDecay) o.wd = 0.0;
-    for (long long i = row.offset + begin + threadIdx.x; i < row.offset + end; i += blockDim.x) {
+    if (at.row.flags & kSegmentNoWeightDecay) o.wd = 0.0;
+    for (long long i = at.row.offset + at.begin + threadIdx.x; i < at.row.offset + at.end; i += blockDim.x) {
       const T grad = factor == 1.0 ? g[i] : rounded_product(g[i], f);
       update_element<K, T>(w[i], grad, s0[i], s1[i], o);
     }
@@ -101,11 +100,10 @@ __global__ void block_squares_segments_kernel(const T* g, const SegmentRow* rows
                                               long long pieces, double* out) {
   __shared__ double shared[sru::cuda::kBlock];
   SRU_ROW_STRIDE(c, pieces) {
-    const SegmentRow row = rows[segment_of_piece(rows, count, c)];
-    const long long begin = (c - row.first_piece) * block, end = begin + block < row.numel ? begin + block : row.numel;
-    const T* member = g + row.offset;
+    const SegmentPiece at = segment_piece(rows, count, c, block);
+    const T* member = g + at.row.offset;
     double s = 0.0;
-    for (long long i = begin + threadIdx.x; i < end; i += sru::cuda::kBlock) s += static_cast<double>(member[i]) * member[i];
+    for (long long i = at.begin + threadIdx.x; i < at.end; i += sru::cuda::kBlock) s += static_cast<double>(member[i]) * member[i];
     s = sru::cuda::block_sum(s, shared);
     if (threadIdx.x == 0) out[c] = s;
   }
