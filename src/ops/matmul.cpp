@@ -286,6 +286,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
             const Tensor product = gemm2d(rows, false, w, false, into);
             gx = into.into.defined() ? product : product.view(x.shape());
           }
+          if (need_w && need_b) {  // both in one dispatch (on a GPU the bias gradient in the GEMM's epilogue)
+            const autograd::GradientTarget into = autograd::gradient_target(pending, 1);  // of the weight's shape
+            gw = into.into.defined() ? into.into : Tensor::empty({N, K}, rows.dtype(), rows.device());
+            const Tensor gb = autograd::gradient_buffer(2, {N}, rows.dtype(), rows.device());
+            SRU_KERNEL(rows.device(), linear_parameter_gradients, rows, x.view({M, K}), gw.view({N, K}), into.accumulate,
+                       gb);
+            return std::vector<Tensor>{gx, gw, gb};
+          }
           if (need_w) gw = gemm2d(rows, true, x.view({M, K}), false, autograd::gradient_target(pending, 1));
           return std::vector<Tensor>{gx, gw, need_b ? sum_to_shape(rows, {N}, autograd::gradient_destination(2)) : Tensor()};
         });

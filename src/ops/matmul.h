@@ -122,6 +122,9 @@ namespace cuda {
 // linear_forward calls on CUDA devices that ran as one cuBLASLt GEMM with the bias epilogue (the rest
 // fell back to a GEMM and an add), since the process started: what a test on a GPU checks.
 uint64_t linear_epilogue_calls();
+// linear_parameter_gradients calls on CUDA devices that ran as one cuBLASLt GEMM with the bias-gradient
+// epilogue (CUBLASLT_EPILOGUE_BGRADB; the rest ran a GEMM and sum_rows).
+uint64_t linear_bias_gradient_epilogue_calls();
 }  // namespace cuda
 
 // Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/matmul.cu) have the same contracts, tensors on one
@@ -135,6 +138,13 @@ void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const
 // y (M, N) = x (M, K) weight (N, K)^T + bias (N) on every row; all of one dtype (float, or bf16 with
 // FP32 sums and y rounded once, after the bias), contiguous.
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);
+// The Linear's parameter gradients from dy (M, N) and x (M, K), all of one dtype, contiguous:
+// weight_grad (N, K) = dy^T x, written over it (accumulate_weight false) or added into it (true), and
+// bias_grad (N) = the column sums of dy, written over it (sum_rows' values: double sums on the CPU).
+// CUDA: one cuBLASLt GEMM whose epilogue reduces dy over the GEMM's k = M (float32 sums) where the
+// heuristic takes the case; else the GEMM and sum_rows.
+void linear_parameter_gradients(const Tensor& dy, const Tensor& x, const Tensor& weight_grad, bool accumulate_weight,
+                                const Tensor& bias_grad);
 )
 
 }  // namespace sru

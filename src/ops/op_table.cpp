@@ -124,7 +124,7 @@ std::vector<OpEntry> build() {
                            [](const Inputs& x) { return bmm(x[0], x[1], false, true); })},
                       one("(64, 128, 64) @ (64, 128, 64)^T", {in({64, 128, 64}), in({64, 128, 64})},
                           [](const Inputs& x) { return bmm(x[0], x[1], false, true); })});
-  t.push_back(OpEntry{"linear", {"linear_forward", "gemm", "sum_rows"}, kFloatBf16, true, 1e-4,
+  t.push_back(OpEntry{"linear", {"linear_forward", "linear_parameter_gradients", "gemm", "sum_rows"}, kFloatBf16, true, 1e-4,
                       {one("(2, 3, 4) W (5, 4) b (5)", {in({2, 3, 4}), in({5, 4}), in({5})},
                            [](const Inputs& x) { return linear(x[0], x[1], x[2]); })},
                       one("(4096, 1024) W (3072, 1024) b (3072)", {in({4096, 1024}), in({3072, 1024}), in({3072})},

@@ -269,3 +269,37 @@ TEST(CudaParity, LinearBiasRidesInTheGemmEpilogue) {
   }
 #endif
 }
+
+// The Linear's backward: dW = dy^T x with db (the column sums of dy) in cuBLASLt's bias-gradient
+// epilogue, one call per pass at every precision, also when the second of two passes adds dW into the
+// weight's .grad (beta 1: the epilogue's vector must still be written over, not added to), against
+// the CPU's GEMM and double column sums.
+TEST(CudaParity, LinearBiasGradientRidesInTheWeightGradientGemm) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  const Tensor x1 = rand_leaf({7, 5, 24}, 121), x2 = rand_leaf({7, 5, 24}, 122), dy = rand_leaf({7, 5, 40}, 123);
+  const Tensor w = rand_leaf({40, 24}, 124), b = rand_leaf({40}, 125);
+  for (MatmulPrecision p : {MatmulPrecision::Highest, MatmulPrecision::High, MatmulPrecision::Medium}) {
+    SCOPED_TRACE(precision_name(p));
+    const PrecisionScope scope(p);
+    const double tol = p == MatmulPrecision::Highest ? 1e-5 : 3e-2;
+    std::vector<Tensor> grads[2];
+    uint64_t calls[2] = {0, 0};
+    for (int on_gpu = 0; on_gpu < 2; ++on_gpu) {
+      const Device device = on_gpu ? kCuda : Device::cpu();
+      const Tensor wd = fresh_copy(w, device), bd = fresh_copy(b, device);
+      const uint64_t before = cuda::linear_bias_gradient_epilogue_calls();
+      for (const Tensor& x : {x1, x2})  // two passes: the second adds into .grad
+        autograd::backward(sum(mul(linear(x.detach().to(device), wd, bd).to(DType::F32), dy.detach().to(device))));
+      calls[on_gpu] = cuda::linear_bias_gradient_epilogue_calls() - before;
+      grads[on_gpu] = {wd.grad().to(Device::cpu()), bd.grad().to(Device::cpu())};
+    }
+    EXPECT_EQ(calls[0], 0u) << "the CPU ran the epilogue";
+    EXPECT_EQ(calls[1], 2u) << "not one epilogue GEMM per pass";
+    EXPECT_TRUE(tensors_near(grads[1][0], grads[0][0], tol, tol)) << "weight gradient";
+    EXPECT_TRUE(tensors_near(grads[1][1], grads[0][1], tol, tol)) << "bias gradient";
+  }
+#endif
+}

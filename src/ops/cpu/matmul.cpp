@@ -14,6 +14,7 @@
 #include "ops/bf16_round.h"
 #include "ops/cpu/blas.h"
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/elementwise.h"
 #include "ops/matmul.h"
 
 namespace sru::cpu {
@@ -134,6 +135,16 @@ void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const
     return;
   }
   float_gemm(a, ma, ta, b, mb, tb, c, mc, batch, alpha, beta, matmul_precision() == MatmulPrecision::Medium);
+}
+
+// The GEMM and the column sums the matmul and the add's backward ran before: the same kernels, the
+// same bits.
+void linear_parameter_gradients(const Tensor& dy, const Tensor& x, const Tensor& weight_grad, bool accumulate_weight,
+                                const Tensor& bias_grad) {
+  const int64_t M = dy.size(0), N = dy.size(1), K = x.size(1);
+  gemm(dy, GemmMatrix::packed(M, N), true, x, GemmMatrix::packed(M, K), false, weight_grad, GemmMatrix::packed(N, K), 1,
+       1.0, accumulate_weight ? 1.0 : 0.0);
+  sum_rows(dy, bias_grad);
 }
 
 }  // namespace sru::cpu

@@ -8,10 +8,14 @@
 // both operands to bfloat16 here (6 bytes per operand element: read 4, write 2) and multiplies them on
 // BF16 tensor cores with FP32 sums. Double: FP64. bf16 tensors: GemmEx over CUDA_R_16BF operands and C
 // with FP32 sums (CUBLAS_COMPUTE_32F), whatever the precision setting.
+// The Linear's two fused cases through cuBLASLt epilogues: the forward's bias (CUBLASLT_EPILOGUE_BIAS)
+// and the backward's bias gradient beside the weight gradient (CUBLASLT_EPILOGUE_BGRADB); each falls
+// back to a GEMM and a separate pass where the heuristic does not take it.
 #include <atomic>
 
 #include "ops/bf16_round.h"
 #include "ops/cuda/kernel_util.cuh"
+#include "ops/elementwise.h"
 #include "ops/matmul.h"
 
 namespace sru::cuda {
@@ -126,13 +130,26 @@ struct LtCall {
 
 constexpr size_t kLtWorkspace = size_t{4} << 20;  // bytes of scratch cuBLASLt may use
 
-// y = x W^T + bias through cuBLASLt with the bias in the epilogue, one kernel. Returns false, having
-// queued nothing, when this case is not one it takes (float64, float32 at precision medium: those
-// round their operands first) or its heuristic offers no algorithm; the caller then runs the GEMM and
-// an add. Column-major, as cuBLAS: y^T (N x M, ld N) = op(W) (N x K; W is stored (K x N), ld K,
-// transposed) times x^T (K x M, ld K); the bias runs along y^T's rows, as the epilogue adds it.
-bool linear_forward_lt(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
-  const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
+// A column-major operand of a cuBLASLt call as stored (before its transpose): rows x cols, ld apart.
+struct LtOperand {
+  const void* data;
+  int64_t rows, cols, ld;
+};
+
+// One cuBLASLt GEMM with an epilogue: d = op(a) op(b) + beta d, the epilogue's vector at `vector` (the
+// bias it adds, or the bias gradient it writes over).
+struct LtGemm {
+  cublasOperation_t trans_a, trans_b;
+  LtOperand a, b, d;
+  cublasLtEpilogue_t epilogue;
+  const void* vector;
+  float beta;
+};
+
+// Runs `gemm` on y's device and stream for y's dtype. Returns false, having queued nothing, when this
+// is not a case it takes (float64, float32 at precision medium: those round their operands first) or
+// the heuristic offers no algorithm for it; the caller then runs the unfused kernels.
+bool run_lt_gemm(const LtGemm& gemm, const Tensor& y) {
   cudaDataType_t type;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   if (y.dtype() == DType::BF16) {
@@ -148,20 +165,21 @@ bool linear_forward_lt(const Tensor& x, const Tensor& weight, const Tensor& bias
   const DeviceContext& ctx = context(y.device().index);
   LtCall call;
   auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
-  const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  const void* bias_pointer = bias.data_ptr();
+  auto layout = [&](cublasLtMatrixLayout_t* out, const LtOperand& m) {
+    return ok(cublasLtMatrixLayoutCreate(out, type, static_cast<uint64_t>(m.rows), static_cast<uint64_t>(m.cols), m.ld));
+  };
   if (!ok(cublasLtMatmulDescCreate(&call.op, compute, CUDA_R_32F)) ||
-      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose)) ||
-      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep)) ||
-      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue)) ||
-      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof bias_pointer)) ||
-      !ok(cublasLtMatrixLayoutCreate(&call.a, type, K, N, K)) || !ok(cublasLtMatrixLayoutCreate(&call.b, type, K, M, K)) ||
-      !ok(cublasLtMatrixLayoutCreate(&call.c, type, N, M, N)) || !ok(cublasLtMatmulPreferenceCreate(&call.preference)))
+      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSA, &gemm.trans_a, sizeof gemm.trans_a)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_TRANSB, &gemm.trans_b, sizeof gemm.trans_b)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &gemm.epilogue, sizeof gemm.epilogue)) ||
+      !ok(cublasLtMatmulDescSetAttribute(call.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &gemm.vector,
+                                         sizeof gemm.vector)) ||
+      !layout(&call.a, gemm.a) || !layout(&call.b, gemm.b) || !layout(&call.c, gemm.d) ||
+      !ok(cublasLtMatmulPreferenceCreate(&call.preference)))
     return false;
   const size_t workspace_bytes = kLtWorkspace;
-  const uint32_t align_a = alignment_of(weight.data_ptr()), align_b = alignment_of(x.data_ptr()),
-                 align_c = alignment_of(y.data_ptr());
+  const uint32_t align_a = alignment_of(gemm.a.data), align_b = alignment_of(gemm.b.data),
+                 align_c = alignment_of(gemm.d.data);
   if (!ok(cublasLtMatmulPreferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                &workspace_bytes, sizeof workspace_bytes)) ||
       !ok(cublasLtMatmulPreferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
@@ -180,10 +198,34 @@ bool linear_forward_lt(const Tensor& x, const Tensor& weight, const Tensor& bias
       found == 0)
     return false;
   const Tensor workspace = Tensor::empty({static_cast<int64_t>(kLtWorkspace / 4)}, DType::F32, y.device());
-  const float alpha = 1.0f, beta = 0.0f;
-  return ok(cublasLtMatmul(ctx.cublas_lt, call.op, &alpha, weight.data_ptr(), call.a, x.data_ptr(), call.b, &beta,
-                           y.data_ptr(), call.c, y.data_ptr(), call.c, &heuristic.algo, workspace.data_ptr(),
-                           kLtWorkspace, ctx.stream));
+  const float alpha = 1.0f;
+  void* d = const_cast<void*>(gemm.d.data);
+  return ok(cublasLtMatmul(ctx.cublas_lt, call.op, &alpha, gemm.a.data, call.a, gemm.b.data, call.b, &gemm.beta, d, call.c,
+                           d, call.c, &heuristic.algo, workspace.data_ptr(), kLtWorkspace, ctx.stream));
+}
+
+// y = x W^T + bias with the bias in the epilogue, one kernel. Column-major, as cuBLAS: y^T (N x M,
+// ld N) = op(W) (N x K; W is stored (K x N), ld K, transposed) times x^T (K x M, ld K); the bias runs
+// along y^T's rows, as the epilogue adds it.
+bool linear_forward_lt(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+  const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
+  return run_lt_gemm({CUBLAS_OP_T, CUBLAS_OP_N, {weight.data_ptr(), K, N, K}, {x.data_ptr(), K, M, K},
+                      {y.data_ptr(), N, M, N}, CUBLASLT_EPILOGUE_BIAS, bias.data_ptr(), 0.0f},
+                     y);
+}
+
+// dW = dy^T x with db = the column sums of dy in the epilogue, one kernel (apex's fused dense
+// backward does the same). Column-major: dW^T (K x N, ld K) = x^T (K x M, ld K) times op(dy^T)
+// (dy stored as dy^T, N x M, ld N, transposed: M x N); BGRADB reduces op(B) over the GEMM's k = M into
+// a vector as long as D has columns (N), from B alone: beta 1 (dW added into) leaves it as it is.
+bool linear_parameter_gradients_lt(const Tensor& dy, const Tensor& x, const Tensor& weight_grad, bool accumulate_weight,
+                                   const Tensor& bias_grad) {
+  const int64_t M = dy.size(0), N = dy.size(1), K = x.size(1);
+  if (alignment_of(bias_grad.data_ptr()) < 16) return false;  // the epilogue stores the vector in 16-byte packs
+  return run_lt_gemm({CUBLAS_OP_N, CUBLAS_OP_T, {x.data_ptr(), K, M, K}, {dy.data_ptr(), N, M, N},
+                      {weight_grad.data_ptr(), K, N, K}, CUBLASLT_EPILOGUE_BGRADB, bias_grad.data_ptr(),
+                      accumulate_weight ? 1.0f : 0.0f},
+                     weight_grad);
 }
 
 // y[r, j] += bias[j] (the fallback's add; for bf16 a second rounding, after the GEMM's).
@@ -195,10 +237,12 @@ __global__ void add_bias_rows_kernel(T* y, const T* bias, long long n, long long
 }
 
 std::atomic<uint64_t> g_linear_epilogue_calls{0};
+std::atomic<uint64_t> g_linear_bias_gradient_epilogue_calls{0};
 
 }  // namespace
 
 uint64_t linear_epilogue_calls() { return g_linear_epilogue_calls.load(); }
+uint64_t linear_bias_gradient_epilogue_calls() { return g_linear_bias_gradient_epilogue_calls.load(); }
 
 void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
   const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
@@ -214,6 +258,19 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
     add_bias_rows_kernel<<<grid_for(n), kBlock, 0, stream_of(y)>>>(y.data<T>(), bias.data<T>(), n, N);
   });
   SRU_CUDA_LAUNCH_CHECK("add_bias_rows_kernel");
+}
+
+void linear_parameter_gradients(const Tensor& dy, const Tensor& x, const Tensor& weight_grad, bool accumulate_weight,
+                                const Tensor& bias_grad) {
+  const int64_t M = dy.size(0), N = dy.size(1), K = x.size(1);
+  if (N == 0) return;
+  if (M > 0 && K > 0 && linear_parameter_gradients_lt(dy, x, weight_grad, accumulate_weight, bias_grad)) {
+    g_linear_bias_gradient_epilogue_calls.fetch_add(1);
+    return;
+  }
+  gemm(dy, GemmMatrix::packed(M, N), true, x, GemmMatrix::packed(M, K), false, weight_grad, GemmMatrix::packed(N, K), 1,
+       1.0, accumulate_weight ? 1.0 : 0.0);
+  sum_rows(dy, bias_grad);
 }
 
 }  // namespace sru::cuda
