@@ -299,7 +299,10 @@ TEST(CudaParity, LinearBiasGradientRidesInTheWeightGradientGemm) {
     EXPECT_EQ(calls[0], 0u) << "the CPU ran the epilogue";
     EXPECT_EQ(calls[1], 2u) << "not one epilogue GEMM per pass";
     EXPECT_TRUE(tensors_near(grads[1][0], grads[0][0], tol, tol)) << "weight gradient";
-    EXPECT_TRUE(tensors_near(grads[1][1], grads[0][1], tol, tol)) << "bias gradient";
+    // The bias gradient at tf32 sums float32 dy (a rounding of dy to TF32 in the epilogue would show as
+    // ~5e-4 relative error here: the bound then names the precision).
+    const double bias_tol = p == MatmulPrecision::High ? 1e-4 : tol;
+    EXPECT_TRUE(tensors_near(grads[1][1], grads[0][1], bias_tol, bias_tol)) << "bias gradient";
   }
 #endif
 }

@@ -3,9 +3,12 @@
 // elements, else a block; 16-byte packs where the rows allow; the mean, then the centred sum of squares,
 // then y; backward the two row sums (of gh and gh xhat), then dx. A warp per row with packs holds its
 // row in registers (row_kernels.cuh, RowPacks): one read of x (of g and x backward) for all passes.
-// f64 rows (the gradient checks): one block per row in double with fixed-tree sums. dweight / dbias sum
-// over rows per column with column_sums (ops/cuda/kernel_util.cuh: fixed chunks, in double,
-// deterministic). bf16 x, y and dx: weight, bias, statistics and weight gradients in float32
+// f64 rows (the gradient checks): one block per row in double with fixed-tree sums. dweight / dbias:
+// for packed rows up to 512 elements the backward kernel sums them from the rows it holds in registers
+// (a lane's columns over its rows in float32, the block's warps in warp order, one row of partials per
+// block, at most 512 blocks) and one finish_column_sum_kernel adds the blocks' rows in double: two
+// launches for the whole backward, g and x read once. Other rows: column_sums (ops/cuda/kernel_util.cuh:
+// fixed chunks, in double, deterministic) after the dx kernel. bf16 x, y and dx: weight, bias, statistics and weight gradients in float32
 // (C = compute_t<T>), each output rounded once, as the CPU twin (whose row statistics accumulate in
 // double: the two differ by float32 rounding).
 #include <type_traits>
@@ -108,17 +111,68 @@ __global__ void layer_norm_f32_kernel(const T* x, const float* w, const float* b
   }
 }
 
+// The parameter gradients' partial sums of a block (kParamGrads): each lane of a warp-per-row kernel
+// with its row in registers owns the same P x V columns in every row it takes, so it sums g xhat and g
+// over its rows in registers; the block's 8 warps then add theirs in warp order in shared memory, and
+// the block writes one row of partials (dweight's D, then dbias's D) for finish_column_sum_kernel.
+template <int V, int P>
+struct ParamGradSums {
+  static constexpr int kColumns = 32 * V * P;  // the most columns a warp's lanes hold
+  float g_xhat[P * V] = {}, g[P * V] = {};
+
+  __device__ void write_block_partials(long long first, long long stride, long long D, double* partials) const {
+    __shared__ float block_sums[2][kColumns];
+    const int warp = static_cast<int>(threadIdx.x / 32);
+    for (int w = 0; w < kBlock / 32; ++w) {  // warp order: the same sums every run
+      if (warp == w) {
+#pragma unroll
+        for (int q = 0; q < P; ++q) {
+          const long long j = first + q * stride;
+          if (j >= D) continue;
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            block_sums[0][j + k] = (w == 0 ? 0.0f : block_sums[0][j + k]) + g_xhat[q * V + k];
+            block_sums[1][j + k] = (w == 0 ? 0.0f : block_sums[1][j + k]) + g[q * V + k];
+          }
+        }
+      }
+      __syncthreads();
+    }
+    double* row = partials + static_cast<long long>(blockIdx.x) * 2 * D;
+    for (long long j = threadIdx.x; j < D; j += kBlock) {
+      row[j] = block_sums[0][j];
+      row[D + j] = block_sums[1][j];
+    }
+  }
+};
+
 // dx = rstd (gh - mean(gh) - xhat mean(gh xhat)), gh = g w, in float32. P > 0: g's and x's rows held in
-// registers for the two passes.
-template <typename T, int V, int TPR, int P>
+// registers for the two passes. kParamGrads (P > 0 only): also the block's partial sums of dweight =
+// sum g xhat and dbias = sum g (ParamGradSums), from the registers: no second read of g and x.
+template <typename T, int V, int TPR, int P, bool kParamGrads>
 __global__ void layer_norm_backward_f32_kernel(const T* g, const T* x, const float* w, const float* mean,
-                                               const float* rstd, long long N, long long D, T* dx) {
+                                               const float* rstd, long long N, long long D, T* dx,
+                                               double* param_partials) {
+  static_assert(!kParamGrads || P > 0, "the parameter gradients' sums need the row in registers");
   __shared__ float shared[kBlock / 32];
   const RowThreads<TPR> threads;
   const long long first = static_cast<long long>(threads.lane) * V, stride = static_cast<long long>(TPR) * V;
+  ParamGradSums<V, kParamGrads ? P : 1> sums;
   for (long long n = threads.first; n < N; n += threads.step) {
     const RowPacks<T, V, P> gs(g + n * D, first, stride, D), xs(x + n * D, first, stride, D);
     const float mu = mean[n], r = rstd[n];
+    if constexpr (kParamGrads) {
+#pragma unroll
+      for (int q = 0; q < P; ++q) {
+        if (first + q * stride >= D) continue;
+#pragma unroll
+        for (int k = 0; k < V; ++k) {
+          const float gv = gs.held[q].v[k];
+          sums.g[q * V + k] += gv;
+          sums.g_xhat[q * V + k] += gv * ((xs.held[q].v[k] - mu) * r);
+        }
+      }
+    }
     // f(j, k, gh, xhat) over the thread's elements in order, the two rows' packs side by side.
     const auto pass = [&](auto&& f) {
       if constexpr (P > 0) {
@@ -156,6 +210,7 @@ __global__ void layer_norm_backward_f32_kernel(const T* g, const T* x, const flo
       if (k == V - 1) out.store(dx + n * D + j);
     });
   }
+  if constexpr (kParamGrads) sums.write_block_partials(first, stride, D, param_partials);
 }
 
 template <typename T, typename C = compute_t<T>>
@@ -175,6 +230,33 @@ struct BiasGradTerm {
   long long D;
   __device__ double operator()(long long n, long long j) const { return static_cast<double>(g[n * D + j]); }
 };
+
+// The fused backward (dx and the parameter gradients' block partials in one kernel, then one finish)
+// where a lane holds at most this many elements of a row: 16 floats of partial sums a lane beside its
+// 2 x 16 held elements (float32 and bf16 rows up to 512 elements, packed); wider rows would
+// spill registers, so they keep the column sums.
+constexpr int kFusedParamGradElements = 16;
+// Blocks of the fused kernel at most: each writes a row of 2 D partials, so the finish reads at most
+// 512 x 2 D doubles (4 MB at D 512); a fixed number, so the sums do not depend on the card.
+constexpr unsigned kFusedParamGradBlocks = 512;
+
+template <typename T, int V, int TPR, int P>
+void fused_backward(const Tensor& g, const Tensor& x, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                    long long N, long long D, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                    unsigned row_blocks) {
+  using C = compute_t<T>;
+  const cudaStream_t s = stream_of(x);
+  const unsigned blocks = row_blocks < kFusedParamGradBlocks ? row_blocks : kFusedParamGradBlocks;
+  const Tensor partials = Tensor::empty({static_cast<int64_t>(blocks) * 2 * D}, DType::F64, x.device());
+  layer_norm_backward_f32_kernel<T, V, TPR, P, true><<<blocks, kBlock, 0, s>>>(
+      g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>(),
+      partials.data<double>());
+  SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f32_kernel");
+  const long long cols = 2 * D, tiles = (cols + kFinishColumns - 1) / kFinishColumns;
+  finish_column_sum_kernel<<<grid_for(tiles, 1), dim3(kFinishColumns, kFinishLanes), 0, s>>>(
+      partials.data<double>(), blocks, cols, 1.0, ColumnOutputs<C>{data_or_null<C>(dweight), data_or_null<C>(dbias), D});
+  SRU_CUDA_LAUNCH_CHECK("finish_column_sum_kernel");
+}
 
 }  // namespace
 
@@ -221,13 +303,23 @@ void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
       SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f64_kernel");
     } else {
       const RowLaunch shape = row_launch<T>(N, D, {g.data_ptr(), x.data_ptr(), dx.data_ptr()});
+      bool sums_done = false;
       with_row_shape<T>(shape, [&]<int V, int TPR>() {
         with_row_cache<V, TPR>(D, [&]<int P>() {
-          layer_norm_backward_f32_kernel<T, V, TPR, P><<<shape.blocks, kBlock, 0, s>>>(
-              g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>());
+          if constexpr (P > 0 && P * V <= kFusedParamGradElements) {
+            if (dweight.defined() || dbias.defined()) {
+              fused_backward<T, V, TPR, P>(g, x, weight, mean, rstd, N, D, dx, dweight, dbias, shape.blocks);
+              sums_done = true;
+              return;
+            }
+          }
+          layer_norm_backward_f32_kernel<T, V, TPR, P, false><<<shape.blocks, kBlock, 0, s>>>(
+              g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>(),
+              nullptr);
         });
       });
       SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f32_kernel");
+      if (sums_done) return;
     }
     if (dweight.defined())
       column_sums(WeightGradTerm<T>{g.data<T>(), x.data<T>(), mean.data<C>(), rstd.data<C>(), D}, N, D, 1.0,

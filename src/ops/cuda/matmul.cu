@@ -221,7 +221,6 @@ bool linear_forward_lt(const Tensor& x, const Tensor& weight, const Tensor& bias
 bool linear_parameter_gradients_lt(const Tensor& dy, const Tensor& x, const Tensor& weight_grad, bool accumulate_weight,
                                    const Tensor& bias_grad) {
   const int64_t M = dy.size(0), N = dy.size(1), K = x.size(1);
-  if (alignment_of(bias_grad.data_ptr()) < 16) return false;  // the epilogue stores the vector in 16-byte packs
   return run_lt_gemm({CUBLAS_OP_N, CUBLAS_OP_T, {x.data_ptr(), K, M, K}, {dy.data_ptr(), N, M, N},
                       {weight_grad.data_ptr(), K, N, K}, CUBLASLT_EPILOGUE_BGRADB, bias_grad.data_ptr(),
                       accumulate_weight ? 1.0f : 0.0f},
