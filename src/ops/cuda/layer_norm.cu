@@ -111,6 +111,19 @@ __global__ void layer_norm_f32_kernel(const T* x, const float* w, const float* b
   }
 }
 
+// f(q, k, j) for each element a lane of a warp-per-row kernel holds in registers (P > 0): element k of
+// its pack q, which starts at column j = first + q * stride.
+template <int V, int P, typename F>
+__device__ void each_held(long long first, long long stride, long long D, F&& f) {
+#pragma unroll
+  for (int q = 0; q < P; ++q) {
+    const long long j = first + q * stride;
+    if (j >= D) continue;
+#pragma unroll
+    for (int k = 0; k < V; ++k) f(q, k, j);
+  }
+}
+
 // The parameter gradients' partial sums of a block (kParamGrads): each lane of a warp-per-row kernel
 // with its row in registers owns the same P x V columns in every row it takes, so it sums g xhat and g
 // over its rows in registers; the block's 8 warps then add theirs in warp order in shared memory, and
@@ -124,18 +137,11 @@ struct ParamGradSums {
     __shared__ float block_sums[2][kColumns];
     const int warp = static_cast<int>(threadIdx.x / 32);
     for (int w = 0; w < kBlock / 32; ++w) {  // warp order: the same sums every run
-      if (warp == w) {
-#pragma unroll
-        for (int q = 0; q < P; ++q) {
-          const long long j = first + q * stride;
-          if (j >= D) continue;
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            block_sums[0][j + k] = (w == 0 ? 0.0f : block_sums[0][j + k]) + g_xhat[q * V + k];
-            block_sums[1][j + k] = (w == 0 ? 0.0f : block_sums[1][j + k]) + g[q * V + k];
-          }
-        }
-      }
+      if (warp == w)
+        each_held<V, P>(first, stride, D, [&](int q, int k, long long j) {
+          block_sums[0][j + k] = (w == 0 ? 0.0f : block_sums[0][j + k]) + g_xhat[q * V + k];
+          block_sums[1][j + k] = (w == 0 ? 0.0f : block_sums[1][j + k]) + g[q * V + k];
+        });
       __syncthreads();
     }
     double* row = partials + static_cast<long long>(blockIdx.x) * 2 * D;
@@ -161,31 +167,19 @@ __global__ void layer_norm_backward_f32_kernel(const T* g, const T* x, const flo
   for (long long n = threads.first; n < N; n += threads.step) {
     const RowPacks<T, V, P> gs(g + n * D, first, stride, D), xs(x + n * D, first, stride, D);
     const float mu = mean[n], r = rstd[n];
-    if constexpr (kParamGrads) {
-#pragma unroll
-      for (int q = 0; q < P; ++q) {
-        if (first + q * stride >= D) continue;
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const float gv = gs.held[q].v[k];
-          sums.g[q * V + k] += gv;
-          sums.g_xhat[q * V + k] += gv * ((xs.held[q].v[k] - mu) * r);
-        }
-      }
-    }
+    if constexpr (kParamGrads)
+      each_held<V, P>(first, stride, D, [&](int q, int k, long long) {
+        const float gv = gs.held[q].v[k];
+        sums.g[q * V + k] += gv;
+        sums.g_xhat[q * V + k] += gv * ((xs.held[q].v[k] - mu) * r);
+      });
     // f(j, k, gh, xhat) over the thread's elements in order, the two rows' packs side by side.
     const auto pass = [&](auto&& f) {
       if constexpr (P > 0) {
-#pragma unroll
-        for (int q = 0; q < P; ++q) {
-          const long long j = first + q * stride;
-          if (j >= D) continue;
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            const float gv = gs.held[q].v[k];
-            f(j, k, w ? gv * w[j + k] : gv, (xs.held[q].v[k] - mu) * r);
-          }
-        }
+        each_held<V, P>(first, stride, D, [&](int q, int k, long long j) {
+          const float gv = gs.held[q].v[k];
+          f(j, k, w ? gv * w[j + k] : gv, (xs.held[q].v[k] - mu) * r);
+        });
       } else {
         for (long long j = first; j < D; j += stride) {
           Pack<T, V> pg, px;
