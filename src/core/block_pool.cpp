@@ -133,6 +133,7 @@ void BlockPool::absorb_next(Block* b) {
 }
 
 bool BlockPool::release_free_segments() {
+  if (keep_segments_) return false;
   bool any = false;
   for (auto it = segments_.begin(); it != segments_.end();) {
     Block* b = it->second;

@@ -68,6 +68,12 @@ class BlockPool {
   }
   // Called with (ptr, size) for every block handed out, new or reused (the NaN-fill debug mode).
   void set_fill(std::function<void(void*, size_t)> fill) { fill_ = std::move(fill); }
+  // Keep every segment, free or not, until this is switched off again (a CUDA graph's private pool:
+  // the graph replays into addresses of blocks freed during its capture, so no segment may go back
+  // to the driver, by empty_cache or by the out-of-memory retry, while the graph lives).
+  void set_keep_segments(bool keep) { keep_segments_ = keep; }
+  // Whether ptr is a block this pool handed out and that is not yet released.
+  bool holds(void* ptr) const { return allocated_.count(ptr) != 0; }
 
   static size_t round_request(size_t nbytes);
   static size_t segment_size_for(size_t rounded);
@@ -93,6 +99,7 @@ class BlockPool {
   std::map<void*, Block*> segments_;  // segment base -> its first block (for empty_cache)
   AllocatorStats stats_;
   std::function<void(void*, size_t)> fill_;
+  bool keep_segments_ = false;
 };
 
 }  // namespace sru

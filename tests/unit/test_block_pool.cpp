@@ -1,6 +1,7 @@
 // The caching allocator's block logic (core/block_pool.h) on a fake memory source: size classes,
 // splitting and coalescing, statistics, out of memory with retry, errors that are not out of memory,
-// the fill hook, and an epoch of variable batch shapes whose reserved memory stays flat.
+// the fill hook, and an epoch of variable batch shapes whose reserved memory stays flat; and the
+// routing between the shared pool and CUDA graphs' private pools (core/pool_router.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/block_pool.h"
+#include "core/pool_router.h"
 #include "testing.h"
 
 using namespace sru;
@@ -247,4 +249,80 @@ TEST(BlockPool, ReservedMemoryStaysFlatOverEpochsOfVariableShapes) {
   for (const auto& [size, count] : per_size_cache) exact_size_cache += size * count;
   EXPECT_LT(2 * s.peak_reserved, exact_size_cache) << "reserved " << s.peak_reserved << " vs " << exact_size_cache;
   pool.release(carried);
+}
+
+// A graph's private pool: what is allocated while it is active (also freed and taken again during the
+// capture) comes from its own segments, which neither the shared pool's requests, nor empty_cache, nor
+// the out-of-memory retry take back while the graph lives; a block goes back to the pool it came from
+// whichever pool is active; retiring the pool returns its segments once its last block is freed.
+TEST(PoolRouter, AGraphsPoolKeepsItsBlocksFromOtherWorkUntilRetired) {
+  FakeMemory memory;
+  PoolRouter router(memory, "cuda:0");
+  size_t granted = 0;
+  void* before = router.allocate(4096, &granted);  // a parameter, from the shared pool
+  router.release(before);                           // its block is now free in the shared pool
+  const PoolRouter::PoolId graph = router.create_private();
+  router.set_active(graph);
+  void* scratch = router.allocate(4096, &granted);
+  EXPECT_NE(scratch, before) << "a capture took a block of the shared pool";
+  router.release(scratch);                            // freed during the capture...
+  void* again = router.allocate(4096, &granted);      // ...and taken again by a later kernel of it: fine
+  EXPECT_EQ(again, scratch);
+  void* output = router.allocate(3 * MiB, &granted);  // the graph's loss, kept by the host
+  router.set_active(PoolRouter::kShared);
+  router.release(again);  // released while the shared pool is active: back to the graph's pool
+  // Eager work after the capture never gets the graph's blocks.
+  std::vector<void*> eager;
+  for (int i = 0; i < 8; ++i) {
+    eager.push_back(router.allocate(4096, &granted));
+    EXPECT_NE(eager.back(), scratch);
+  }
+  const int releases_before = memory.releases;
+  router.empty_cache();
+  for (void* p : eager) router.release(p);
+  router.empty_cache();
+  EXPECT_EQ(router.private_pools(), 1u);
+  const AllocatorStats live = router.stats();
+  EXPECT_EQ(live.allocated, 3 * MiB);  // the output, still in use
+  // Retired with the output still held: the pool stays until that block is freed, then goes.
+  router.retire(graph);
+  EXPECT_EQ(router.private_pools(), 1u);
+  EXPECT_EQ(error_of([&] { router.set_active(graph); }).find("retired") != std::string::npos, true);
+  const int releases_at_retire = memory.releases;
+  router.release(output);
+  EXPECT_EQ(router.private_pools(), 0u);
+  EXPECT_EQ(memory.releases - releases_at_retire, 2) << "the graph's small and large segments";
+  EXPECT_GT(releases_at_retire, releases_before) << "empty_cache returned the shared pool's free segments";
+  EXPECT_EQ(router.stats().allocated, 0u);
+  EXPECT_EQ(memory.in_use(), 0u);
+  EXPECT_GE(router.stats().peak_allocated, 3 * MiB + 4096);
+}
+
+// A private pool that finds no memory reports it, naming the graph's pool, and gives back none of its
+// own free segments to make room (the graph replays into them); the shared pool's cache stays too
+// (returning it would synchronise the device inside a capture).
+TEST(PoolRouter, APrivatePoolOutOfMemoryKeepsItsOwnSegments) {
+  FakeMemory memory(40 * MiB);
+  PoolRouter router(memory, "cuda:0");
+  size_t granted = 0;
+  void* shared_block = router.allocate(20 * MiB, &granted);
+  router.release(shared_block);  // 20 MiB cached in the shared pool
+  const PoolRouter::PoolId graph = router.create_private();
+  router.set_active(graph);
+  void* small = router.allocate(4096, &granted);  // a 2 MiB segment of the graph's pool
+  router.release(small);
+  void* big = router.allocate(16 * MiB, &granted);  // a 16 MiB segment: 2 MiB left in the source
+  router.release(big);
+  EXPECT_EQ(router.stats().reserved, 38 * MiB);
+  const int releases = memory.releases;
+  const std::string message = error_of([&] { router.allocate(30 * MiB, &granted); });
+  EXPECT_NE(message.find("out of memory on cuda:0 (CUDA graph pool"), std::string::npos) << message;
+  EXPECT_EQ(memory.releases, releases) << "a segment went back to the source";
+  void* small_again = router.allocate(4096, &granted);
+  EXPECT_EQ(small_again, small);
+  router.release(small_again);
+  router.retire(graph);
+  EXPECT_EQ(router.private_pools(), 0u);
+  router.empty_cache();
+  EXPECT_EQ(memory.in_use(), 0u);
 }

@@ -1,4 +1,5 @@
-// The CUDA caching allocator: one core/block_pool.h pool per device over cudaMalloc / cudaFree. A
+// The CUDA caching allocator: one core/block_pool.h pool per device over cudaMalloc / cudaFree, beside
+// the private pools of CUDA graph captures (core/pool_router.h routes each request and release). A
 // cudaMalloc that fails for want of memory is "none left" to the pool (which then returns its cached
 // segments and retries once, and reports out of memory with the sizes); any other failure is an error
 // an earlier kernel left in the context, and is reported as that, naming the last kernel launched.
@@ -15,6 +16,7 @@
 
 #include "core/kernel_count.h"
 #include "core/block_pool.h"
+#include "core/pool_router.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/cuda/runtime.h"
@@ -34,7 +36,13 @@ class DeviceMemory : public RawMemory {
     CUDA_CHECK(cudaSetDevice(device_));
     void* p = nullptr;
     ::sru::detail::host_profile_mark("cudaMalloc (a new segment for the caching allocator)");
+    // Relaxed for the call, as PyTorch's allocator does: during a CUDA graph capture (core/cuda/graph.h)
+    // the capturing thread may not make this "potentially unsafe" call otherwise. The segment is not
+    // part of the graph; the graph's private pool keeps it for as long as the graph lives.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     const cudaError_t err = cudaMalloc(&p, nbytes);
+    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     ::sru::detail::host_profile_mark("(host work after cudaMalloc)");
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not sticky: clear it
@@ -60,7 +68,7 @@ struct DevicePool {
     });
   }
   DeviceMemory memory;
-  BlockPool pool;
+  PoolRouter pool;
 };
 
 // Process-lifetime state, never destroyed: tensors in static objects may free memory during exit.
@@ -69,7 +77,7 @@ std::unique_ptr<DevicePool>* pools = new std::unique_ptr<DevicePool>[kMaxDevices
 
 AllocatorStats* uncached_stats = new AllocatorStats[kMaxDevices];
 
-BlockPool& pool_of(int device) {
+PoolRouter& pool_of(int device) {
   SRU_CHECK(device >= 0 && device < kMaxDevices, "CUDA device index ", device, " out of range");
   if (!pools[device]) pools[device] = std::make_unique<DevicePool>(device);
   return pools[device]->pool;
@@ -142,6 +150,23 @@ void reset_peak_stats(int device) {
     return;
   }
   pool_of(device).reset_peak();
+}
+
+int create_graph_pool(int device) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  SRU_CHECK(!no_caching(), "CUDA graphs need the caching allocator: SRU_CUDA_NO_CACHING is set (a captured graph "
+                           "replays into the addresses it captured, which only a private pool keeps for it)");
+  return pool_of(device).create_private();
+}
+
+void set_graph_pool(int device, int pool) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  pool_of(device).set_active(pool);
+}
+
+void retire_graph_pool(int device, int pool) {
+  std::lock_guard<std::mutex> lock(pool_mutex);
+  pool_of(device).retire(pool);
 }
 
 void empty_cache() {

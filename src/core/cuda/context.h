@@ -17,7 +17,9 @@ struct DeviceContext {
   cublasHandle_t cublas = nullptr;
   cublasLtHandle_t cublas_lt = nullptr;  // GEMMs with epilogues (the Linear's bias, ops/cuda/matmul.cu)
   cudnnHandle_t cudnn = nullptr;
+  void* cublas_workspace = nullptr;  // kCublasWorkspaceBytes, cuBLAS's for the context's life
 };
+inline constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
 // Makes `device` current for this thread and returns its context.
 DeviceContext& context(int device);

@@ -25,6 +25,9 @@ void release(void*, size_t, int) { no_backend(); }
 AllocatorStats allocator_stats(int) { return {}; }
 void reset_peak_stats(int) {}
 void empty_cache() {}
+int create_graph_pool(int) { no_backend(); }
+void set_graph_pool(int, int) { no_backend(); }
+void retire_graph_pool(int, int) { no_backend(); }
 bool allocator_caches() { return true; }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_backend(); }
 void synchronize(int) {}

@@ -300,6 +300,11 @@ DeviceContext& context(int device) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
     CUBLAS_CHECK(cublasCreate(&ctx->cublas));
     CUBLAS_CHECK(cublasSetStream(ctx->cublas, ctx->stream));
+    // cuBLAS's workspace, ours and fixed: cuBLAS otherwise allocates one itself on a stream's first
+    // use, which a CUDA graph capture (core/cuda/graph.h) may not do. 32 MiB: NVIDIA's recommendation
+    // for Hopper.
+    CUDA_CHECK(cudaMalloc(&ctx->cublas_workspace, kCublasWorkspaceBytes));
+    CUBLAS_CHECK(cublasSetWorkspace(ctx->cublas, ctx->cublas_workspace, kCublasWorkspaceBytes));
     CUBLAS_CHECK(cublasLtCreate(&ctx->cublas_lt));
     CUDNN_CHECK(cudnnCreate(&ctx->cudnn));
     CUDNN_CHECK(cudnnSetStream(ctx->cudnn, ctx->stream));

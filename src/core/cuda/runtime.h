@@ -29,6 +29,12 @@ AllocatorStats allocator_stats(int device);
 void reset_peak_stats(int device);
 // Returns the cached free segments of every device to the driver.
 void empty_cache();
+// The private memory pools of CUDA graph captures (core/pool_router.h; core/cuda/graph.h uses them):
+// a new pool's id; the pool the device's allocations come from (0: the shared pool); a pool whose
+// graph is gone (its memory returns to the driver once its last block is freed).
+int create_graph_pool(int device);
+void set_graph_pool(int device, int pool);
+void retire_graph_pool(int device, int pool);
 // False when SRU_CUDA_NO_CACHING=1 gives every tensor its own cudaMalloc (for compute-sanitizer).
 bool allocator_caches();
 

@@ -1,0 +1,87 @@
+// CUDA graph capture and replay on a device's stream, with a private memory pool (see graph.h).
+#include "core/cuda/graph.h"
+
+#include <cuda_runtime.h>
+
+#include <exception>
+
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+#include "core/cuda/runtime.h"
+#include "core/error.h"
+#include "core/kernel_count.h"
+
+namespace sru::cuda {
+
+struct CapturedGraph::State {
+  int device = 0;
+  int pool = 0;  // the private pool: allocated at the capture, retired with the graph
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  long long replays = 0;
+};
+
+CapturedGraph::CapturedGraph(Device device) : state_(std::make_unique<State>()) {
+  SRU_CHECK(device.is_cuda(), "CapturedGraph: a CUDA graph needs a CUDA device, got ", device.str());
+  state_->device = device.index;
+}
+
+CapturedGraph::~CapturedGraph() {
+  if (state_->exec) cudaGraphExecDestroy(state_->exec);
+  if (state_->graph) cudaGraphDestroy(state_->graph);
+  // The graph's memory returns to the driver once the caller's outputs from it are freed too.
+  if (state_->pool != 0) retire_graph_pool(state_->device, state_->pool);
+}
+
+bool CapturedGraph::captured() const { return state_->exec != nullptr; }
+
+long long CapturedGraph::replays() const { return state_->replays; }
+
+void CapturedGraph::capture(const std::function<void()>& work) {
+  SRU_CHECK(!captured() && state_->pool == 0, "CapturedGraph: already captured");
+  State& s = *state_;
+  const cudaStream_t stream = context(s.device).stream;
+  s.pool = create_graph_pool(s.device);
+  set_graph_pool(s.device, s.pool);
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    cudaStreamEndCapture(stream, &graph);  // ends the capture whatever state the work left it in
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    abandon_capture();
+    SRU_FAIL("CUDA graph capture on cuda:", s.device, " failed: ", e.what(),
+             " (a captured function may not wait on the host or copy from it: core/cuda/graph.h)");
+  }
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (ended != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    abandon_capture();
+    SRU_FAIL("CUDA graph capture on cuda:", s.device, " failed: ", cudaGetErrorString(ended),
+             " (the captured work waited on the host, copied from the host or used another stream: "
+             "core/cuda/graph.h lists what a capture may not do)");
+  }
+  set_graph_pool(s.device, 0);
+  s.graph = graph;
+  CUDA_CHECK(cudaGraphInstantiate(&s.exec, s.graph, 0));
+}
+
+// After a failed capture: the shared pool active again, the private one retired (its memory returns as
+// the failed work's tensors go), so that capture() may be tried again.
+void CapturedGraph::abandon_capture() {
+  set_graph_pool(state_->device, 0);
+  retire_graph_pool(state_->device, state_->pool);
+  state_->pool = 0;
+}
+
+void CapturedGraph::replay() {
+  SRU_CHECK(captured(), "CapturedGraph: replay before capture");
+  ::sru::detail::count_kernel_dispatch("cuda_graph_replay");
+  CUDA_CHECK(cudaGraphLaunch(state_->exec, context(state_->device).stream));
+  ++state_->replays;
+}
+
+}  // namespace sru::cuda

@@ -1,0 +1,50 @@
+// A CUDA graph of the work one function queues on a device's stream: captured once, replayed many
+// times with one launch (the lean step's item 5, issue 38: a training step of repeating shapes as one
+// graph, forward, backward, norm and update, instead of one launch per kernel).
+//
+// Capture runs the function on the host with the device's stream in capture mode (thread-local: other
+// threads' CUDA calls are not affected), so nothing it queues executes then: the results appear at the
+// first replay. Memory the function allocates comes from a private pool of the caching allocator
+// (core/pool_router.h) that keeps those addresses for the graph until it is destroyed, including blocks
+// freed again during the capture; tensors allocated during the capture and kept by the caller (a loss, a
+// parameter's new .grad) are the graph's outputs: each replay writes them again, in place.
+//
+// What the captured function must not do (CUDA refuses, and capture() reports the error naming the
+// graph): wait on the host (a value read, read_scalars, a copy to the host, a synchronisation), copy
+// from the host (core/cuda/runtime.h's staging copies query events), or change its shapes between
+// replays. Per-replay inputs are tensors allocated before the capture whose contents the caller
+// overwrites before each replay (static inputs); they must outlive the graph. Scalars passed to
+// kernels (a learning rate, a Philox offset) are frozen at their captured values.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "core/device.h"
+
+namespace sru::cuda {
+
+class CapturedGraph {
+ public:
+  explicit CapturedGraph(Device device);
+  ~CapturedGraph();
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  // Captures what `work` queues on the device's stream (once; throws if already captured, or if the
+  // capture fails: then nothing is captured, the shared pool is active again, and capture may be
+  // called again).
+  void capture(const std::function<void()>& work);
+  bool captured() const;
+  // Queues the whole graph on the device's stream: one launch, no host wait.
+  void replay();
+  // Replays since the capture.
+  long long replays() const;
+
+ private:
+  void abandon_capture();
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sru::cuda

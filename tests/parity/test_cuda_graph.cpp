@@ -1,0 +1,113 @@
+// CUDA graphs (core/cuda/graph.h; label cuda, skipped without a device): a captured forward and backward
+// replayed on new contents of its static input gives the eager pass's loss and gradients, its private
+// pool keeps the graph's memory from eager work, and a host wait inside a capture is refused.
+#include <gtest/gtest.h>
+
+#include "autograd/engine.h"
+#include "core/cuda/graph.h"
+#include "core/cuda/runtime.h"
+#include "core/kernel_count.h"
+#include "cuda_parity.h"
+#include "ops/layer_norm.h"
+#include "ops/ops.h"
+
+using namespace sru;
+using namespace sru::testing;
+
+#if defined(SRU_WITH_CUDA)
+namespace {
+
+// Leaves on the GPU: the Linear's weight and bias, the layer norm's weight and bias.
+struct SmallModel {
+  Tensor w, b, ln_w, ln_b;
+  std::vector<Tensor> leaves() const { return {w, b, ln_w, ln_b}; }
+};
+
+SmallModel small_model() {
+  auto leaf = [](const Shape& shape, uint64_t seed) {
+    return rand_leaf(shape, seed).detach().to(kCuda).set_requires_grad(true);
+  };
+  return {leaf({40, 24}, 1), leaf({40}, 2), leaf({40}, 3), leaf({40}, 4)};
+}
+
+}  // namespace
+#endif
+
+// The pass: linear (cuBLASLt with its bias epilogues both ways), layer norm (fused parameter sums),
+// a weighted sum; captured once, replayed on three inputs, each against the eager pass on the same input.
+TEST(CudaGraph, AReplayedForwardBackwardMatchesTheEagerPass) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
+  const SmallModel m = small_model();
+  const Tensor x = Tensor::empty({35, 24}, DType::F32, kCuda);  // the static input
+  const Tensor r = rand_leaf({35, 40}, 5).detach().to(kCuda);
+  const std::vector<Tensor> inputs{rand_leaf({35, 24}, 6).detach(), rand_leaf({35, 24}, 7).detach()};
+  auto pass = [&] { return sum(mul(layer_norm(linear(x, m.w, m.b), m.ln_w, m.ln_b), r)); };
+  auto clear_grads = [&] {
+    for (const Tensor& t : m.leaves()) Tensor(t).set_grad(Tensor());
+  };
+  auto results = [&](const Tensor& loss) {
+    std::vector<Tensor> out{loss.to(Device::cpu())};
+    for (const Tensor& t : m.leaves()) out.push_back(t.grad().to(Device::cpu()));
+    return out;
+  };
+  std::vector<std::vector<Tensor>> eager;
+  for (const Tensor& in : inputs) {  // also the warm-up: cuBLAS and the allocator set up before capturing
+    clear_grads();
+    Tensor(x).copy_(in.to(kCuda));
+    const Tensor loss = pass();
+    autograd::backward(loss);
+    eager.push_back(results(loss));
+  }
+  clear_grads();
+  cuda::CapturedGraph graph(kCuda);
+  Tensor loss;
+  const uint64_t dispatches_before = kernel_dispatches();
+  graph.capture([&] {
+    loss = pass();
+    autograd::backward(loss);
+  });
+  const uint64_t captured_dispatches = kernel_dispatches() - dispatches_before;
+  ASSERT_TRUE(graph.captured());
+  for (int k : {0, 1, 0}) {
+    SCOPED_TRACE("input " + std::to_string(k));
+    Tensor(x).copy_(inputs[k].to(kCuda));
+    const uint64_t before = kernel_dispatches();
+    graph.replay();
+    EXPECT_EQ(kernel_dispatches() - before, 1u) << "a replay is one dispatch (" << captured_dispatches << " captured)";
+    const std::vector<Tensor> got = results(loss);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(tensors_near(got[i], eager[k][i], 1e-6, 1e-6)) << "result " << i;
+  }
+  EXPECT_EQ(graph.replays(), 3);
+  // Eager work after the capture does not get the graph's memory: a replay after it still matches.
+  std::vector<Tensor> eager_after;
+  for (int i = 0; i < 8; ++i) eager_after.push_back(Tensor::full({35, 40}, 7.0, DType::F32, kCuda));
+  Tensor(x).copy_(inputs[1].to(kCuda));
+  graph.replay();
+  const std::vector<Tensor> got = results(loss);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(tensors_near(got[i], eager[1][i], 1e-6, 1e-6)) << "result " << i;
+  for (const Tensor& t : eager_after) EXPECT_EQ(t.to(Device::cpu()).data<float>()[0], 7.0f);
+#endif
+}
+
+// A host wait inside the captured work is refused with the rule named, and the graph may capture again.
+TEST(CudaGraph, AHostWaitInsideTheCaptureIsRefused) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
+  const Tensor x = rand_leaf({8, 8}, 9).detach().to(kCuda);
+  cuda::CapturedGraph graph(kCuda);
+  const std::string message = error_of([&] { graph.capture([&] { (void)sum(x).item<float>(); }); });
+  EXPECT_FALSE(graph.captured());
+  EXPECT_NE(message.find("CUDA graph capture on cuda:0 failed"), std::string::npos) << message;
+  Tensor y;
+  graph.capture([&] { y = mul(x, x); });
+  graph.replay();
+  EXPECT_TRUE(tensors_near(y.to(Device::cpu()), mul(x, x).to(Device::cpu()), 0, 0));
+#endif
+}
