@@ -2,6 +2,7 @@
 #include "core/pool_router.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/error.h"
 
@@ -33,6 +34,12 @@ BlockPool& PoolRouter::pool(PoolId id) {
 void PoolRouter::set_active(PoolId id) {
   pool(id);  // checks it
   active_ = id;
+  if (id != kShared) return;
+  // A capture ended: the retired pools whose last block went during it return their memory now.
+  std::vector<PoolId> retired;
+  for (const auto& [pid, p] : private_)
+    if (p.retired) retired.push_back(pid);
+  for (PoolId pid : retired) drop_if_done(pid);
 }
 
 void PoolRouter::retire(PoolId id) {
@@ -45,8 +52,11 @@ void PoolRouter::retire(PoolId id) {
   drop_if_done(id);
 }
 
-// A retired pool with nothing in use returns its segments (every one a free block then) and goes.
+// A retired pool with nothing in use returns its segments (every one a free block then) and goes; not
+// while a capture runs (a private pool active): returning memory to the driver would synchronise the
+// device inside the capture, so set_active(kShared) after it does it.
 void PoolRouter::drop_if_done(PoolId id) {
+  if (active_ != kShared) return;
   auto it = private_.find(id);
   if (it == private_.end() || !it->second.retired || it->second.pool->stats().allocated != 0) return;
   BlockPool& p = *it->second.pool;

@@ -7,7 +7,8 @@
 //     device to it (id kShared: the shared pool) until set otherwise;
 //   - a released block goes back to the pool that handed it out, whichever pool is active;
 //   - retire(id) (the graph is destroyed): the pool's segments go back to the source once none of its
-//     blocks is in use (at once, or at the release of its last block);
+//     blocks is in use and no capture runs (at once, at the release of its last block, or when the
+//     running capture ends);
 //   - a private pool that finds no memory reports out of memory: it returns none of its own segments
 //     (the graph may replay into them), and the shared pool's cached segments cannot be returned to
 //     the driver while a capture runs (cudaFree synchronises the device); call empty_cache before a

@@ -7,7 +7,21 @@
 
 #include <cstdint>
 
+#include "core/hd.h"
+
 namespace sru {
+
+// A draw's first Philox counter block as a kernel reads it: `offset`, plus the value at `base` when set.
+// A CUDA graph replays a training step's kernels with the arguments they were captured with, so there
+// the step's first block is read from device memory the host writes before each replay and each
+// draw's offset within the step is the captured constant (PyTorch's philox_cuda_state); elsewhere base
+// is null and offset is the whole counter. value() dereferences base: call it where base points (a
+// device pointer in a CUDA kernel).
+struct PhiloxOffset {
+  uint64_t offset = 0;
+  const uint64_t* base = nullptr;
+  SRU_HD uint64_t value() const { return base ? *base + offset : offset; }
+};
 
 struct BatchShard {
   int64_t rows = 0;   // the whole batch; 0 = no shard (this process computes every row)
@@ -33,11 +47,27 @@ class Generator {
     offset_ += (n_words + 3) / 4;
     return start;
   }
+  // reserve() as a kernel argument: relative to the base while one is set (set_offset_base), else the
+  // whole offset. The counter advances the same either way, so the numbers drawn are the same when
+  // *base holds the counter's value at set_offset_base.
+  PhiloxOffset draw(uint64_t n_words) {
+    const uint64_t start = reserve(n_words);
+    return base_ ? PhiloxOffset{start - base_start_, base_} : PhiloxOffset{start, nullptr};
+  }
+  // From here on draw() hands out offsets relative to the counter's current value, read at `base` (a
+  // captured step's draws: core/cuda/graph.h); null: whole offsets again.
+  void set_offset_base(const uint64_t* base) {
+    base_ = base;
+    base_start_ = offset_;
+  }
+  const uint64_t* offset_base() const { return base_; }
 
  private:
   uint64_t seed_;
   uint64_t offset_ = 0;
   BatchShard shard_;
+  const uint64_t* base_ = nullptr;
+  uint64_t base_start_ = 0;
 };
 
 // Sets a generator's batch shard for its scope (a data-parallel training forward pass).

@@ -87,7 +87,7 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_
     drop.p = static_cast<float>(dropout_p);
     drop.keep = 1.0 / (1.0 - dropout_p);
     drop.seed = gen.seed();
-    drop.offset = gen.reserve(static_cast<uint64_t>(words));
+    drop.offset = gen.draw(static_cast<uint64_t>(words));
   }
   const DType stats = q.dtype() == DType::F64 ? DType::F64 : DType::F32;
   const AttentionTensors in{q, k, v, padding};

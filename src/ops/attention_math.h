@@ -69,11 +69,12 @@ struct AttentionDropout {
   bool active = false;
   float p = 0.0f;
   double keep = 1.0;
-  uint64_t seed = 0, offset = 0;
+  uint64_t seed = 0;
+  PhiloxOffset offset;
   MaskWindow window;
   SRU_HD bool kept(long long element) const {
     if (!active) return true;
-    const uint32_t word = philox::random_u32(seed, offset, static_cast<uint64_t>(window.global_index(element)));
+    const uint32_t word = philox::random_u32(seed, offset.value(), static_cast<uint64_t>(window.global_index(element)));
     return philox::u32_to_unit_float(word) >= p;
   }
   // The element's factor in the compute type C: 1 when inactive, else keep or 0.

@@ -32,7 +32,7 @@ MaskDraw draw_dropout_mask(const Shape& shape, double p, Generator& gen, int bat
   int64_t words = 0;
   draw.window = mask_window(shape, gen.batch_shard(), batch_dim, words);
   draw.seed = gen.seed();
-  draw.offset = gen.reserve(static_cast<uint64_t>(words));
+  draw.offset = gen.draw(static_cast<uint64_t>(words));
   draw.p = p;
   draw.keep = 1.0 / (1.0 - p);
   draw.on = true;
@@ -57,7 +57,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen, int bat
   // the kernel. bf16: float math with a float scale (1 / (1 - p) is not a bf16 value), rounded once.
   int64_t words = 0;
   const MaskWindow window = mask_window(x.shape(), gen.batch_shard(), batch_dim, words);
-  const uint64_t seed = gen.seed(), offset = gen.reserve(static_cast<uint64_t>(words));
+  const uint64_t seed = gen.seed();
+  const PhiloxOffset offset = gen.draw(static_cast<uint64_t>(words));
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   SRU_KERNEL(x.device(), apply_dropout, seed, offset, p, x, y, window);
   if (autograd::needs_grad({x})) {

@@ -41,6 +41,8 @@ struct MaskWindow {
 // Holds no tensor: nothing for the dispatcher's device check (ops/dispatch.h) to visit.
 template <typename F>
 void visit_tensors(const MaskWindow&, F&&) {}
+template <typename F>
+void visit_tensors(const PhiloxOffset&, F&&) {}
 
 // The window of a mask of `shape` under `shard`, and the number of Philox words the whole batch's mask
 // takes (what the generator reserves). Throws when the shape does not scale with the shard's rows.
@@ -52,12 +54,13 @@ MaskWindow mask_window(const Shape& shape, const BatchShard& shard, int batch_di
 // same number to the bit (the same Philox word, threshold and scale). `on` false: no dropout.
 struct MaskDraw {
   bool on = false;
-  uint64_t seed = 0, offset = 0;
+  uint64_t seed = 0;
+  PhiloxOffset offset;
   double p = 0, keep = 1;  // keep = 1 / (1 - p), as the fill kernels compute it
   MaskWindow window;
   template <typename T>
   SRU_HD T value(int64_t j) const {
-    const float u = philox::u32_to_unit_float(philox::random_u32(seed, offset, window.global_index(j)));
+    const float u = philox::u32_to_unit_float(philox::random_u32(seed, offset.value(), window.global_index(j)));
     return u >= static_cast<float>(p) ? static_cast<T>(keep) : T(0);
   }
 };
@@ -68,10 +71,10 @@ Tensor mask_of(const MaskDraw& draw, const Shape& shape, DType dtype, Device dev
 // Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/dropout.cu) have the same contracts, tensors on one
 // CUDA device.
 SRU_DECLARE_KERNELS(
-void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window);
+void fill_dropout_mask(uint64_t seed, PhiloxOffset offset, double p, const Tensor& mask, const MaskWindow& window);
 // out = in * m, m the mask fill_dropout_mask writes for the same arguments, computed in compute_t (float
 // for bf16, with a float m as a float32 mask's) and rounded once: dropout's product and its gradient.
-void apply_dropout(uint64_t seed, uint64_t offset, double p, const Tensor& in, const Tensor& out, const MaskWindow& window);
+void apply_dropout(uint64_t seed, PhiloxOffset offset, double p, const Tensor& in, const Tensor& out, const MaskWindow& window);
 )
 
 }  // namespace sru

@@ -326,3 +326,26 @@ TEST(PoolRouter, APrivatePoolOutOfMemoryKeepsItsOwnSegments) {
   router.empty_cache();
   EXPECT_EQ(memory.in_use(), 0u);
 }
+
+// A retired graph's pool whose last block is freed while another capture runs returns its memory only
+// when that capture ends (returning it during the capture would synchronise the device inside it).
+TEST(PoolRouter, ARetiredPoolWaitsForTheRunningCaptureToEnd) {
+  FakeMemory memory;
+  PoolRouter router(memory, "cuda:0");
+  size_t granted = 0;
+  const PoolRouter::PoolId old_graph = router.create_private();
+  router.set_active(old_graph);
+  void* old_output = router.allocate(4096, &granted);
+  router.set_active(PoolRouter::kShared);
+  router.retire(old_graph);
+  const PoolRouter::PoolId new_graph = router.create_private();
+  router.set_active(new_graph);  // a new capture
+  router.release(old_output);    // the old graph's output replaced inside it
+  EXPECT_EQ(memory.releases, 0);
+  EXPECT_EQ(router.private_pools(), 2u);
+  router.set_active(PoolRouter::kShared);  // the capture ended
+  EXPECT_EQ(memory.releases, 1);
+  EXPECT_EQ(router.private_pools(), 1u);
+  router.retire(new_graph);
+  EXPECT_EQ(router.private_pools(), 0u);
+}

@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 #include "core/philox.h"
 #include "ops/bf16_round.h"
+#include "ops/attention.h"
 #include "ops/ops.h"
 #include "testing.h"
 
@@ -379,7 +380,7 @@ TEST(Dropout, MaskIsThePhiloxFunctionOfTheIndex) {
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
     Tensor mask = Tensor::empty({n});
-    cpu::fill_dropout_mask(42, 1001, 0.25, mask, {n, n, 0});
+    cpu::fill_dropout_mask(42, PhiloxOffset{1001}, 0.25, mask, {n, n, 0});
     const auto m = mask.to_vector<float>();
     for (int64_t i = 0; i < n; ++i) {
       const bool keep = philox::u32_to_unit_float(philox::random_u32(42, 1001, i)) >= 0.25f;
@@ -392,6 +393,60 @@ TEST(Dropout, MaskIsThePhiloxFunctionOfTheIndex) {
 // dropout() draws its mask inside the kernel (apply_dropout): output and gradient equal the product with
 // the stored mask of the same generator state, bit for bit, NaN and -0 included, in every dtype and under
 // a batch shard, and the generator advances by the same words.
+// A captured step's draws (core/rng.h PhiloxOffset): with an offset base set, the generator hands out
+// offsets relative to its counter at that point and the kernels add the value they read at the base;
+// with that value there, dropout (forward and backward), a mask drawn where it is read (the SRU's
+// MaskDraw) and the fused attention's dropout draw the numbers of whole offsets, to the bit, and the
+// counter advances alike.
+TEST(Dropout, OffsetsRelativeToABaseDrawTheNumbersOfWholeOffsets) {
+  Generator values(4);
+  const Tensor x = Tensor::uniform({6, 4, 10}, -2, 2, DType::F32, values);
+  const Tensor q = Tensor::uniform({5, 2, 8}, -1, 1, DType::F32, values);
+  const Tensor k = Tensor::uniform({7, 2, 8}, -1, 1, DType::F32, values);
+  const Tensor v = Tensor::uniform({7, 2, 8}, -1, 1, DType::F32, values);
+  struct Drawn {
+    Tensor y, gx, mask, attention;
+    float drawn_mask_element;
+  };
+  auto draw_all = [&](Generator& gen) {
+    Tensor leaf = x.clone();
+    leaf.set_requires_grad(true);
+    Drawn d;
+    d.y = dropout(leaf, 0.3, true, gen);
+    autograd::backward(sum(mul(d.y, d.y)));
+    d.gx = leaf.grad();
+    const MaskDraw m = draw_dropout_mask({4, 10}, 0.25, gen);
+    d.mask = mask_of(m, {4, 10}, DType::F32, Device::cpu());
+    d.drawn_mask_element = m.value<float>(13);
+    d.attention = fused_attention(q, k, v, 2, AttentionPattern{}, Tensor(), 0.5, 0.2, true, gen);
+    return d;
+  };
+  Generator whole(21), based(21);
+  whole.reserve(1000);
+  based.reserve(1000);
+  const uint64_t base_value = based.offset();  // what the host writes before a replay
+  based.set_offset_base(&base_value);
+  EXPECT_EQ(based.draw(0).offset, 0u) << "relative to the counter at set_offset_base";
+  EXPECT_EQ(based.draw(0).base, &base_value);
+  const Drawn a = draw_all(whole), b = draw_all(based);
+  EXPECT_EQ(whole.offset(), based.offset());
+  EXPECT_TRUE(tensors_near(b.y, a.y, 0, 0));
+  EXPECT_TRUE(tensors_near(b.gx, a.gx, 0, 0));
+  EXPECT_TRUE(tensors_near(b.mask, a.mask, 0, 0));
+  EXPECT_EQ(b.drawn_mask_element, a.drawn_mask_element);
+  EXPECT_TRUE(tensors_near(b.attention, a.attention, 0, 0));
+  // And the draws are not all the same numbers: a base one block off changes them.
+  const uint64_t shifted = base_value + 1;
+  Generator off(21);
+  off.reserve(1000);
+  off.set_offset_base(&shifted);
+  const Drawn c = draw_all(off);
+  EXPECT_FALSE(tensors_near(c.y, a.y, 0, 0));
+  EXPECT_FALSE(tensors_near(c.attention, a.attention, 0, 0));
+  based.set_offset_base(nullptr);
+  EXPECT_EQ(based.draw(4).base, nullptr);
+}
+
 TEST(Dropout, DrawnInTheKernelEqualsTheStoredMasksProductBitForBit) {
   for (const DType dtype : {DType::F32, DType::F64, DType::BF16})
     for (const bool shard : {false, true}) {

@@ -41,19 +41,25 @@ void CapturedGraph::capture(const std::function<void()>& work) {
   SRU_CHECK(!captured() && state_->pool == 0, "CapturedGraph: already captured");
   State& s = *state_;
   const cudaStream_t stream = context(s.device).stream;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   s.pool = create_graph_pool(s.device);
   set_graph_pool(s.device, s.pool);
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   cudaGraph_t graph = nullptr;
-  try {
-    work();
-  } catch (const std::exception& e) {
+  auto end_failed_capture = [&] {
     cudaStreamEndCapture(stream, &graph);  // ends the capture whatever state the work left it in
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
     abandon_capture();
+  };
+  try {
+    work();
+  } catch (const std::exception& e) {
+    end_failed_capture();
     SRU_FAIL("CUDA graph capture on cuda:", s.device, " failed: ", e.what(),
              " (a captured function may not wait on the host or copy from it: core/cuda/graph.h)");
+  } catch (...) {
+    end_failed_capture();
+    throw;
   }
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   if (ended != cudaSuccess) {
@@ -65,8 +71,15 @@ void CapturedGraph::capture(const std::function<void()>& work) {
              "core/cuda/graph.h lists what a capture may not do)");
   }
   set_graph_pool(s.device, 0);
+  const cudaError_t made = cudaGraphInstantiate(&s.exec, graph, 0);
+  if (made != cudaSuccess) {
+    cudaGraphDestroy(graph);
+    cudaGetLastError();
+    s.exec = nullptr;
+    abandon_capture();
+    SRU_FAIL("CUDA graph capture on cuda:", s.device, ": cudaGraphInstantiate failed: ", cudaGetErrorString(made));
+  }
   s.graph = graph;
-  CUDA_CHECK(cudaGraphInstantiate(&s.exec, s.graph, 0));
 }
 
 // After a failed capture: the shared pool active again, the private one retired (its memory returns as

@@ -9,12 +9,17 @@
 // freed again during the capture; tensors allocated during the capture and kept by the caller (a loss, a
 // parameter's new .grad) are the graph's outputs: each replay writes them again, in place.
 //
-// What the captured function must not do (CUDA refuses, and capture() reports the error naming the
-// graph): wait on the host (a value read, read_scalars, a copy to the host, a synchronisation), copy
-// from the host (core/cuda/runtime.h's staging copies query events), or change its shapes between
-// replays. Per-replay inputs are tensors allocated before the capture whose contents the caller
-// overwrites before each replay (static inputs); they must outlive the graph. Scalars passed to
-// kernels (a learning rate, a Philox offset) are frozen at their captured values.
+// What the captured function must not do (CUDA or our runtime refuses, and capture() reports the
+// error naming the graph): wait on the host (a value read, read_scalars, a copy to the host, a
+// synchronisation), copy from the host (the runtime's staging copies), run a kernel that reports
+// input errors through the device error log, or change its shapes between replays. Per-replay inputs
+// are tensors allocated before the capture whose contents the caller overwrites before each replay
+// (static inputs); they, and every other tensor made before the capture that the captured work reads
+// or writes, must outlive the graph (freed, their memory could go to other work while replays still
+// use it). Scalars passed to kernels are frozen at their captured values: per-step ones (a learning
+// rate) must be read from device memory, and Philox offsets come relative to a base in device
+// memory (core/rng.h PhiloxOffset, Generator::set_offset_base). One capturing thread per device:
+// allocations of other threads during a capture would land in the graph's pool.
 #pragma once
 
 #include <functional>

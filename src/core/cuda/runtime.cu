@@ -82,6 +82,11 @@ void check_launch(const char* kernel, const char* file, int line) {
     ::sru::detail::throw_error(file, line, ::sru::detail::concat("CUDA error launching kernel ", kernel, ": ",
                                                                  cudaGetErrorString(err), sticky_note(err, previous)));
 #if !defined(NDEBUG)
+  // (Not while a CUDA graph is being captured: a synchronisation would break the capture; the kernel
+  // then runs, and is checked, at the replays.)
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  cudaThreadGetStreamCaptureStatus(&capturing);
+  if (capturing != cudaStreamCaptureStatusNone) return;
   err = cudaDeviceSynchronize();
   if (err != cudaSuccess)
     ::sru::detail::throw_error(file, line,
@@ -209,10 +214,22 @@ StagingChunk* free_staging_chunk(DeviceState& s, size_t n) {
   return &s.staging.back();
 }
 
+// Refuses `what` while the device's stream is being captured into a CUDA graph (core/cuda/graph.h): a
+// staging copy or an error slot captured into a graph would be replayed against host state that has
+// moved on (the reused pinned chunk, the error log).
+void refuse_while_capturing(cudaStream_t stream, int device, const char* what) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  SRU_CHECK(status == cudaStreamCaptureStatusNone, what, " on cuda:", device,
+            " while a CUDA graph is being captured: copy inputs into static device tensors before the capture "
+            "(core/cuda/graph.h)");
+}
+
 // Host -> device: through a pinned chunk, returning at once; or directly with a counted wait.
 void copy_to_device(void* dst, const void* src, size_t n, int device) {
   DeviceState& s = state_of(device);
   const cudaStream_t stream = context(device).stream;
+  refuse_while_capturing(stream, device, "a copy from the host");
   ::sru::detail::host_profile_mark("copy_to_device");
   if (n <= kStagingMaxCopy) {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -316,6 +333,7 @@ DeviceContext& context(int device) {
 unsigned long long* reserve_error_slot(int device, ErrorDescriber describe) {
   DeviceState& s = state_of(device);
   const cudaStream_t stream = context(device).stream;
+  refuse_while_capturing(stream, device, "a kernel that reports input errors through the device error log");
   bool full = false;
   {
     std::lock_guard<std::mutex> lock(s.mutex);

@@ -48,7 +48,8 @@ __attribute__((noinline)) void apply_run(const T* __restrict x, T* __restrict y,
 }
 }  // namespace
 
-void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window) {
+void fill_dropout_mask(uint64_t seed, PhiloxOffset draw, double p, const Tensor& mask, const MaskWindow& window) {
+  const uint64_t offset = draw.value();  // base, if any, is host memory here
   SRU_DISPATCH_FLOATING(mask.dtype(), "dropout_mask", [&]<typename T>() {
     T* m = mask.data<T>();
     const T keep = static_cast<T>(1.0 / (1.0 - p));
@@ -59,7 +60,8 @@ void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& m
   });
 }
 
-void apply_dropout(uint64_t seed, uint64_t offset, double p, const Tensor& in, const Tensor& out, const MaskWindow& window) {
+void apply_dropout(uint64_t seed, PhiloxOffset draw, double p, const Tensor& in, const Tensor& out, const MaskWindow& window) {
+  const uint64_t offset = draw.value();
   SRU_DISPATCH_FLOATING_BF16(in.dtype(), "dropout", [&]<typename T>() {
     using C = compute_t<T>;
     const T* x = in.data<T>();

@@ -18,8 +18,9 @@ namespace {
 // The two kernels both ops run, over what each writes per element: write(i, kept), kept when element i's
 // Philox uniform is >= threshold. A thread per element under a shard; else a thread per Philox block.
 template <typename Write>
-__global__ void dropout_kernel(unsigned long long seed, unsigned long long offset, float threshold, long long n,
+__global__ void dropout_kernel(unsigned long long seed, PhiloxOffset draw, float threshold, long long n,
                                MaskWindow window, Write write) {
+  const unsigned long long offset = draw.value();  // a captured step's base read from device memory
   SRU_GRID_STRIDE(i, n) {
     write(i, philox::u32_to_unit_float(philox::random_u32(seed, offset, window.global_index(i))) >= threshold);
   }
@@ -27,8 +28,9 @@ __global__ void dropout_kernel(unsigned long long seed, unsigned long long offse
 // A thread per Philox block b: elements 4b..4b+3 from its four words; write.quad when the four are in
 // range and the functor's pointers are 4-element aligned (write.vector), else one element at a time.
 template <typename Write>
-__global__ void dropout_blocks_kernel(unsigned long long seed, unsigned long long offset, float threshold, long long n,
+__global__ void dropout_blocks_kernel(unsigned long long seed, PhiloxOffset draw, float threshold, long long n,
                                       Write write) {
+  const unsigned long long offset = draw.value();
   SRU_GRID_STRIDE(b, (n + 3) / 4) {
     const philox::U32x4 words = philox::philox4x32_10(offset + static_cast<unsigned long long>(b), 0, seed);
     const long long first = 4 * b;
@@ -45,7 +47,7 @@ __global__ void dropout_blocks_kernel(unsigned long long seed, unsigned long lon
 }
 
 template <typename Write>
-void launch_dropout(uint64_t seed, uint64_t offset, double p, long long n, const MaskWindow& window, Write write,
+void launch_dropout(uint64_t seed, PhiloxOffset offset, double p, long long n, const MaskWindow& window, Write write,
                     cudaStream_t stream) {
   if (window.first == 0 && window.span == window.global_span) {
     dropout_blocks_kernel<<<grid_for((n + 3) / 4), kBlock, 0, stream>>>(seed, offset, static_cast<float>(p), n, write);
@@ -92,7 +94,7 @@ struct ApplyWrite {
 };
 }  // namespace
 
-void apply_dropout(uint64_t seed, uint64_t offset, double p, const Tensor& in, const Tensor& out, const MaskWindow& window) {
+void apply_dropout(uint64_t seed, PhiloxOffset offset, double p, const Tensor& in, const Tensor& out, const MaskWindow& window) {
   const long long n = in.numel();
   if (n == 0) return;
   SRU_DISPATCH_FLOATING_BF16(in.dtype(), "dropout", [&]<typename T>() {
@@ -103,7 +105,7 @@ void apply_dropout(uint64_t seed, uint64_t offset, double p, const Tensor& in, c
   });
 }
 
-void fill_dropout_mask(uint64_t seed, uint64_t offset, double p, const Tensor& mask, const MaskWindow& window) {
+void fill_dropout_mask(uint64_t seed, PhiloxOffset offset, double p, const Tensor& mask, const MaskWindow& window) {
   const long long n = mask.numel();
   if (n == 0) return;
   SRU_DISPATCH_FLOATING(mask.dtype(), "dropout_mask", [&]<typename T>() {
