@@ -117,9 +117,8 @@ void Optimizer::zero_grad() {
   for (auto& [name, p] : params_) p.set_grad(Tensor());
 }
 
-void Optimizer::step(double lr, const Tensor& clip) {
-  ++step_count_;
-  const double t = static_cast<double>(step_count_);
+StepScalars Optimizer::scalars_of_step(double lr, int64_t step) const {
+  const double t = static_cast<double>(step);
   const OptimizerOptions& o = options_;
   StepScalars sc{};
   sc.lr = lr;
@@ -130,12 +129,18 @@ void Optimizer::step(double lr, const Tensor& clip) {
   sc.eps = o.eps;
   sc.bias1 = 1.0 - std::pow(o.beta1, t);
   sc.bias2 = 1.0 - std::pow(o.beta2, t);
-  sc.first = step_count_ == 1;
+  sc.first = step == 1;
   // RAdam's rectification term for this step (shared by all parameters).
   const double rho_inf = 2.0 / (1.0 - o.beta2) - 1.0;
   const double rho_t = rho_inf - 2.0 * t * std::pow(o.beta2, t) / sc.bias2;
   sc.rectify = rho_t > 5.0;
   sc.rect = sc.rectify ? std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) : 0.0;
+  return sc;
+}
+
+void Optimizer::step(double lr, const Tensor& clip) {
+  ++step_count_;
+  const StepScalarsSource sc{scalars_of_step(lr, step_count_), scalars_in_memory_};
 
   SRU_CHECK(!clip.defined() || (clip.dtype() == DType::F64 && clip.numel() == 2), "optimizer step: clip must be the "
             "f64 (2) [norm, factor] of grad_norm_and_clip_factor, got ", dtype_name(clip.dtype()), " ",
@@ -166,8 +171,8 @@ void Optimizer::step(double lr, const Tensor& clip) {
     }
     if (p.empty()) continue;
     const Device device = p.front().device();
-    StepScalars group_scalars = sc;
-    if (!decays_[group.front()]) group_scalars.wd = 0.0;
+    StepScalarsSource group_scalars = sc;
+    group_scalars.no_weight_decay = !decays_[group.front()];
     SRU_KERNEL_IN(::sru::optim, device, optimizer_update, kind_, p, g, s0, s1, group_scalars, clip);
   }
 }

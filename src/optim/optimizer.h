@@ -61,6 +61,15 @@ class Optimizer {
   // The last step() changed nothing (its clip factor was NaN): its count is taken back, so that the
   // bias corrections of the next step are those it would have had.
   void forget_step() { --step_count_; }
+  // The scalars of step t (1-based) at learning rate lr: what step() hands the kernels.
+  StepScalars scalars_of_step(double lr, int64_t t) const;
+  // From here on the update kernels read the step's scalars at `in_memory` (on the parameters' device)
+  // instead of step()'s arguments: a CUDA graph's replays of a captured step take each step's learning
+  // rate and bias corrections from there (the caller writes scalars_of_step(lr, steps() + 1) there and
+  // calls advance_step() before each replay); null: step()'s own again.
+  void set_scalars_in_memory(const StepScalars* in_memory) { scalars_in_memory_ = in_memory; }
+  // Counts a step that a replay applies (step() counts its own).
+  void advance_step() { ++step_count_; }
   // The global gradient norm and clip factor of this optimiser's parameters: grad_norm_and_clip_factor
   // (below) to the bit, with each flat group whose gradients are all in place read as one buffer (one
   // reduction dispatch for it, however many tensors: one launch on a GPU) instead of tensor by tensor.
@@ -102,6 +111,7 @@ class Optimizer {
   std::vector<std::string> slot_names_;
   int64_t step_count_ = 0;
   int whole_buffer_updates_ = 0;
+  const StepScalars* scalars_in_memory_ = nullptr;
 };
 
 // Scales all gradients so their global L2 norm is at most max_norm (as torch.nn.utils.clip_grad_norm_:
@@ -132,14 +142,14 @@ SRU_DECLARE_KERNELS(
 // defined and clip[1] != 1, each gradient element is multiplied by clip[1] (as the gradient's dtype)
 // before it is used; clip[1] NaN: nothing is changed.
 void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const std::vector<Tensor>& g,
-                      const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalars& scalars,
+                      const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalarsSource& scalars,
                       const Tensor& clip);
 // The same update over whole flat buffers p, g, s0, s1 (1-d, one dtype), member by member: segments is
 // the i64 (S, 4) SegmentRow table (optim/optimizer_math.h) of `pieces` pieces of `piece` elements; a row
 // flagged kSegmentNoWeightDecay is updated with wd 0. Elements outside every row are not touched.
 void optimizer_update_segments(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0,
                                const Tensor& s1, const Tensor& segments, int64_t piece, int64_t pieces,
-                               const StepScalars& scalars, const Tensor& clip);
+                               const StepScalarsSource& scalars, const Tensor& clip);
 // For the gradients g[k] (one dtype and device) in order, each cut into blocks of block_size elements:
 // partial[n] = sum of the n-th block's g^2 in double (the blocks of g[0], then of g[1], ...).
 void sum_squares_blocks(const std::vector<Tensor>& g, int64_t block_size, const Tensor& partial);
@@ -165,8 +175,10 @@ inline constexpr int64_t kNormBlock = 1 << 16;
 // 4 KiB that every CUDA version accepts (48 x (4 pointers + 2 sizes) = 2.3 KiB).
 inline constexpr int kMaxTensorsPerLaunch = 48;
 
-// StepScalars holds no tensor (for SRU_KERNEL_IN's device check).
+// StepScalars and its source hold no tensor (for SRU_KERNEL_IN's device check).
 template <typename F>
 void visit_tensors(const StepScalars&, F&&) {}
+template <typename F>
+void visit_tensors(const StepScalarsSource&, F&&) {}
 
 }  // namespace sru::optim

@@ -21,6 +21,22 @@ struct StepScalars {
   double rect;          // RAdam's rectification factor when rectify
 };
 
+// The step's scalars as the update kernels take them: `value`, or, when in_memory is set, the
+// StepScalars there (device memory on a GPU: a CUDA graph's replays read each step's learning rate and
+// bias corrections from memory the host writes before the replay, core/cuda/graph.h); no_weight_decay:
+// wd taken as 0 (a group of parameters excluded from weight decay). get() dereferences in_memory: call
+// it where that memory is (in the kernel).
+struct StepScalarsSource {
+  StepScalars value{};
+  const StepScalars* in_memory = nullptr;
+  bool no_weight_decay = false;
+  SRU_HD StepScalars get() const {
+    StepScalars s = in_memory ? *in_memory : value;
+    if (no_weight_decay) s.wd = 0.0;
+    return s;
+  }
+};
+
 // One row of a segment table (i64 (S, 4) tensor on the buffers' device, read as SegmentRow): a member of a
 // flat parameter group (nn/flat_parameters.h) as the whole-buffer kernels see it. The member's elements
 // are [offset, offset + numel) of the group's buffers, cut into pieces of the table's piece size (a CUDA

@@ -436,3 +436,39 @@ TEST(FlatParameters, TheWeightAverageWorksOnWholeBuffers) {
   for (size_t i = 0; i < flat_params.size(); ++i)
     EXPECT_EQ(bits(flat_params[i].second), bits(plain_params[i].second)) << "raw weights back";
 }
+
+// The update's scalars read from memory (a CUDA graph's replays: optim::StepScalarsSource): with
+// set_scalars_in_memory, the whole-buffer update of a flat model and the per-tensor update of a plain one
+// take the learning rate and bias corrections written there, whatever step() is handed, and so follow
+// the optimiser that steps normally to the bit over three steps, weight-decay exclusions included.
+TEST(FlatParameters, TheUpdateReadsTheStepsScalarsFromMemoryWhenGiven) {
+  for (const bool flat : {true, false})
+    for (const std::string kind : {"sgd", "adamw", "radam"}) {
+      SCOPED_TRACE(std::string(flat ? "flat " : "per tensor ") + kind);
+      TwoLayers normal_model, replayed_model;
+      const auto normal_flat = flat ? normal_model.flatten_parameters() : nullptr;
+      const auto replayed_flat = flat ? replayed_model.flatten_parameters() : nullptr;
+      nn::NamedTensors normal_params = normal_model.named_parameters(), replayed_params = replayed_model.named_parameters();
+      const optim::OptimizerOptions o = sru::testing::options_with_decay(kind, 0.01, {"bias"});
+      optim::Optimizer normal(normal_params, o, normal_flat), replayed(replayed_params, o, replayed_flat);
+      optim::StepScalars slot{};  // the memory a replay reads (device memory on a GPU)
+      replayed.set_scalars_in_memory(&slot);
+      for (int step = 1; step <= 3; ++step) {
+        const double lr = 0.01 * step;
+        const Tensor x = Tensor::uniform({4, 3}, -1, 1, DType::F32, default_generator());
+        for (TwoLayers* m : {&normal_model, &replayed_model}) {
+          autograd::backward(sum(m->forward(x)));
+          autograd::backward(sum(m->scale * m->scale));
+        }
+        normal.step(lr, normal.grad_norm_and_clip_factor(0.5));
+        slot = replayed.scalars_of_step(lr, replayed.steps() + 1);
+        replayed.step(123.0, replayed.grad_norm_and_clip_factor(0.5));  // the argument is not what is used
+        if (flat) EXPECT_EQ(replayed.whole_buffer_updates(), 2);
+        normal.zero_grad();
+        replayed.zero_grad();
+      }
+      for (size_t k = 0; k < normal_params.size(); ++k)
+        EXPECT_EQ(replayed_params[k].second.to_vector<double>(), normal_params[k].second.to_vector<double>())
+            << normal_params[k].first;
+    }
+}

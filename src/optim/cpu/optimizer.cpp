@@ -29,9 +29,10 @@ void update_range(T* __restrict w, const T* __restrict grad, T* __restrict m0, T
 }  // namespace
 
 void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const std::vector<Tensor>& g,
-                      const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalars& sc,
+                      const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalarsSource& source,
                       const Tensor& clip) {
   const double factor = clip.defined() ? clip.data<double>()[1] : 1.0;
+  const StepScalars sc = source.get();
   if (skips_update(factor)) return;
   for (size_t k = 0; k < p.size(); ++k) {
     SRU_DISPATCH_FLOATING(p[k].dtype(), "optimizer step", [&]<typename T>() {
@@ -50,8 +51,9 @@ void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const st
 
 void optimizer_update_segments(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0,
                                const Tensor& s1, const Tensor& segments, int64_t piece, int64_t pieces,
-                               const StepScalars& sc, const Tensor& clip) {
+                               const StepScalarsSource& source, const Tensor& clip) {
   const double factor = clip.defined() ? clip.data<double>()[1] : 1.0;
+  const StepScalars sc = source.get();
   if (skips_update(factor)) return;
   const auto* rows = reinterpret_cast<const SegmentRow*>(segments.data<int64_t>());
   const int count = static_cast<int>(segments.size(0));

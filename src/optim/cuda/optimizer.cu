@@ -60,9 +60,11 @@ __device__ inline float rounded_product(float g, float f) { return __fmul_rn(g, 
 __device__ inline double rounded_product(double g, double f) { return __dmul_rn(g, f); }
 
 template <OptimizerKind K, typename T>
-__global__ void update_many_kernel(const __grid_constant__ TensorTable<T> t, const StepScalars o, const double* clip) {
+__global__ void update_many_kernel(const __grid_constant__ TensorTable<T> t, const StepScalarsSource source,
+                                   const double* clip) {
   const double factor = clip ? clip[1] : 1.0;
   if (skips_update(factor)) return;
+  const StepScalars o = source.get();
   const T f = static_cast<T>(factor);
   SRU_ROW_STRIDE(c, t.first[t.count]) {
     const int k = tensor_of_piece(t, c);
@@ -80,9 +82,11 @@ __global__ void update_many_kernel(const __grid_constant__ TensorTable<T> t, con
 
 template <OptimizerKind K, typename T>
 __global__ void update_segments_kernel(T* w, const T* g, T* s0, T* s1, const SegmentRow* rows, int count,
-                                       long long piece, long long pieces, const StepScalars scalars, const double* clip) {
+                                       long long piece, long long pieces, const StepScalarsSource source,
+                                       const double* clip) {
   const double factor = clip ? clip[1] : 1.0;
   if (skips_update(factor)) return;
+  const StepScalars scalars = source.get();
   const T f = static_cast<T>(factor);
   SRU_ROW_STRIDE(c, pieces) {
     const SegmentPiece at = segment_piece(rows, count, c, piece);
@@ -171,7 +175,7 @@ __global__ void scale_kernel(T* g, long long n, const double* result) {
 }  // namespace
 
 void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const std::vector<Tensor>& g,
-                      const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalars& scalars,
+                      const std::vector<Tensor>& s0, const std::vector<Tensor>& s1, const StepScalarsSource& scalars,
                       const Tensor& clip) {
   if (p.empty()) return;
   const cudaStream_t stream = sru::cuda::stream_of(p.front());
@@ -188,7 +192,7 @@ void optimizer_update(OptimizerKind kind, const std::vector<Tensor>& p, const st
 
 void optimizer_update_segments(OptimizerKind kind, const Tensor& p, const Tensor& g, const Tensor& s0,
                                const Tensor& s1, const Tensor& segments, int64_t piece, int64_t pieces,
-                               const StepScalars& scalars, const Tensor& clip) {
+                               const StepScalarsSource& scalars, const Tensor& clip) {
   if (pieces == 0) return;
   const cudaStream_t stream = sru::cuda::stream_of(p);
   const double* factor = clip.defined() ? clip.data<double>() : nullptr;
