@@ -55,7 +55,8 @@ class Generator {
     return base_ ? PhiloxOffset{start - base_start_, base_} : PhiloxOffset{start, nullptr};
   }
   // From here on draw() hands out offsets relative to the counter's current value, read at `base` (a
-  // captured step's draws: core/cuda/graph.h); null: whole offsets again.
+  // captured step's draws: core/cuda/graph.h); null: whole offsets again. While it is set, every
+  // kernel a draw goes to must run where base points (the captured device).
   void set_offset_base(const uint64_t* base) {
     base_ = base;
     base_start_ = offset_;

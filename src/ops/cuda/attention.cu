@@ -91,6 +91,7 @@ __device__ inline void key_span(const AttentionShape& s, long long i0, long long
 template <typename T, int W>
 __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, const float* pad, AttentionShape s,
                                          AttentionDropout drop, T* out, compute_t<T>* lse) {
+  drop.offset = PhiloxOffset{drop.offset.value()};  // a captured step's base read once, not per weight
   using C = compute_t<T>;
   constexpr int D = 32 * W;
   __shared__ C ks[kTile][D + 1];  // lane j reads row j: the pitch D + 1 puts the lanes in distinct banks
@@ -150,6 +151,7 @@ template <typename T, int W>
 __global__ void attention_backward_dq_kernel(const T* q, const T* k, const T* v, const float* pad, AttentionShape s,
                                              AttentionDropout drop, const T* out, const T* grad_out,
                                              const compute_t<T>* lse, compute_t<T>* row_dot, T* gq) {
+  drop.offset = PhiloxOffset{drop.offset.value()};  // a captured step's base read once, not per weight
   using C = compute_t<T>;
   constexpr int D = 32 * W;
   __shared__ C ks[kTile][D + 1], vs[kTile][D + 1];  // lanes read rows (scores, dO . v) and features (dq)
@@ -211,6 +213,7 @@ template <typename T, int W>
 __global__ void attention_backward_dkv_kernel(const T* q, const T* k, const T* v, const float* pad, AttentionShape s,
                                               AttentionDropout drop, const T* grad_out, const compute_t<T>* lse,
                                               const compute_t<T>* row_dot, T* gk, T* gv) {
+  drop.offset = PhiloxOffset{drop.offset.value()};  // a captured step's base read once, not per weight
   using C = compute_t<T>;
   constexpr int D = 32 * W;
   __shared__ C qs[kTile][D + 1], gos[kTile][D + 1];
