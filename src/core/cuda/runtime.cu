@@ -84,8 +84,9 @@ void check_launch(const char* kernel, const char* file, int line) {
 #if !defined(NDEBUG)
   // (Not while a CUDA graph is being captured: a synchronisation would break the capture; the kernel
   // then runs, and is checked, at the replays.)
+  int device = 0;
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  cudaThreadGetStreamCaptureStatus(&capturing);
+  if (cudaGetDevice(&device) == cudaSuccess) cudaStreamIsCapturing(context(device).stream, &capturing);
   if (capturing != cudaStreamCaptureStatusNone) return;
   err = cudaDeviceSynchronize();
   if (err != cudaSuccess)
