@@ -1,6 +1,7 @@
 // CUDA graphs (core/cuda/graph.h; label cuda, skipped without a device): a captured forward and backward
 // replayed on new contents of its static input gives the eager pass's loss and gradients, its private
-// pool keeps the graph's memory from eager work, and a host wait inside a capture is refused.
+// pool keeps the graph's memory from eager work, a host wait inside a capture is refused, and the
+// error-log kernels (embedding, cross-entropy) capture when the caller vouches for their ids.
 #include <gtest/gtest.h>
 
 #include "autograd/engine.h"
@@ -109,5 +110,58 @@ TEST(CudaGraph, AHostWaitInsideTheCaptureIsRefused) {
   graph.capture([&] { y = mul(x, x); });
   graph.replay();
   EXPECT_TRUE(tensors_near(y.to(Device::cpu()), mul(x, x).to(Device::cpu()), 0, 0));
+#endif
+}
+
+// The char-LM's error-log kernels in a capture: an embedding lookup and a cross-entropy are refused
+// while capturing unless the caller vouches for their ids (cuda::CallerCheckedInputs, as a captured
+// step's host-staged inputs are); with it they are captured, and replays on new ids (and the embedding's
+// backward, sorted runs through cub) match the eager pass.
+TEST(CudaGraph, EmbeddingAndCrossEntropyCaptureWithCallerCheckedIds) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
+  const Tensor table = rand_leaf({11, 6}, 31).detach().to(kCuda).set_requires_grad(true);
+  const Tensor ids = Tensor::empty({9}, DType::I64, kCuda), targets = Tensor::empty({9}, DType::I64, kCuda);
+  const std::vector<std::vector<int64_t>> id_sets{{0, 3, 3, 10, 5, 3, 1, 0, 7}, {2, 2, 2, 9, 4, 6, 8, 1, 3}};
+  const std::vector<std::vector<int64_t>> target_sets{{1, 5, 0, 2, 2, 3, 4, 5, 0}, {0, 0, 1, 1, 5, 4, 3, 2, 2}};
+  auto stage = [&](size_t k) {
+    Tensor(ids).copy_(Tensor::from_vector(id_sets[k], {9}).to(kCuda));
+    Tensor(targets).copy_(Tensor::from_vector(target_sets[k], {9}).to(kCuda));
+  };
+  auto pass = [&] { return cross_entropy(embedding(table, ids), targets); };
+  std::vector<std::pair<Tensor, Tensor>> eager;  // loss, the table's gradient
+  for (size_t k = 0; k < 2; ++k) {
+    Tensor(table).set_grad(Tensor());
+    stage(k);
+    const Tensor loss = pass();
+    autograd::backward(loss);
+    eager.emplace_back(loss.to(Device::cpu()), table.grad().to(Device::cpu()));
+  }
+  Tensor(table).set_grad(Tensor());
+  {
+    cuda::CapturedGraph refused(kCuda);
+    const std::string message = error_of([&] { refused.capture([&] { (void)pass(); }); });
+    EXPECT_NE(message.find("device error log"), std::string::npos) << message;
+  }
+  Tensor(table).set_grad(Tensor());
+  cuda::CapturedGraph graph(kCuda);
+  Tensor loss;
+  {
+    const cuda::CallerCheckedInputs checked;
+    graph.capture([&] {
+      loss = pass();
+      autograd::backward(loss);
+    });
+  }
+  for (size_t k : {1u, 0u, 1u}) {
+    SCOPED_TRACE("ids " + std::to_string(k));
+    stage(k);
+    graph.replay();
+    EXPECT_TRUE(tensors_near(loss.to(Device::cpu()), eager[k].first, 1e-6, 1e-6));
+    EXPECT_TRUE(tensors_near(table.grad().to(Device::cpu()), eager[k].second, 1e-6, 1e-6));
+  }
 #endif
 }

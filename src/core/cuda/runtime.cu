@@ -334,7 +334,10 @@ DeviceContext& context(int device) {
 unsigned long long* reserve_error_slot(int device, ErrorDescriber describe) {
   DeviceState& s = state_of(device);
   const cudaStream_t stream = context(device).stream;
-  refuse_while_capturing(stream, device, "a kernel that reports input errors through the device error log");
+  if (detail::caller_checked_inputs) return nullptr;
+  refuse_while_capturing(stream, device,
+                         "a kernel that reports input errors through the device error log (its inputs not checked by "
+                         "the caller: cuda::CallerCheckedInputs)");
   bool full = false;
   {
     std::lock_guard<std::mutex> lock(s.mutex);

@@ -59,8 +59,29 @@ std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars)
 // pending a check is forced (one host wait). A slot must be used by a kernel launched by the thread
 // that reserved it before that thread's next host wait (the ops do both in one call; srutrain drives a
 // device from one host thread).
+// Null (no slot, no report) inside a CallerCheckedInputs scope; refused while the device's stream is
+// being captured into a CUDA graph outside one.
 using ErrorDescriber = std::function<std::string(int64_t position)>;
 unsigned long long* reserve_error_slot(int device, ErrorDescriber describe);
+
+namespace detail {
+inline thread_local bool caller_checked_inputs = false;
+}
+// For its scope (this thread), the caller vouches for the input values that kernels would otherwise
+// check through the error log (embedding and index lookups, cross-entropy targets): they run without a
+// slot, and an out-of-range value is skipped as before but not reported. A CUDA graph's captured step
+// runs so (a capture may not reserve slots, and its replays would report against the log's later
+// state): its inputs are staged by the host, which checks them there (core/cuda/graph.h).
+class CallerCheckedInputs {
+ public:
+  CallerCheckedInputs() : previous_(detail::caller_checked_inputs) { detail::caller_checked_inputs = true; }
+  ~CallerCheckedInputs() { detail::caller_checked_inputs = previous_; }
+  CallerCheckedInputs(const CallerCheckedInputs&) = delete;
+  CallerCheckedInputs& operator=(const CallerCheckedInputs&) = delete;
+
+ private:
+  bool previous_;
+};
 // The value a slot holds when no error was recorded (all bits set: atomicMin leaves it for any position).
 constexpr unsigned long long kNoError = ~0ull;
 

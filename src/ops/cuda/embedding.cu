@@ -32,7 +32,7 @@ __global__ void embedding_forward_kernel(const T* w, long long V, long long D, c
     const long long i = e / D, j = e % D;
     const long long row = static_cast<long long>(idx[i]);
     if (row < 0 || row >= V) {
-      atomicMin(bad, static_cast<unsigned long long>(i));
+      if (bad) atomicMin(bad, static_cast<unsigned long long>(i));
       out[e] = T(0);
     } else {
       out[e] = w[row * D + j];

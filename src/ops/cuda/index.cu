@@ -73,7 +73,7 @@ __global__ void index_select_kernel(const T* x, long long n, long long inner, co
     const long long i = b % m, o = b / m;
     const long long row = static_cast<long long>(idx[i]);
     if (row < 0 || row >= n) {
-      atomicMin(bad, static_cast<unsigned long long>(i));
+      if (bad) atomicMin(bad, static_cast<unsigned long long>(i));
       out[e] = T(0);
     } else {
       out[e] = x[(o * n + row) * inner + j];
@@ -87,7 +87,7 @@ template <typename I>
 __global__ void index_check_kernel(const I* idx, long long m, long long n, unsigned long long* bad) {
   SRU_GRID_STRIDE(i, m) {
     const long long row = static_cast<long long>(idx[i]);
-    if (row < 0 || row >= n) atomicMin(bad, static_cast<unsigned long long>(i));
+    if ((row < 0 || row >= n) && bad) atomicMin(bad, static_cast<unsigned long long>(i));
   }
 }
 
@@ -115,7 +115,7 @@ template <typename I>
 __global__ void index_last_kernel(const I* idx, long long m, long long n, int32_t* last, unsigned long long* bad) {
   SRU_GRID_STRIDE(i, m) {
     const long long row = static_cast<long long>(idx[i]);
-    if (row < 0 || row >= n) atomicMin(bad, static_cast<unsigned long long>(i));
+    if ((row < 0 || row >= n) && bad) atomicMin(bad, static_cast<unsigned long long>(i));
     else if (last) atomicMax(last + row, static_cast<int32_t>(i));
   }
 }

@@ -99,7 +99,7 @@ __global__ void cross_entropy_f64_kernel(const T* logits, const I* target, long 
     if (eps > 0) share_out[n] = smoothing_share(eps, kept);
     const long long k = static_cast<long long>(target[n]);
     const bool bad = k != ignore_index && (k < 0 || k >= C);
-    if (bad) atomicMin(bad_row, static_cast<unsigned long long>(n));
+    if (bad && bad_row) atomicMin(bad_row, static_cast<unsigned long long>(n));
     row_loss[n] = k == ignore_index || bad ? 0.0 : cross_entropy_row_loss(l, static_cast<double>(row[k]), eps, kept_sum, kept);
     row_counts[n] = k != ignore_index;
   }
@@ -280,7 +280,7 @@ __global__ void cross_entropy_f32_kernel(const T* logits, const I* target, long 
     if (eps > 0) share_out[n] = smoothing_share(eps, kept);
     const long long k = static_cast<long long>(target[n]);
     const bool bad = k != ignore_index && (k < 0 || k >= C);
-    if (bad) atomicMin(bad_row, static_cast<unsigned long long>(n));
+    if (bad && bad_row) atomicMin(bad_row, static_cast<unsigned long long>(n));
     row_loss[n] = k == ignore_index || bad
                       ? 0.0
                       : cross_entropy_row_loss(l, static_cast<float>(row[k]), eps, kept_sum, kept);
