@@ -116,6 +116,17 @@ __global__ void finish_column_sum_kernel(const double* partial, long long chunks
   }
 }
 
+// out.at(j) = scale * the sum over c < chunks of partial[c * cols + j], for j < cols: the finish of
+// column_sums and of the kernels that write their own partial rows (layer norm's fused backward).
+template <typename T>
+void finish_column_sums(const double* partial, long long chunks, long long cols, double scale, ColumnOutputs<T> out,
+                        cudaStream_t stream) {
+  const long long tiles = (cols + kFinishColumns - 1) / kFinishColumns;
+  finish_column_sum_kernel<<<grid_for(tiles, 1), dim3(kFinishColumns, kFinishLanes), 0, stream>>>(partial, chunks,
+                                                                                                 cols, scale, out);
+  SRU_CUDA_LAUNCH_CHECK("finish_column_sum_kernel");
+}
+
 template <typename T, typename F>
 void column_sums(const F& f, long long rows, long long cols, double scale, T* out, Device device) {
   if (cols == 0) return;
@@ -129,10 +140,7 @@ void column_sums(const F& f, long long rows, long long cols, double scale, T* ou
   chunked_column_sum_kernel<<<grid_for(chunks * cols), kBlock, 0, stream>>>(f, rows, cols, chunk, chunks,
                                                                           partial.data<double>());
   SRU_CUDA_LAUNCH_CHECK("chunked_column_sum_kernel");
-  const long long tiles = (cols + kFinishColumns - 1) / kFinishColumns;
-  finish_column_sum_kernel<<<grid_for(tiles, 1), dim3(kFinishColumns, kFinishLanes), 0, stream>>>(
-      partial.data<double>(), chunks, cols, scale, ColumnOutputs<T>{out});
-  SRU_CUDA_LAUNCH_CHECK("finish_column_sum_kernel");
+  finish_column_sums(partial.data<double>(), chunks, cols, scale, ColumnOutputs<T>{out}, stream);
 }
 
 // A padding mask of any dtype as one int32 per element (1 where nonzero) on its device, so a recurrence

@@ -6,11 +6,11 @@
 // f64 rows (the gradient checks): one block per row in double with fixed-tree sums. dweight / dbias:
 // for packed rows up to 512 elements the backward kernel sums them from the rows it holds in registers
 // (a lane's columns over its rows in float32, the block's warps in warp order, one row of partials per
-// block, at most 512 blocks) and one finish_column_sum_kernel adds the blocks' rows in double: two
-// launches for the whole backward, g and x read once. Other rows: column_sums (ops/cuda/kernel_util.cuh:
-// fixed chunks, in double, deterministic) after the dx kernel. bf16 x, y and dx: weight, bias, statistics and weight gradients in float32
-// (C = compute_t<T>), each output rounded once, as the CPU twin (whose row statistics accumulate in
-// double: the two differ by float32 rounding).
+// block, at most 512 blocks) and one finish_column_sums adds the blocks' rows in double: two launches
+// for the whole backward, g and x read once. Other rows: column_sums (ops/cuda/kernel_util.cuh: fixed
+// chunks, in double, deterministic) after the dx kernel. bf16 x, y and dx: weight, bias, statistics and
+// weight gradients in float32 (C = compute_t<T>), each output rounded once, as the CPU twin (whose row
+// statistics accumulate in double: the two differ by float32 rounding).
 #include <type_traits>
 
 #include "ops/cuda/kernel_util.cuh"
@@ -246,10 +246,8 @@ void fused_backward(const Tensor& g, const Tensor& x, const Tensor& weight, cons
       g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>(),
       partials.data<double>());
   SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f32_kernel");
-  const long long cols = 2 * D, tiles = (cols + kFinishColumns - 1) / kFinishColumns;
-  finish_column_sum_kernel<<<grid_for(tiles, 1), dim3(kFinishColumns, kFinishLanes), 0, s>>>(
-      partials.data<double>(), blocks, cols, 1.0, ColumnOutputs<C>{data_or_null<C>(dweight), data_or_null<C>(dbias), D});
-  SRU_CUDA_LAUNCH_CHECK("finish_column_sum_kernel");
+  finish_column_sums(partials.data<double>(), blocks, 2 * D, 1.0,
+                     ColumnOutputs<C>{data_or_null<C>(dweight), data_or_null<C>(dbias), D}, s);
 }
 
 }  // namespace
@@ -310,9 +308,9 @@ void layer_norm_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
           layer_norm_backward_f32_kernel<T, V, TPR, P, false><<<shape.blocks, kBlock, 0, s>>>(
               g.data<T>(), x.data<T>(), data_or_null<C>(weight), mean.data<C>(), rstd.data<C>(), N, D, dx.data<T>(),
               nullptr);
+          SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f32_kernel");
         });
       });
-      SRU_CUDA_LAUNCH_CHECK("layer_norm_backward_f32_kernel");
       if (sums_done) return;
     }
     if (dweight.defined())
