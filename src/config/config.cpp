@@ -99,6 +99,12 @@ std::vector<Section> Config::schema() {
         int_field("threads", &train.threads, "Most CPU threads (0 = all cores; data parallel: the cores shared by "
                   "the processes on a machine); fewer while other processes keep cores busy", 0),
         string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),
+        string_field("cuda_graphs", &train.cuda_graphs, "Replay the training step (forward, backward, clipping, "
+                     "update) as one CUDA graph where its shapes repeat (char and word LM): the steps of the "
+                     "captured shape replay it, others (an epoch's short last batch) run eagerly, with the same "
+                     "results. auto: on a CUDA device in one process with train.accumulate 1, eager when the step "
+                     "cannot be captured (a warning says why); on: the same, but an error naming the reason "
+                     "where auto would train eagerly; off: every step eager", {"auto", "on", "off"}),
         int_field("early_stop_patience", &train.early_stop_patience,
                   "Stop after this many evaluations without improvement (0 = off)", 0),
         real_field("dist_bucket_mb", &train.dist_bucket_mb, "Data parallel: MiB of gradients per all-reduce; the "

@@ -280,6 +280,65 @@ StepResult LanguageModelTask::forward_step(int64_t index) {
           static_cast<double>(streams_.count) / static_cast<double>(B)};
 }
 
+bool LanguageModelTask::stage_step(int64_t index) {
+  const int64_t start = index * options_.bptt;
+  const int64_t n = std::min(options_.bptt, stream_length_ - 1 - start);
+  if (n != options_.bptt || streams_.count <= 0 || !stage_carried_state()) return false;
+  if (!staged_input_.defined()) {
+    const Device device = model_->device();
+    staged_input_ = Tensor::zeros({n, streams_.count}, DType::I64, device);
+    staged_target_ = Tensor::zeros({n * streams_.count}, DType::I64, device);
+  }
+  // Host-to-device copies through the runtime's staging buffer: queued, no host wait.
+  staged_input_.copy_(time_major(train_, stream_length_, start, n, streams_));
+  staged_target_.copy_(time_major(train_, stream_length_, start + 1, n, streams_));
+  return true;
+}
+
+bool LanguageModelTask::stage_carried_state() {
+  if (state_ && state_ == staged_state_) return true;  // the last step was a staged one
+  if (!state_) {  // the start of an epoch, or a reset: zeros
+    if (!staged_state_) return false;
+    for (Tensor t : staged_state_->tensors()) t.zero_();
+    state_ = staged_state_;
+    return true;
+  }
+  const std::vector<Tensor> current = state_->on(model_->device())->tensors();
+  for (const Tensor& t : current)
+    if (!t.defined()) return false;
+  if (!staged_state_) {
+    std::vector<Tensor> copies;
+    for (const Tensor& t : current) copies.push_back(t.clone());
+    staged_state_ = model_->state_from(copies);
+  } else {
+    std::vector<Tensor> staged = staged_state_->tensors();
+    if (staged.size() != current.size()) return false;
+    for (size_t i = 0; i < staged.size(); ++i)
+      if (staged[i].shape() != current[i].shape() || staged[i].dtype() != current[i].dtype()) return false;
+    for (size_t i = 0; i < staged.size(); ++i) staged[i].copy_(current[i]);
+  }
+  state_ = staged_state_;
+  return true;
+}
+
+StepResult LanguageModelTask::forward_staged() {
+  SRU_CHECK(staged_input_.defined() && state_ == staged_state_, cfg_.task, ": forward_staged without a staged step");
+  model_->train(true);
+  const int64_t B = cfg_.data.batch_size, n = options_.bptt;
+  const BatchShardScope shard(*gen_, batch_part(B, *comm_).shard);
+  // From a copy of the static state: the backward pass reads the state the step started from, and the
+  // static one receives the step's final state below, before backward runs.
+  std::vector<Tensor> start;
+  for (const Tensor& t : staged_state_->tensors()) start.push_back(t.clone());
+  nn::EncoderStatePtr state = model_->state_from(start);
+  const Tensor logits = model_->forward(staged_input_, state);
+  std::vector<Tensor> staged = staged_state_->tensors();
+  const std::vector<Tensor> final_state = state->tensors();
+  for (size_t i = 0; i < staged.size(); ++i) staged[i].copy_(final_state[i].detach());
+  return {training_cross_entropy(logits, staged_target_, cfg_.train), n * B,
+          static_cast<double>(streams_.count) / static_cast<double>(B)};
+}
+
 Metrics LanguageModelTask::evaluate(const std::string& split, int64_t max_batches) {
   check_split(split);
   const std::vector<int32_t>& tokens = split == "valid" ? valid_ : split == "test" ? test_ : train_;

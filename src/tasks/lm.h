@@ -100,7 +100,7 @@ struct StreamLoss {
 StreamLoss stream_loss(const LanguageModel& model, const std::vector<int32_t>& tokens, int64_t streams, int64_t chunk,
                        int64_t max_chunks = 0, dist::Rows part = {0, -1});
 
-class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, public ConvertsModel {
+class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, public ConvertsModel, public StagesSteps {
  public:
   // A byte-level model (charlm) or a word-level one (wordlm); `checkpoint` supplies a word vocabulary.
   LanguageModelTask(const config::Config& cfg, Generator& gen, bool words, const TaskContext& context);
@@ -121,6 +121,12 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   EvaluatesFiles* file_evaluation() override { return this; }
   Generates* generation() override { return this; }
   ConvertsModel* model_conversion() override { return this; }
+  StagesSteps* staged_steps() override { return this; }
+  // Captured steps (train.cuda_graphs): the steps of bptt tokens (every step of an epoch but a short
+  // last one) from static input, target and carried-state tensors.
+  bool stage_step(int64_t index) override;
+  StepResult forward_staged() override;
+  Generator& step_generator() override { return *gen_; }
   // One stream from a zero state; the result does not depend on chunk (0 = data.bptt).
   Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) override;
   std::vector<std::vector<std::string>> generate(const std::string& prompt, const GenerationOptions& options) override;
@@ -129,6 +135,9 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
 
  private:
   Metrics metrics_of(const StreamLoss& loss) const;
+  // Makes state_ the static carried state (staged_state_), holding the state training continues from;
+  // false when there is none to size it by yet, or the state's shapes changed.
+  bool stage_carried_state();
 
   config::Config cfg_;
   LMOptions options_;
@@ -140,6 +149,10 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   std::vector<int32_t> train_, valid_, test_;
   int64_t stream_length_ = 0;   // of the training streams
   nn::EncoderStatePtr state_;  // this rank's streams' state, carried across training steps, detached
+  // Captured steps' static tensors (stage_step): ids (bptt, B) and targets (bptt * B) i64 on the model's
+  // device, and the carried state's own tensors, which state_ points at while staged steps run.
+  Tensor staged_input_, staged_target_;
+  nn::EncoderStatePtr staged_state_;
 };
 
 TaskSpec charlm_task();

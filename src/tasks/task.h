@@ -126,6 +126,28 @@ class ConvertsModel {
   virtual ConvertedModel convert_model(const std::string& form) = 0;
 };
 
+// Training steps that a CUDA graph can capture and replay (train.cuda_graphs, train/step.h): the
+// step's inputs and the state it carries between steps live in tensors allocated once on the model's
+// device (static tensors), which each step overwrites, so that a replay of the captured forward, backward
+// and update reads the next step's data at the addresses the capture saw.
+class StagesSteps {
+ public:
+  virtual ~StagesSteps() = default;
+  // Copies training step `index`'s inputs (and the carried state, after eager steps replaced it) into
+  // the static tensors, on the device's stream without a host wait. False when the step cannot run from
+  // them: its shapes are not the staged ones (an epoch's short last batch), or there is no state yet to
+  // size them by; the trainer then runs forward_step (which continues from the staged state).
+  virtual bool stage_step(int64_t index) = 0;
+  // The forward pass of the staged step, from the static carried state, leaving the state it ends with
+  // there. Its host code neither waits on the device nor copies from the host, and the kernels it queues
+  // read their inputs' ids unchecked (the staged ids are the task's own, in range by construction:
+  // cuda::CallerCheckedInputs), so that it can be captured.
+  virtual StepResult forward_staged() = 0;
+  // The generator the forward pass draws dropout masks from (the trainer points it at the replayed
+  // step's Philox base: core/rng.h).
+  virtual Generator& step_generator() = 0;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -175,6 +197,8 @@ class Task {
   virtual Generates* generation() { return nullptr; }
   virtual Translates* translation() { return nullptr; }
   virtual ConvertsModel* model_conversion() { return nullptr; }
+  // Training steps a CUDA graph can replay (train.cuda_graphs); null: every step runs eagerly.
+  virtual StagesSteps* staged_steps() { return nullptr; }
 
   const std::string& name() const { return name_; }
   void set_name(const std::string& name) { name_ = name; }

@@ -5,11 +5,78 @@
 #include <cmath>
 #include <limits>
 
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
 #include "autograd/engine.h"
+#include "core/cuda/runtime.h"
 #include "core/host_sync.h"
 #include "ops/elementwise.h"
 
 namespace sru::train {
+
+// The captured step: its graph, the memory its replays read, and its outputs.
+struct TrainingStep::Captured {
+  std::unique_ptr<StepGraph> graph;
+  // Written by the host before each replay, on the model's device: element 0 the step's first Philox
+  // counter value (u64), then the optimiser's StepScalars (8-byte aligned).
+  Tensor replay_inputs;
+  // The captured step's outputs, which each replay writes again in place (a CUDA graph's; the twin's
+  // are new tensors each replay).
+  Tensor loss, norm_and_factor;
+  int64_t tokens = 0;
+  uint64_t draws = 0;  // how far a step advances the generator's counter
+  bool draws_known = false;
+  int64_t replays = 0;
+
+  static constexpr int64_t kScalarWords = (sizeof(optim::StepScalars) + 7) / 8;
+  Captured(std::unique_ptr<StepGraph> g, Device device)
+      : graph(std::move(g)), replay_inputs(Tensor::zeros({1 + kScalarWords}, DType::I64, device)) {}
+  const uint64_t* philox_base() const { return reinterpret_cast<const uint64_t*>(replay_inputs.data<int64_t>()); }
+  const optim::StepScalars* step_scalars() const {
+    return reinterpret_cast<const optim::StepScalars*>(replay_inputs.data<int64_t>() + 1);
+  }
+  // One host-to-device copy (queued, no host wait; a plain copy on the CPU).
+  void write(uint64_t philox_start, const optim::StepScalars& scalars) {
+    Tensor host = Tensor::empty({1 + kScalarWords}, DType::I64);
+    int64_t* words = host.data<int64_t>();
+    std::memset(words, 0, static_cast<size_t>(host.nbytes()));
+    std::memcpy(words, &philox_start, sizeof philox_start);
+    std::memcpy(words + 1, &scalars, sizeof scalars);
+    replay_inputs.copy_(host);
+  }
+};
+
+namespace {
+
+// For the captured step's host code: the generator's counter and base, the optimiser's step count and
+// in-memory scalars, and the parameters' .grad handles are left as they were found (also when a capture
+// fails), so that the runner advances the counts itself after each replay, alike for a CUDA graph (whose
+// replays run no host code) and the CPU twin (whose replays run it all again).
+class HostCountersRewind {
+ public:
+  HostCountersRewind(Generator& gen, optim::Optimizer& optimizer)
+      : gen_(gen), optimizer_(optimizer), offset_(gen.offset()), steps_(optimizer.steps()) {}
+  ~HostCountersRewind() {
+    gen_.set_offset_base(nullptr);
+    gen_.set_state(gen_.seed(), offset_);
+    optimizer_.set_scalars_in_memory(nullptr);
+    while (optimizer_.steps() > steps_) optimizer_.forget_step();
+    optimizer_.zero_grad();
+  }
+  HostCountersRewind(const HostCountersRewind&) = delete;
+  HostCountersRewind& operator=(const HostCountersRewind&) = delete;
+  uint64_t draws() const { return gen_.offset() - offset_; }
+
+ private:
+  Generator& gen_;
+  optim::Optimizer& optimizer_;
+  uint64_t offset_;
+  int64_t steps_;
+};
+
+}  // namespace
 
 optim::ScheduleOptions schedule_options(const config::TrainConfig& train, int64_t model_size, int64_t total_steps) {
   return {train.schedule,   train.lr,    train.warmup_steps, train.decay_steps, train.decay_rate,
@@ -30,7 +97,34 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
   if (train.ema_decay > 0)
     ema_ = std::make_unique<WeightEma>(optimizer_.parameters(), train.ema_decay, train.ema_start_step, train.ema_warmup,
                                        task_.model().flat_parameters());
+  cuda_graphs_ = train.cuda_graphs;
+  SRU_CHECK(cuda_graphs_ == "auto" || cuda_graphs_ == "on" || cuda_graphs_ == "off",
+            "train.cuda_graphs must be auto, on or off, got '", cuda_graphs_, "'");
+  if (cuda_graphs_ == "off") return;
+  const Device device = task_.model().device();
+  std::string why_eager;
+  if (!device.is_cuda())
+    why_eager = "the model is on " + device.str() + " (a CUDA graph replays GPU work)";
+  else if (sync_)
+    why_eager = "data-parallel training (the ranks' gradient sums are not captured)";
+  else if (train.accumulate != 1)
+    why_eager = "train.accumulate is " + std::to_string(train.accumulate) + " (captured steps take one batch)";
+  else if (!task_.staged_steps())
+    why_eager = "task " + task_.name() + " does not stage its steps (only the char and word LM do)";
+  else if (!cuda::allocator_caches())
+    why_eager = "SRU_CUDA_NO_CACHING=1 (a graph keeps its memory in the caching allocator's private pool)";
+  SRU_CHECK(why_eager.empty() || cuda_graphs_ != "on", "train.cuda_graphs: on, but ", why_eager);
+  if (why_eager.empty()) captured_ = std::make_unique<Captured>(cuda_step_graph(device), device);
 }
+
+TrainingStep::~TrainingStep() = default;
+
+void TrainingStep::replay_on_the_host() {
+  SRU_CHECK(task_.staged_steps() && !sync_, "replay_on_the_host: the task must stage its steps, in one process");
+  captured_ = std::make_unique<Captured>(host_step_graph(), task_.model().device());
+}
+
+int64_t TrainingStep::replayed_steps() const { return captured_ ? captured_->replays : 0; }
 
 int64_t steps_per_epoch(int64_t batches, int64_t accumulate) {
   SRU_CHECK(accumulate >= 1, "train.accumulate must be >= 1, got ", accumulate);
@@ -86,6 +180,9 @@ TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t cou
 StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
                               const std::function<StepVotes()>& votes) {
   SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
+  if (captured_ && count == 1 && eager_steps_ > 0)
+    if (std::optional<StepOutcome> replayed = run_replayed(first, step, epoch, votes)) return *replayed;
+  ++eager_steps_;
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   // Backward, clipping and (in one process) the update run before the loss is looked at, so that the
@@ -127,21 +224,84 @@ StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_
     dist::check_collective(disagreement == 0, "data parallel: the ranks' backward passes reached different parameters "
                                               "(a parameter got a gradient on some ranks only), so their updates would differ");
   }
-  const bool finite = std::isfinite(out.loss) && std::isfinite(out.grad_norm);
-  if (!finite) {
-    // Never update with a non-finite value (the update skipped itself); a carried state may hold one too.
-    if (update_first) optimizer_.forget_step();
-    optimizer_.zero_grad();
-    out.nonfinite = std::isfinite(out.loss) ? "gradient norm" : "loss";
-    out.kind = skip_nonfinite_ ? StepOutcome::Kind::Skipped : StepOutcome::Kind::NonFinite;
-    if (skip_nonfinite_) task_.reset_carried_state();
-    return out;
-  }
+  if (!(std::isfinite(out.loss) && std::isfinite(out.grad_norm))) return not_updated(std::move(out), update_first);
   if (!update_first) optimizer_.step(out.lr, norm_and_factor);
+  return updated(std::move(out), step);
+}
+
+StepOutcome TrainingStep::not_updated(StepOutcome out, bool update_issued) {
+  // Never update with a non-finite value (the update skipped itself); a carried state may hold one too.
+  if (update_issued) optimizer_.forget_step();
+  optimizer_.zero_grad();
+  out.nonfinite = std::isfinite(out.loss) ? "gradient norm" : "loss";
+  out.kind = skip_nonfinite_ ? StepOutcome::Kind::Skipped : StepOutcome::Kind::NonFinite;
+  if (skip_nonfinite_) task_.reset_carried_state();
+  return out;
+}
+
+StepOutcome TrainingStep::updated(StepOutcome out, int64_t step) {
   task_.model().after_update();  // e.g. gate clipping: after every update, before anything reads the weights
   if (ema_) ema_->update(step);
   optimizer_.zero_grad();
   return out;
+}
+
+std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t step, int64_t epoch,
+                                                      const std::function<StepVotes()>& votes) {
+  tasks::StagesSteps& staged = *task_.staged_steps();
+  if (!staged.stage_step(index)) return std::nullopt;
+  Captured& c = *captured_;
+  Generator& gen = staged.step_generator();
+  StepOutcome out;
+  out.lr = optim::learning_rate(schedule_, step, epoch);
+  c.write(gen.offset(), optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1));
+  if (!c.graph->captured() && !capture_step(staged)) return std::nullopt;
+  c.graph->replay();
+  ++c.replays;
+  // What the replay did on the device, counted on the host: the step's draws and the update.
+  gen.set_state(gen.seed(), gen.offset() + c.draws);
+  optimizer_.advance_step();
+  out.tokens = c.tokens;
+  out.votes = votes ? votes() : StepVotes{};
+  double loss_value = 0, norm_value = 0;
+  read_scalars({{c.loss, &loss_value}, {c.norm_and_factor.narrow0(0, 1).view({}), &norm_value}});
+  out.loss = loss_value;
+  out.grad_norm = std::isfinite(out.loss) ? norm_value : std::numeric_limits<double>::quiet_NaN();
+  if (!(std::isfinite(out.loss) && std::isfinite(out.grad_norm))) return not_updated(std::move(out), true);
+  return updated(std::move(out), step);
+}
+
+bool TrainingStep::capture_step(tasks::StagesSteps& staged) {
+  try {
+    captured_->graph->capture([this, &staged] { captured_step(staged); });
+    return true;
+  } catch (const Error& e) {
+    if (cuda_graphs_ == "on") throw;
+    spdlog::warn("train.cuda_graphs auto: the training step could not be captured, so every step runs eagerly: {}",
+                 e.what());
+    captured_.reset();
+    return false;
+  }
+}
+
+void TrainingStep::captured_step(tasks::StagesSteps& staged) {
+  Captured& c = *captured_;
+  Generator& gen = staged.step_generator();
+  const HostCountersRewind rewind(gen, optimizer_);
+  gen.set_offset_base(c.philox_base());
+  optimizer_.set_scalars_in_memory(c.step_scalars());
+  const cuda::CallerCheckedInputs staged_ids_checked;
+  const tasks::StepResult r = staged.forward_staged();
+  autograd::backward(r.loss);
+  const Tensor norm_and_factor = optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, 1.0, r.loss);
+  optimizer_.step(0.0 /* the learning rate comes from memory */, norm_and_factor);
+  c.loss = r.loss.detach();
+  c.norm_and_factor = norm_and_factor;
+  c.tokens = r.tokens;
+  SRU_CHECK(!c.draws_known || rewind.draws() == c.draws, "the captured training step drew ", rewind.draws(),
+            " Philox blocks where its capture drew ", c.draws, ": its random numbers depend on more than its shapes");
+  c.draws = rewind.draws();
+  c.draws_known = true;
 }
 
 }  // namespace sru::train

@@ -13,10 +13,18 @@
 // of the global batch, and the gradients, the loss and the step's votes are summed over the ranks
 // (dist::GradientSync) before clipping, so every rank takes the same update. With accumulation each
 // rank sums its batches' gradients locally and the ranks sum once per step, after the last batch.
+// CUDA graphs (train.cuda_graphs): on a GPU, in one process, one batch a step, a task that stages its
+// steps (tasks::StagesSteps) has its step captured once, after an eager one: the staged forward,
+// backward, the norm and clip factor, and the update, as one graph, which each later step of the same
+// shapes replays with one launch after copying its inputs into the static tensors and the step's
+// [Philox base, optimiser scalars] into memory the replay reads. The host then advances the generator
+// by the step's draws and the optimiser's count, reads loss and norm (the one host wait), and runs the
+// after-update hooks and the weight average eagerly; the result is the eager step's.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "config/config.h"
@@ -25,6 +33,7 @@
 #include "optim/schedule.h"
 #include "tasks/task.h"
 #include "train/ema.h"
+#include "train/step_graph.h"
 
 namespace sru::train {
 
@@ -73,6 +82,13 @@ class TrainingStep {
   }
   // The moving average of the weights, updated after every update (null with train.ema_decay 0).
   WeightEma* ema() { return ema_.get(); }
+  // Replays the captured step through the CPU twin of a CUDA graph (step_graph.h host_step_graph) on
+  // whatever device the model is: tests of the captured step's bookkeeping on a machine without a GPU.
+  // Call before the first step; the task must stage steps (tasks::StagesSteps), in one process.
+  void replay_on_the_host();
+  // Steps taken by replaying the captured step (train.cuda_graphs) so far.
+  int64_t replayed_steps() const;
+  ~TrainingStep();
 
  private:
   // What forward_backward leaves: the step's loss on the device (the mean over every loss term), and the
@@ -85,6 +101,19 @@ class TrainingStep {
   // Forward and backward of the step's `count` batches from `first` (accumulated); adds the batches'
   // tokens to out.tokens.
   Backward forward_backward(int64_t first, int64_t count, StepOutcome& out);
+  // The end of a step whose loss and norm were read into out: the update's after-effects (hooks, the
+  // weight average, the gradients dropped), or the non-finite policy (update_issued: the optimiser
+  // already took the step, which skipped itself, and its count is taken back).
+  StepOutcome updated(StepOutcome out, int64_t step);
+  StepOutcome not_updated(StepOutcome out, bool update_issued);
+  // Captured steps (train.cuda_graphs; see step.cpp): step `index` by a replay, capturing first when
+  // nothing is captured yet; nullopt when the step must run eagerly (its shapes are not the staged
+  // ones, or the capture failed under auto).
+  std::optional<StepOutcome> run_replayed(int64_t index, int64_t step, int64_t epoch,
+                                          const std::function<StepVotes()>& votes);
+  bool capture_step(tasks::StagesSteps& staged);
+  void captured_step(tasks::StagesSteps& staged);  // the work a replay repeats
+  struct Captured;
   tasks::Task& task_;
   optim::Optimizer& optimizer_;
   double clip_grad_norm_;
@@ -93,6 +122,9 @@ class TrainingStep {
   dist::Communicator* comm_;
   std::unique_ptr<dist::GradientSync> sync_;  // data parallel only
   std::unique_ptr<WeightEma> ema_;
+  std::string cuda_graphs_;              // train.cuda_graphs
+  std::unique_ptr<Captured> captured_;   // null: every step eager
+  int64_t eager_steps_ = 0;              // before the capture: its warm-up (cuBLAS plans, cached memory)
 };
 
 }  // namespace sru::train

@@ -1,7 +1,8 @@
 // CUDA graphs (core/cuda/graph.h; label cuda, skipped without a device): a captured forward and backward
 // replayed on new contents of its static input gives the eager pass's loss and gradients, its private
-// pool keeps the graph's memory from eager work, a host wait inside a capture is refused, and the
-// error-log kernels (embedding, cross-entropy) capture when the caller vouches for their ids.
+// pool keeps the graph's memory from eager work, a host wait inside a capture is refused, the
+// error-log kernels (embedding, cross-entropy) capture when the caller vouches for their ids, and a
+// char-LM trained with train.cuda_graphs on takes the eager run's steps.
 #include <gtest/gtest.h>
 
 #include "autograd/engine.h"
@@ -11,6 +12,7 @@
 #include "cuda_parity.h"
 #include "ops/layer_norm.h"
 #include "ops/ops.h"
+#include "step_graph_training.h"
 
 using namespace sru;
 using namespace sru::testing;
@@ -162,6 +164,39 @@ TEST(CudaGraph, EmbeddingAndCrossEntropyCaptureWithCallerCheckedIds) {
     graph.replay();
     EXPECT_TRUE(tensors_near(loss.to(Device::cpu()), eager[k].first, 1e-6, 1e-6));
     EXPECT_TRUE(tensors_near(table.grad().to(Device::cpu()), eager[k].second, 1e-6, 1e-6));
+  }
+#endif
+}
+
+// train.cuda_graphs on a GPU: the char-LM of the CPU twin's test (unit/test_step_graph.cpp; SRU and
+// LSTM, dropout, noam, clipping) trained with its step captured and replayed takes the eager run's
+// losses, norms and parameters to 1e-6 relative; every full step after the warm-up replays, each with
+// one dispatch (the graph: the inputs' copies are transfers, the loss and norm one read).
+TEST(CudaGraph, ACapturedCharLmTrainingStepTrainsAsTheEagerOne) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
+  for (const std::string encoder : {"sru", "lstm"}) {
+    SCOPED_TRACE(encoder);
+    config::Config c = step_graph_charlm_config(encoder, "cuda");
+    c.train.cuda_graphs = "off";
+    const StepGraphTraining eager = train_step_graph_charlm(c, false);
+    c.train.cuda_graphs = "on";
+    const StepGraphTraining replayed = train_step_graph_charlm(c, false);
+    EXPECT_EQ(eager.replayed, 0);
+    EXPECT_EQ(replayed.replayed, replayed.steps - 3);  // the warm-up and two short last steps ran eagerly
+    for (size_t i = 0; i < eager.losses.size(); ++i) {
+      EXPECT_NEAR(replayed.losses[i], eager.losses[i], 1e-6 * std::abs(eager.losses[i])) << "step " << i;
+      EXPECT_NEAR(replayed.norms[i], eager.norms[i], 1e-6 * std::abs(eager.norms[i])) << "step " << i;
+    }
+    for (size_t k = 0; k < eager.parameters.size(); ++k)
+      EXPECT_TRUE(tensors_near(replayed.parameters[k].second, eager.parameters[k].second, 1e-6, 1e-6))
+          << eager.parameters[k].first;
+    // Steps 2..11 replay (step 1 warms up, step 0 of the second epoch is at 13).
+    for (size_t i = 2; i < 12; ++i) EXPECT_EQ(replayed.dispatches[i], 1u) << "step " << i;
+    EXPECT_GT(eager.dispatches[2], 20u);
   }
 #endif
 }

@@ -1,0 +1,56 @@
+// The replays of a captured training step: a CUDA graph, or the CPU twin (see step_graph.h).
+#include "train/step_graph.h"
+
+#include <utility>
+
+#include "core/error.h"
+#if SRU_WITH_CUDA
+#include "core/cuda/graph.h"
+#endif
+
+namespace sru::train {
+
+namespace {
+
+class HostStepGraph final : public StepGraph {
+ public:
+  void capture(std::function<void()> step) override {
+    SRU_CHECK(!step_, "host_step_graph: already captured");
+    step_ = std::move(step);
+  }
+  bool captured() const override { return static_cast<bool>(step_); }
+  void replay() override {
+    SRU_CHECK(step_, "host_step_graph: replay before capture");
+    step_();
+  }
+
+ private:
+  std::function<void()> step_;
+};
+
+#if SRU_WITH_CUDA
+class CudaStepGraph final : public StepGraph {
+ public:
+  explicit CudaStepGraph(Device device) : graph_(device) {}
+  void capture(std::function<void()> step) override { graph_.capture(step); }
+  bool captured() const override { return graph_.captured(); }
+  void replay() override { graph_.replay(); }
+
+ private:
+  cuda::CapturedGraph graph_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<StepGraph> cuda_step_graph(Device device) {
+#if SRU_WITH_CUDA
+  return std::make_unique<CudaStepGraph>(device);
+#else
+  SRU_FAIL("CUDA graphs on ", device.str(), ": this build has no CUDA");
+#endif
+}
+
+std::unique_ptr<StepGraph> host_step_graph() { return std::make_unique<HostStepGraph>(); }
+
+}  // namespace sru::train

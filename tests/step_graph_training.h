@@ -1,0 +1,89 @@
+// A small char-LM trained step by step through train::TrainingStep, eagerly or with its captured step
+// replayed (train.cuda_graphs; the CPU twin or a CUDA graph): the per-step losses, norms and dispatches
+// and the final parameters, for the captured-step tests on the CPU (unit/test_step_graph.cpp) and on a
+// GPU (parity/test_cuda_graph.cpp).
+#pragma once
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/kernel_count.h"
+#include "tasks/lm.h"
+#include "tasks/registry.h"
+#include "testing.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+namespace sru::testing {
+
+// 90% of the bytes train: 2 streams of 395 bytes, 394 predictions: 12 steps of 32 an epoch, then a
+// short one of 10. Dropout everywhere (Philox draws every step), a noam schedule (the learning rate and
+// bias corrections change every step), clipping active, non-finite steps skipped.
+inline config::Config step_graph_charlm_config(const std::string& encoder, const std::string& device = "cpu") {
+  config::Config c = config::Config::defaults("charlm", encoder);
+  c.data.path = temp_file("step_graph_" + encoder + ".txt", last_word_sentences(200, 3).substr(0, 878));
+  c.data.batch_size = 2;
+  c.data.eval_batch_size = 2;
+  c.task_as<tasks::LMOptions>().bptt = 32;
+  c.model.embedding_size = c.model.hidden_size = 12;
+  c.model.num_layers = 2;
+  c.model.dropout = 0.2;
+  c.train.optimizer = "adam";
+  c.train.schedule = "noam";
+  c.train.warmup_steps = 5;
+  c.train.lr = 2.0;
+  c.train.clip_grad_norm = 0.5;
+  c.train.on_nonfinite = "skip";
+  c.train.device = device;
+  return c;
+}
+
+struct StepGraphTraining {
+  std::vector<double> losses, norms;
+  std::vector<uint64_t> dispatches;  // per step
+  nn::NamedTensors parameters;       // on the CPU
+  int64_t replayed = 0, steps = 0;
+};
+
+// Two epochs of c (on c.train.device); host_twin: the captured step replayed through the CPU twin.
+// poison_step >= 0 (CPU only): that step runs with a NaN in the output bias, restored after it.
+inline StepGraphTraining train_step_graph_charlm(const config::Config& c, bool host_twin, int64_t poison_step = -1) {
+  Generator gen(11);
+  auto task = tasks::make_task(c, gen);
+  task->model().to(Device::parse(c.train.device));
+  auto optimizer = train::make_optimizer(c.train, task->model());
+  const int64_t per_epoch = task->steps_per_epoch();
+  train::TrainingStep step(*task, *optimizer, c.train,
+                           train::schedule_options(c.train, task->model_size(), 2 * per_epoch));
+  if (host_twin) step.replay_on_the_host();
+  StepGraphTraining out;
+  Tensor poisoned = task->model().named_parameters().back().second;
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    task->start_epoch(epoch, 0);
+    for (int64_t i = 0; i < per_epoch; ++i) {
+      const int64_t global = epoch * per_epoch + i;
+      float saved = 0;
+      if (global == poison_step) {
+        saved = poisoned.data<float>()[0];
+        poisoned.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+      }
+      const uint64_t before = kernel_dispatches();
+      const train::StepOutcome r = step.run(i, global + 1, epoch);
+      out.dispatches.push_back(kernel_dispatches() - before);
+      if (global == poison_step) {
+        EXPECT_EQ(r.kind, train::StepOutcome::Kind::Skipped);
+        poisoned.data<float>()[0] = saved;
+      }
+      out.losses.push_back(r.loss);
+      out.norms.push_back(r.grad_norm);
+    }
+  }
+  for (const auto& [name, t] : task->model().named_parameters()) out.parameters.emplace_back(name, t.to(Device::cpu()));
+  out.replayed = step.replayed_steps();
+  out.steps = 2 * per_epoch;
+  return out;
+}
+
+}  // namespace sru::testing

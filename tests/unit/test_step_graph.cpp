@@ -1,0 +1,75 @@
+// The captured training step (train.cuda_graphs, train/step.h) through the CPU twin of a CUDA graph
+// (train/step_graph.h): a char-LM trained with replays of its captured step (static inputs and carried
+// state, the step's Philox base and optimiser scalars read from memory, the host advancing the counts)
+// takes the eager steps to the bit, across epochs with a short last batch (eager) and a non-finite step
+// skipped; and the key's refusals.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "step_graph_training.h"
+
+using namespace sru;
+using namespace sru::testing;
+
+namespace {
+
+void expect_same_training(const StepGraphTraining& eager, const StepGraphTraining& replayed) {
+  ASSERT_EQ(eager.losses.size(), replayed.losses.size());
+  for (size_t i = 0; i < eager.losses.size(); ++i) {
+    if (std::isnan(eager.losses[i])) {
+      EXPECT_TRUE(std::isnan(replayed.losses[i])) << "step " << i;
+      continue;
+    }
+    EXPECT_EQ(eager.losses[i], replayed.losses[i]) << "step " << i;
+    EXPECT_EQ(eager.norms[i], replayed.norms[i]) << "step " << i;
+  }
+  for (size_t k = 0; k < eager.parameters.size(); ++k)
+    EXPECT_EQ(std::memcmp(eager.parameters[k].second.data_ptr(), replayed.parameters[k].second.data_ptr(),
+                          eager.parameters[k].second.nbytes()), 0)
+        << eager.parameters[k].first;
+}
+
+}  // namespace
+
+// Every full step after the first of the run replays (the first is the warm-up before the capture);
+// each epoch's short last step runs eagerly, and the next epoch's first step continues from the state
+// that eager step left.
+TEST(CapturedStep, TheHostTwinsReplaysTrainAsTheEagerStepsDo) {
+  for (const std::string encoder : {"sru", "lstm"}) {
+    SCOPED_TRACE(encoder);
+    const config::Config c = step_graph_charlm_config(encoder);
+    const StepGraphTraining eager = train_step_graph_charlm(c, false), replayed = train_step_graph_charlm(c, true);
+    EXPECT_EQ(eager.steps, 26);
+    EXPECT_EQ(eager.replayed, 0);
+    EXPECT_EQ(replayed.replayed, eager.steps - 3);  // the warm-up and two short last steps ran eagerly
+    expect_same_training(eager, replayed);
+  }
+}
+
+// A non-finite step inside the replays: the update skips itself, its count is taken back, the carried
+// state restarts from zeros (the static state zeroed), and the steps after it match eager training.
+TEST(CapturedStep, ANonFiniteReplayedStepIsSkippedAsAnEagerOne) {
+  const config::Config c = step_graph_charlm_config("sru");
+  const StepGraphTraining eager = train_step_graph_charlm(c, false, 4), replayed = train_step_graph_charlm(c, true, 4);
+  EXPECT_TRUE(std::isnan(eager.losses[4]));
+  EXPECT_EQ(replayed.replayed, eager.steps - 3);
+  expect_same_training(eager, replayed);
+}
+
+TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
+  config::Config c = step_graph_charlm_config("sru");
+  c.train.cuda_graphs = "on";
+  Generator gen(1);
+  auto task = tasks::make_task(c, gen);
+  auto optimizer = train::make_optimizer(c.train, task->model());
+  const std::string cpu = error_of([&] { train::TrainingStep step(*task, *optimizer, c.train, {}); });
+  EXPECT_NE(cpu.find("train.cuda_graphs: on, but the model is on cpu"), std::string::npos) << cpu;
+  c.train.cuda_graphs = "auto";  // auto on the CPU: eager, no error
+  train::TrainingStep step(*task, *optimizer, c.train, {});
+  EXPECT_EQ(step.replayed_steps(), 0);
+  const std::string yaml = temp_file("step_graph.yaml", "task: charlm\ndata:\n  path: x.txt\ntrain:\n  cuda_graphs: always\n");
+  const std::string bad = error_of([&] { config::load_config(yaml); });
+  EXPECT_NE(bad.find("cuda_graphs"), std::string::npos) << bad;
+}
