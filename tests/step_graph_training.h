@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "core/host_sync.h"
 #include "core/kernel_count.h"
 #include "tasks/lm.h"
 #include "tasks/registry.h"
@@ -43,6 +44,7 @@ inline config::Config step_graph_charlm_config(const std::string& encoder, const
 struct StepGraphTraining {
   std::vector<double> losses, norms;
   std::vector<uint64_t> dispatches;  // per step
+  std::vector<uint64_t> value_reads;  // per step: host waits on a GPU (core/host_sync.h)
   nn::NamedTensors parameters;       // on the CPU
   int64_t replayed = 0, steps = 0;
 };
@@ -69,9 +71,10 @@ inline StepGraphTraining train_step_graph_charlm(const config::Config& c, bool h
         saved = poisoned.data<float>()[0];
         poisoned.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
       }
-      const uint64_t before = kernel_dispatches();
+      const uint64_t before = kernel_dispatches(), reads_before = host_wait_counts().value_reads;
       const train::StepOutcome r = step.run(i, global + 1, epoch);
       out.dispatches.push_back(kernel_dispatches() - before);
+      out.value_reads.push_back(host_wait_counts().value_reads - reads_before);
       if (global == poison_step) {
         EXPECT_EQ(r.kind, train::StepOutcome::Kind::Skipped);
         poisoned.data<float>()[0] = saved;

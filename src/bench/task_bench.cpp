@@ -108,6 +108,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     run_steps(std::min(o.warmup_steps, per_epoch));
     tokens = 0;
     const uint64_t dispatches_before = sru::kernel_dispatches();
+    const int64_t replayed_before = step.replayed_steps();
     const uint64_t waited_before = sru::host_wait_counts().device_wait_ns;
     const auto wall_start = std::chrono::steady_clock::now();
     const auto t = sru::bench::time_cpu([&] { run_steps(steps); }, {0, o.repeats});
@@ -129,6 +130,8 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
     row.set("ranks", comm.size());
     row.set("kernels_per_step", kernels_per_step);  // dispatches (core/kernel_count.h); on a GPU each is >= 1 launch
+    // The timed steps that replayed the captured step as a CUDA graph (train.cuda_graphs), as a share.
+    row.set("replayed_share", static_cast<double>(step.replayed_steps() - replayed_before) / timed_steps);
     row.set("ms_per_step", wall_ms / timed_steps);
     row.set("host_ms_per_step", (wall_ms - wait_ms) / timed_steps).set("wait_ms_per_step", wait_ms / timed_steps);
     if (device.is_cuda()) {

@@ -12,6 +12,7 @@
 #include "autograd/engine.h"
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
+#include "core/kernel_count.h"
 #include "ops/elementwise.h"
 
 namespace sru::train {
@@ -255,7 +256,12 @@ std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t ste
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   c.write(gen.offset(), optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1));
-  if (!c.graph->captured() && !capture_step(staged)) return std::nullopt;
+  if (!c.graph->captured()) {
+    const uint64_t dispatches_before = kernel_dispatches();
+    if (!capture_step(staged)) return std::nullopt;
+    spdlog::info("train.cuda_graphs: the training step is captured ({} kernel dispatches) at step {}; the steps of "
+                 "its shapes replay it", kernel_dispatches() - dispatches_before, step);
+  }
   c.graph->replay();
   ++c.replays;
   // What the replay did on the device, counted on the host: the step's draws and the update.
