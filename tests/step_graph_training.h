@@ -1,7 +1,7 @@
-// A small char-LM trained step by step through train::TrainingStep, eagerly or with its captured step
-// replayed (train.cuda_graphs; the CPU twin or a CUDA graph): the per-step losses, norms and dispatches
-// and the final parameters, for the captured-step tests on the CPU (unit/test_step_graph.cpp) and on a
-// GPU (parity/test_cuda_graph.cpp).
+// A small char-LM or classifier trained step by step through train::TrainingStep, eagerly or with its
+// captured steps replayed (train.cuda_graphs; the CPU twin or a CUDA graph): the per-step losses, norms,
+// dispatches and value reads and the final parameters, for the captured-step tests on the CPU
+// (unit/test_step_graph.cpp) and on a GPU (parity/test_cuda_graph.cpp).
 #pragma once
 
 #include <limits>
@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "core/host_sync.h"
 #include "core/kernel_count.h"
+#include "tasks/classify.h"
 #include "tasks/lm.h"
 #include "tasks/registry.h"
 #include "testing.h"
@@ -41,6 +42,30 @@ inline config::Config step_graph_charlm_config(const std::string& encoder, const
   return c;
 }
 
+// 42 sentences of 1-9 words in batches of 4 (bucketed by length, reshuffled each epoch: the last batch
+// of an epoch has 2), padded to a multiple of 4: a few batch shapes, each met again within 3 epochs; a
+// bidirectional 2-layer SRU (the gather of both directions' rows), dropout, label smoothing, clipping.
+inline config::Config step_graph_classify_config(const std::string& encoder, const std::string& device = "cpu") {
+  config::Config c = config::Config::defaults("classify", encoder);
+  c.data.path = temp_file("step_graph_classify_" + encoder + ".txt", last_word_sentences(42, 5, 9, 12));
+  auto& o = c.task_as<tasks::ClassifyOptions>();
+  o.valid_path = temp_file("step_graph_classify_valid.txt", last_word_sentences(8, 6, 9, 12));
+  o.test_path = temp_file("step_graph_classify_test.txt", last_word_sentences(8, 7, 9, 12));
+  o.pad_to_multiple = 4;
+  c.data.batch_size = 4;
+  c.model.embedding_size = c.model.hidden_size = 8;
+  c.model.num_layers = 2;
+  c.model.bidirectional = true;
+  c.model.dropout = 0.2;
+  c.train.optimizer = "adam";
+  c.train.lr = 0.01;
+  c.train.clip_grad_norm = 0.5;
+  c.train.label_smoothing = 0.1;
+  c.train.on_nonfinite = "skip";
+  c.train.device = device;
+  return c;
+}
+
 struct StepGraphTraining {
   std::vector<double> losses, norms;
   std::vector<uint64_t> dispatches;  // per step
@@ -49,20 +74,21 @@ struct StepGraphTraining {
   int64_t replayed = 0, steps = 0;
 };
 
-// Two epochs of c (on c.train.device); host_twin: the captured step replayed through the CPU twin.
+// `epochs` epochs of c (on c.train.device); host_twin: the captured steps replayed through the CPU twin.
 // poison_step >= 0 (CPU only): that step runs with a NaN in the output bias, restored after it.
-inline StepGraphTraining train_step_graph_charlm(const config::Config& c, bool host_twin, int64_t poison_step = -1) {
+inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twin, int64_t poison_step = -1,
+                                          int64_t epochs = 2) {
   Generator gen(11);
   auto task = tasks::make_task(c, gen);
   task->model().to(Device::parse(c.train.device));
   auto optimizer = train::make_optimizer(c.train, task->model());
   const int64_t per_epoch = task->steps_per_epoch();
   train::TrainingStep step(*task, *optimizer, c.train,
-                           train::schedule_options(c.train, task->model_size(), 2 * per_epoch));
+                           train::schedule_options(c.train, task->model_size(), epochs * per_epoch));
   if (host_twin) step.replay_on_the_host();
   StepGraphTraining out;
   Tensor poisoned = task->model().named_parameters().back().second;
-  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     task->start_epoch(epoch, 0);
     for (int64_t i = 0; i < per_epoch; ++i) {
       const int64_t global = epoch * per_epoch + i;
@@ -85,7 +111,7 @@ inline StepGraphTraining train_step_graph_charlm(const config::Config& c, bool h
   }
   for (const auto& [name, t] : task->model().named_parameters()) out.parameters.emplace_back(name, t.to(Device::cpu()));
   out.replayed = step.replayed_steps();
-  out.steps = 2 * per_epoch;
+  out.steps = epochs * per_epoch;
   return out;
 }
 

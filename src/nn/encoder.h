@@ -51,6 +51,10 @@ class SequenceEncoder : public Module {
   virtual bool streams() const { return directions() == 1; }
   // Whether forward_sequence takes a padding mask (SRU++ with a memory reads unpadded streams only).
   virtual bool accepts_padding() const { return true; }
+  // Whether forward_sequence's work on `device` can be captured into a CUDA graph and replayed
+  // (train.cuda_graphs): no host reads of its inputs (a padding mask), no host memory that its device
+  // work reads after the call returns. Not the LSTM on a GPU (below).
+  virtual bool capturable_on(Device) const { return true; }
 };
 
 // What every encoder is built from (the model section's common keys), plus the task's input size.

@@ -69,6 +69,10 @@ class LSTM : public SequenceEncoder {
   // The encoder interface: state LstmState {h, c}, each (layers, B, out).
   Tensor forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const override;
   EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const override;
+  // On a GPU, cuDNN takes a padding mask as per-sequence lengths on the host, and its RNN calls keep
+  // those lengths in descriptors that are destroyed when the call returns: whether a replay reads them
+  // afterwards is not verified on a card, so the LSTM's steps run eagerly there.
+  bool capturable_on(Device device) const override { return !device.is_cuda(); }
   int64_t output_size() const override { return directions() * options.hidden_size; }
   int64_t directions() const override { return options.bidirectional ? 2 : 1; }
   // The CPU implementation (a CUDA device always uses cuDNN).

@@ -91,32 +91,44 @@ Classifier::Classifier(const config::Config& cfg, int64_t vocab_size, int64_t nu
 Tensor Classifier::forward(const Tensor& x, const std::vector<int64_t>& lengths) const {
   const int64_t L = x.size(0), B = x.size(1);
   SRU_CHECK(static_cast<int64_t>(lengths.size()) == B, "classifier: ", lengths.size(), " lengths for a batch of ", B);
-  const bool training = is_training();
-  const Device device = this->device();  // batches, masks and gather rows are made on the CPU
-  const Tensor ids = x.to(device);
-  Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_, 1);  // (L, B, E): batch dim 1
-  Tensor mask;
-  if (std::any_of(lengths.begin(), lengths.end(), [L](int64_t n) { return n < L; })) {
-    mask = Tensor::zeros({L, B});
-    float* m = mask.data<float>();
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = lengths[b]; t < L; ++t) m[t * B + b] = 1.0f;
-    // Left on the CPU: the encoders take it from there (the cuDNN LSTM reads its lengths from it, the
-    // SRU moves it to its device once), so no device value is read back.
-  }
-  nn::EncoderStatePtr state;
-  const Tensor h = rnn_->forward_sequence({e, mask, ids}, state);
+  // The mask is left on the CPU: the encoders take it from there (the cuDNN LSTM reads its lengths from
+  // it, the SRU moves it to its device once), so no device value is read back.
+  return forward(x, padding_mask_of(lengths, L), last_rows_of(lengths, L));
+}
+
+Tensor Classifier::padding_mask_of(const std::vector<int64_t>& lengths, int64_t L) const {
+  const int64_t B = static_cast<int64_t>(lengths.size());
+  if (std::none_of(lengths.begin(), lengths.end(), [L](int64_t n) { return n < L; })) return Tensor();
+  Tensor mask = Tensor::zeros({L, B});
+  float* m = mask.data<float>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = lengths[b]; t < L; ++t) m[t * B + b] = 1.0f;
+  return mask;
+}
+
+Tensor Classifier::last_rows_of(const std::vector<int64_t>& lengths, int64_t L) const {
   // The state after each sentence's last word, gathered by an embedding lookup into the (L*B*D, H)
   // rows of h: forward direction at t = length - 1, backward direction (when bidirectional) at t = 0.
-  const int64_t D = rnn_->directions(), H = h.size(2) / D;
+  const int64_t B = static_cast<int64_t>(lengths.size()), D = rnn_->directions();
   std::vector<int64_t> rows;
   for (int64_t b = 0; b < B; ++b) {
     SRU_CHECK(lengths[b] >= 1 && lengths[b] <= L, "classifier: sentence ", b, " has length ", lengths[b]);
     rows.push_back(((lengths[b] - 1) * B + b) * D);
     if (D == 2) rows.push_back(b * D + 1);
   }
-  Tensor last = sru::embedding(reshape(h, {L * B * D, H}),
-                               Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())}).to(device));
+  return Tensor::from_vector(rows, {static_cast<int64_t>(rows.size())});
+}
+
+Tensor Classifier::forward(const Tensor& x, const Tensor& mask_pad, const Tensor& last_rows) const {
+  const int64_t L = x.size(0), B = x.size(1);
+  const bool training = is_training();
+  const Device device = this->device();  // batches, masks and gather rows may be made on the CPU
+  const Tensor ids = x.to(device);
+  Tensor e = dropout(embedding_->forward(ids), cfg_.embedding_dropout, training, *gen_, 1);  // (L, B, E): batch dim 1
+  nn::EncoderStatePtr state;
+  const Tensor h = rnn_->forward_sequence({e, mask_pad, ids}, state);
+  const int64_t D = rnn_->directions(), H = h.size(2) / D;
+  Tensor last = sru::embedding(reshape(h, {L * B * D, H}), last_rows.to(device));
   last = reshape(last, {B, D * H});
   return output_->forward(dropout(last, cfg_.output_dropout, training, *gen_));
 }
@@ -289,27 +301,74 @@ void ClassifyTask::start_epoch(int64_t epoch, int64_t) {
                  : epoch_batches(train_.lengths(), cfg_.data.batch_size, static_cast<uint64_t>(cfg_.train.seed), epoch);
 }
 
-StepResult ClassifyTask::forward_step(int64_t index) {
+ClassifyTask::PaddedBatch ClassifyTask::padded_batch(int64_t index) const {
   SRU_CHECK(index >= 0 && index < static_cast<int64_t>(batches_.size()), "classify: training step ", index,
             " is outside the epoch's ", batches_.size(), " batches");
-  model_->train(true);
   const auto& batch = batches_[index];
-  int64_t words = 0, longest = 0;
+  PaddedBatch out;
+  int64_t longest = 0;
   for (int64_t i : batch) {
-    words += static_cast<int64_t>(train_.ids[i].size());
+    out.words += static_cast<int64_t>(train_.ids[i].size());
     longest = std::max<int64_t>(longest, static_cast<int64_t>(train_.ids[i].size()));
   }
+  const int64_t multiple = options_.pad_to_multiple;
+  if (multiple > 0) longest = (longest + multiple - 1) / multiple * multiple;
   // Data parallel: this rank's examples of the batch, padded as the whole batch is.
-  const BatchPart part = batch_part(static_cast<int64_t>(batch.size()), *comm_);
-  const std::vector<int64_t> rows(batch.begin() + part.first, batch.begin() + part.first + part.count);
-  std::vector<int64_t> lengths, labels;
-  const Tensor x = pad_batch(train_.ids, rows, lengths, longest);
-  for (int64_t i : rows) labels.push_back(train_.labels[i]);
-  const BatchShardScope shard(*gen_, part.shard);
-  const Tensor logits = model_->forward(x, lengths);
-  return {training_cross_entropy(logits, Tensor::from_vector(labels, {static_cast<int64_t>(labels.size())}).to(logits.device()),
-                                 cfg_.train),
-          words, part.share, static_cast<int64_t>(batch.size())};
+  out.part = batch_part(static_cast<int64_t>(batch.size()), *comm_);
+  const std::vector<int64_t> rows(batch.begin() + out.part.first, batch.begin() + out.part.first + out.part.count);
+  out.ids = pad_batch(train_.ids, rows, out.lengths, longest);
+  for (int64_t i : rows) out.labels.push_back(train_.labels[i]);
+  return out;
+}
+
+StepResult ClassifyTask::forward_step(int64_t index) {
+  model_->train(true);
+  const PaddedBatch b = padded_batch(index);
+  const BatchShardScope shard(*gen_, b.part.shard);
+  const Tensor logits = model_->forward(b.ids, b.lengths);
+  const Tensor labels = Tensor::from_vector(b.labels, {static_cast<int64_t>(b.labels.size())});
+  return {training_cross_entropy(logits, labels.to(logits.device()), cfg_.train), b.words, b.part.share,
+          static_cast<int64_t>(batches_[index].size())};
+}
+
+std::string ClassifyTask::why_not_staged() const {
+  return model_->encoder().capturable_on(model_->device()) ? "" : "model.type " + cfg_.model.type + " on " +
+             model_->device().str() + " cannot be captured (nn/encoder.h capturable_on)";
+}
+
+std::optional<StagedStep> ClassifyTask::stage_step(int64_t index) {
+  if (!why_not_staged().empty()) return std::nullopt;
+  const PaddedBatch b = padded_batch(index);
+  const int64_t L = b.ids.size(0), B = b.ids.size(1);
+  const std::string shape = std::to_string(L) + "x" + std::to_string(B);
+  StagedBatch& s = staged_[shape];
+  if (!s.ids.defined()) {
+    const Device device = model_->device();
+    s.ids = Tensor::zeros({L, B}, DType::I64, device);
+    s.mask_pad = Tensor::zeros({L, B}, DType::F32, device);
+    s.last_rows = Tensor::zeros({B * model_->encoder().directions()}, DType::I64, device);
+    s.labels = Tensor::zeros({B}, DType::I64, device);
+  }
+  // Host-to-device copies through the runtime's staging buffer: queued, no host wait. The mask is
+  // always there (zeros for a batch without padding), so that every step of a shape runs one graph.
+  s.ids.copy_(b.ids);
+  const Tensor mask = model_->padding_mask_of(b.lengths, L);
+  s.mask_pad.copy_(mask.defined() ? mask : Tensor::zeros({L, B}));
+  s.last_rows.copy_(model_->last_rows_of(b.lengths, L));
+  s.labels.copy_(Tensor::from_vector(b.labels, {B}));
+  staged_batch_ = &s;
+  staged_part_ = b.part;
+  staged_examples_ = static_cast<int64_t>(batches_[index].size());
+  return StagedStep{shape, b.words};
+}
+
+StepResult ClassifyTask::forward_staged() {
+  SRU_CHECK(staged_batch_, "classify: forward_staged without a staged step");
+  model_->train(true);
+  const BatchShardScope shard(*gen_, staged_part_.shard);
+  const Tensor logits = model_->forward(staged_batch_->ids, staged_batch_->mask_pad, staged_batch_->last_rows);
+  // tokens: the trainer takes each step's from stage_step.
+  return {training_cross_entropy(logits, staged_batch_->labels, cfg_.train), 0, staged_part_.share, staged_examples_};
 }
 
 void ClassifyTask::eval_batches(const EncodedSplit& split, int64_t max_batches, bool distributed,
@@ -441,6 +500,9 @@ std::vector<config::Section> classify_fields(ClassifyOptions& o) {
       string_field("batching", &o.batching, "Training batches: bucketed (similar lengths, reshuffled each epoch) or "
                    "fixed (the reference's: one seeded order cut once, the same batches every epoch)",
                    {"bucketed", "fixed"}),
+      int_field("pad_to_multiple", &o.pad_to_multiple, "Pad each training batch to a length that is a multiple of "
+                "N (fairseq's --pad-to-multiple; 0 = the batch's longest sentence): fewer batch shapes, so that CUDA "
+                "graphs (train.cuda_graphs) replay most steps; the padding is masked", 0),
       string_field("vectors", &o.vectors, "Pretrained word vectors (word2vec .bin, GloVe/fastText text, .gz or .zip); "
                    "empty = random trainable embeddings"),
       string_field("vectors_format", &o.vectors_format, "Format of data.vectors (auto: .bin = word2vec)",

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@
 #include "data/labeled_text.h"
 #include "nn/encoder.h"
 #include "nn/layers.h"
+#include "tasks/batching.h"
 #include "tasks/registry.h"
 #include "tasks/task.h"
 
@@ -52,6 +54,7 @@ struct ClassifyOptions {
   int64_t min_count = 1;          // words seen fewer times in training are <unk>
   std::string vocab_from = "train";  // train | all: the words of the training split, or of every split
   std::string batching = "bucketed";  // bucketed (by length, reshuffled each epoch) | fixed (the reference's)
+  int64_t pad_to_multiple = 0;    // training batches padded to a multiple of this length (0 = the longest)
   std::string vectors;            // pretrained word vectors ("" = random trainable embeddings)
   std::string vectors_format = "auto";  // auto | text | word2vec
   bool normalize_vectors = true;  // scale each pretrained vector to unit L2 norm
@@ -63,6 +66,14 @@ class Classifier : public nn::Module {
   Classifier(const config::Config& cfg, int64_t vocab_size, int64_t num_classes, Generator& gen);
   // x (L, B) i64 word ids, 0 = padding after a sentence's end; lengths (B) >= 1 -> logits (B, C).
   Tensor forward(const Tensor& x, const std::vector<int64_t>& lengths) const;
+  // The same from what forward makes of the lengths: mask_pad (L, B) f32, 1 at padding (undefined: no
+  // padding), and last_rows (B * D) i64, the rows of h's (L * B * D, H) view that the output layer
+  // reads (last_rows_of). Any device; the host reads neither.
+  Tensor forward(const Tensor& x, const Tensor& mask_pad, const Tensor& last_rows) const;
+  // The padding mask (undefined when every length is L) and the output rows of a batch, on the CPU.
+  Tensor padding_mask_of(const std::vector<int64_t>& lengths, int64_t L) const;
+  Tensor last_rows_of(const std::vector<int64_t>& lengths, int64_t L) const;
+  const nn::SequenceEncoder& encoder() const { return *rnn_; }
   nn::Embedding& embedding() { return *embedding_; }
   int64_t num_classes() const { return output_->weight.size(0); }
 
@@ -86,7 +97,7 @@ struct EncodedSplit {
   }
 };
 
-class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
+class ClassifyTask : public Task, public EvaluatesFiles, public Predicts, public StagesSteps {
  public:
   // context.checkpoint: when given, the vocabulary and subword model come from it and no vectors are read.
   ClassifyTask(const config::Config& cfg, Generator& gen, const TaskContext& context);
@@ -96,6 +107,14 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
   void start_epoch(int64_t epoch, int64_t first_step) override;
   StepResult forward_step(int64_t index) override;
   bool data_parallel() const override { return true; }
+  // Captured steps (train.cuda_graphs): static ids, padding mask, output rows and labels per batch
+  // shape (padded length, batch size); data.pad_to_multiple bounds the shapes. Not for encoders that
+  // cannot be captured on the model's device (the LSTM on a GPU).
+  StagesSteps* staged_steps() override { return this; }
+  std::optional<StagedStep> stage_step(int64_t index) override;
+  StepResult forward_staged() override;
+  Generator& step_generator() override { return *gen_; }
+  std::string why_not_staged() const override;
   // Split across the ranks (collective) in data-parallel training.
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
   std::vector<MetricSpec> metrics() const override {
@@ -143,6 +162,23 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts {
   std::unique_ptr<Classifier> model_;
   EncodedSplit train_, valid_, test_;
   std::vector<std::vector<int64_t>> batches_;  // this epoch's training batches (example indices)
+  // A training batch as it is fed to the model: (L, B) ids padded to L (data.pad_to_multiple) and
+  // its sentences' lengths and labels, on the CPU.
+  struct PaddedBatch {
+    Tensor ids;
+    std::vector<int64_t> lengths, labels;
+    int64_t words = 0;
+    BatchPart part;
+  };
+  PaddedBatch padded_batch(int64_t index) const;
+  // Captured steps' static tensors for one batch shape, on the model's device.
+  struct StagedBatch {
+    Tensor ids, mask_pad, last_rows, labels;
+  };
+  std::map<std::string, StagedBatch> staged_;
+  StagedBatch* staged_batch_ = nullptr;  // the last staged step's
+  BatchPart staged_part_;
+  int64_t staged_examples_ = 0;
   int64_t pretrained_words_ = 0;
 };
 

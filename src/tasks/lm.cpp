@@ -280,10 +280,16 @@ StepResult LanguageModelTask::forward_step(int64_t index) {
           static_cast<double>(streams_.count) / static_cast<double>(B)};
 }
 
-bool LanguageModelTask::stage_step(int64_t index) {
+std::string LanguageModelTask::why_not_staged() const {
+  return model_->encoder().capturable_on(model_->device()) ? "" : "model.type " + cfg_.model.type + " on " +
+             model_->device().str() + " cannot be captured (nn/encoder.h capturable_on)";
+}
+
+std::optional<StagedStep> LanguageModelTask::stage_step(int64_t index) {
   const int64_t start = index * options_.bptt;
   const int64_t n = std::min(options_.bptt, stream_length_ - 1 - start);
-  if (n != options_.bptt || streams_.count <= 0 || !stage_carried_state()) return false;
+  if (n != options_.bptt || streams_.count <= 0 || !why_not_staged().empty() || !stage_carried_state())
+    return std::nullopt;
   if (!staged_input_.defined()) {
     const Device device = model_->device();
     staged_input_ = Tensor::zeros({n, streams_.count}, DType::I64, device);
@@ -292,7 +298,7 @@ bool LanguageModelTask::stage_step(int64_t index) {
   // Host-to-device copies through the runtime's staging buffer: queued, no host wait.
   staged_input_.copy_(time_major(train_, stream_length_, start, n, streams_));
   staged_target_.copy_(time_major(train_, stream_length_, start + 1, n, streams_));
-  return true;
+  return StagedStep{"bptt", n * cfg_.data.batch_size};
 }
 
 bool LanguageModelTask::stage_carried_state() {

@@ -76,6 +76,7 @@ class LanguageModel : public nn::Module {
   Tensor forward(const Tensor& x, nn::EncoderStatePtr& state) const;
   // The encoder's state from a checkpoint's tensors (nn::SequenceEncoder::state_from).
   nn::EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const;
+  const nn::SequenceEncoder& encoder() const { return *rnn_; }
   // The state of the equivalent model whose encoder is super-embed-sru (nn::convert_to_super_embed; the
   // encoder must be a v1 SRU, named `type` in errors): embedding.weight becomes the per-word skip rows
   // (V, H), rnn.* the Super-Embed-SRU's tensors, and the output layer keeps its weight (the embedding
@@ -123,10 +124,11 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   ConvertsModel* model_conversion() override { return this; }
   StagesSteps* staged_steps() override { return this; }
   // Captured steps (train.cuda_graphs): the steps of bptt tokens (every step of an epoch but a short
-  // last one) from static input, target and carried-state tensors.
-  bool stage_step(int64_t index) override;
+  // last one) from static input, target and carried-state tensors: one shape.
+  std::optional<StagedStep> stage_step(int64_t index) override;
   StepResult forward_staged() override;
   Generator& step_generator() override { return *gen_; }
+  std::string why_not_staged() const override;
   // One stream from a zero state; the result does not depend on chunk (0 = data.bptt).
   Metrics evaluate_file(const std::string& path, int64_t max_batches, int64_t chunk) override;
   std::vector<std::vector<std::string>> generate(const std::string& prompt, const GenerationOptions& options) override;

@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -127,25 +128,32 @@ class ConvertsModel {
 };
 
 // Training steps that a CUDA graph can capture and replay (train.cuda_graphs, train/step.h): the
-// step's inputs and the state it carries between steps live in tensors allocated once on the model's
-// device (static tensors), which each step overwrites, so that a replay of the captured forward, backward
-// and update reads the next step's data at the addresses the capture saw.
+// step's inputs (and any state it carries between steps) live in tensors allocated once per batch shape
+// on the model's device (static tensors), which each step of that shape overwrites, so that a replay of
+// the captured forward, backward and update reads the next step's data at the addresses the capture saw.
+struct StagedStep {
+  std::string shape;   // the batch shape's key: steps of one key replay one graph
+  int64_t tokens = 0;  // StepResult::tokens of this step (the captured forward's are the capture's)
+};
 class StagesSteps {
  public:
   virtual ~StagesSteps() = default;
   // Copies training step `index`'s inputs (and the carried state, after eager steps replaced it) into
-  // the static tensors, on the device's stream without a host wait. False when the step cannot run from
-  // them: its shapes are not the staged ones (an epoch's short last batch), or there is no state yet to
-  // size them by; the trainer then runs forward_step (which continues from the staged state).
-  virtual bool stage_step(int64_t index) = 0;
-  // The forward pass of the staged step, from the static carried state, leaving the state it ends with
-  // there. Its host code neither waits on the device nor copies from the host, and the kernels it queues
-  // read their inputs' ids unchecked (the staged ids are the task's own, in range by construction:
-  // cuda::CallerCheckedInputs), so that it can be captured.
+  // the static tensors of its shape, on the device's stream without a host wait. Nothing when the step
+  // cannot run from them (no state yet to size them by; inputs an encoder would read back on the host);
+  // the trainer then runs forward_step (which continues from the staged state).
+  virtual std::optional<StagedStep> stage_step(int64_t index) = 0;
+  // The forward pass of the last staged step, from its static tensors (and the static carried state,
+  // leaving the state it ends with there). Its host code neither waits on the device nor copies from
+  // the host, and the kernels it queues read their inputs' ids unchecked (the staged ids are the task's
+  // own, in range by construction: cuda::CallerCheckedInputs), so that it can be captured. Apart from
+  // the device work, the same for every step of one shape (a replay repeats only that).
   virtual StepResult forward_staged() = 0;
   // The generator the forward pass draws dropout masks from (the trainer points it at the replayed
   // step's Philox base: core/rng.h).
   virtual Generator& step_generator() = 0;
+  // Why no step of this run can be staged (the model cannot be captured on its device), or "".
+  virtual std::string why_not_staged() const { return ""; }
 };
 
 class Task {

@@ -17,26 +17,16 @@
 
 namespace sru::train {
 
-// The captured step: its graph, the memory its replays read, and its outputs.
-struct TrainingStep::Captured {
-  std::unique_ptr<StepGraph> graph;
-  // Written by the host before each replay, on the model's device: element 0 the step's first Philox
-  // counter value (u64), then the optimiser's StepScalars (8-byte aligned).
-  Tensor replay_inputs;
-  // The captured step's outputs, which each replay writes again in place (a CUDA graph's; the twin's
-  // are new tensors each replay).
-  Tensor loss, norm_and_factor;
-  int64_t tokens = 0;
-  uint64_t draws = 0;  // how far a step advances the generator's counter
-  bool draws_known = false;
-  int64_t replays = 0;
-
+// The memory every captured step's replay reads, written by the host before each replay, on the
+// model's device: element 0 the step's first Philox counter value (u64), then the optimiser's
+// StepScalars (8-byte aligned).
+struct TrainingStep::ReplayInputs {
   static constexpr int64_t kScalarWords = (sizeof(optim::StepScalars) + 7) / 8;
-  Captured(std::unique_ptr<StepGraph> g, Device device)
-      : graph(std::move(g)), replay_inputs(Tensor::zeros({1 + kScalarWords}, DType::I64, device)) {}
-  const uint64_t* philox_base() const { return reinterpret_cast<const uint64_t*>(replay_inputs.data<int64_t>()); }
+  Tensor memory;
+  explicit ReplayInputs(Device device) : memory(Tensor::zeros({1 + kScalarWords}, DType::I64, device)) {}
+  const uint64_t* philox_base() const { return reinterpret_cast<const uint64_t*>(memory.data<int64_t>()); }
   const optim::StepScalars* step_scalars() const {
-    return reinterpret_cast<const optim::StepScalars*>(replay_inputs.data<int64_t>() + 1);
+    return reinterpret_cast<const optim::StepScalars*>(memory.data<int64_t>() + 1);
   }
   // One host-to-device copy (queued, no host wait; a plain copy on the CPU).
   void write(uint64_t philox_start, const optim::StepScalars& scalars) {
@@ -45,9 +35,22 @@ struct TrainingStep::Captured {
     std::memset(words, 0, static_cast<size_t>(host.nbytes()));
     std::memcpy(words, &philox_start, sizeof philox_start);
     std::memcpy(words + 1, &scalars, sizeof scalars);
-    replay_inputs.copy_(host);
+    memory.copy_(host);
   }
 };
+
+// One batch shape's captured step: its graph and its outputs, which each replay writes again in place
+// (a CUDA graph's; the twin's are new tensors each replay).
+struct TrainingStep::Captured {
+  std::unique_ptr<StepGraph> graph;
+  Tensor loss, norm_and_factor;
+  uint64_t draws = 0;  // how far a step advances the generator's counter
+  bool draws_known = false;
+};
+
+// At most this many batch shapes get a graph (each keeps its own activation memory); steps of other
+// shapes run eagerly.
+constexpr size_t kMaxGraphs = 16;
 
 namespace {
 
@@ -111,21 +114,26 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
   else if (train.accumulate != 1)
     why_eager = "train.accumulate is " + std::to_string(train.accumulate) + " (captured steps take one batch)";
   else if (!task_.staged_steps())
-    why_eager = "task " + task_.name() + " does not stage its steps (only the char and word LM do)";
+    why_eager = "task " + task_.name() + " does not stage its steps (tasks::StagesSteps)";
+  else if (const std::string why = task_.staged_steps()->why_not_staged(); !why.empty())
+    why_eager = why;
   else if (!cuda::allocator_caches())
     why_eager = "SRU_CUDA_NO_CACHING=1 (a graph keeps its memory in the caching allocator's private pool)";
   SRU_CHECK(why_eager.empty() || cuda_graphs_ != "on", "train.cuda_graphs: on, but ", why_eager);
-  if (why_eager.empty()) captured_ = std::make_unique<Captured>(cuda_step_graph(device), device);
+  if (!why_eager.empty()) return;
+  make_graph_ = [device] { return cuda_step_graph(device); };
+  replay_inputs_ = std::make_unique<ReplayInputs>(device);
 }
 
 TrainingStep::~TrainingStep() = default;
 
 void TrainingStep::replay_on_the_host() {
   SRU_CHECK(task_.staged_steps() && !sync_, "replay_on_the_host: the task must stage its steps, in one process");
-  captured_ = std::make_unique<Captured>(host_step_graph(), task_.model().device());
+  make_graph_ = [] { return host_step_graph(); };
+  replay_inputs_ = std::make_unique<ReplayInputs>(task_.model().device());
 }
 
-int64_t TrainingStep::replayed_steps() const { return captured_ ? captured_->replays : 0; }
+int64_t TrainingStep::replayed_steps() const { return replays_; }
 
 int64_t steps_per_epoch(int64_t batches, int64_t accumulate) {
   SRU_CHECK(accumulate >= 1, "train.accumulate must be >= 1, got ", accumulate);
@@ -181,9 +189,8 @@ TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t cou
 StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
                               const std::function<StepVotes()>& votes) {
   SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
-  if (captured_ && count == 1 && eager_steps_ > 0)
+  if (make_graph_ && count == 1)
     if (std::optional<StepOutcome> replayed = run_replayed(first, step, epoch, votes)) return *replayed;
-  ++eager_steps_;
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   // Backward, clipping and (in one process) the update run before the loss is looked at, so that the
@@ -250,52 +257,63 @@ StepOutcome TrainingStep::updated(StepOutcome out, int64_t step) {
 std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t step, int64_t epoch,
                                                       const std::function<StepVotes()>& votes) {
   tasks::StagesSteps& staged = *task_.staged_steps();
-  if (!staged.stage_step(index)) return std::nullopt;
-  Captured& c = *captured_;
+  const std::optional<tasks::StagedStep> staged_step = staged.stage_step(index);
+  if (!staged_step) return std::nullopt;
+  const auto found = captured_.find(staged_step->shape);
+  Captured* c = found != captured_.end() ? found->second.get() : nullptr;
+  // A shape's first staged step runs eagerly: its warm-up (cuBLAS plans, the allocator's cache).
+  if (!c && (eager_staged_[staged_step->shape]++ == 0 || captured_.size() >= kMaxGraphs)) return std::nullopt;
   Generator& gen = staged.step_generator();
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
-  c.write(gen.offset(), optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1));
-  if (!c.graph->captured()) {
+  replay_inputs_->write(gen.offset(), optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1));
+  if (!c) {
     const uint64_t dispatches_before = kernel_dispatches();
-    if (!capture_step(staged)) return std::nullopt;
-    spdlog::info("train.cuda_graphs: the training step is captured ({} kernel dispatches) at step {}; the steps of "
-                 "its shapes replay it", kernel_dispatches() - dispatches_before, step);
+    c = capture_step(staged, staged_step->shape);
+    if (!c) return std::nullopt;
+    // (A CUDA graph's capture runs the step's host code, dispatching its kernels into the graph; the
+    // CPU twin's runs at each replay.)
+    spdlog::info("train.cuda_graphs: the training step of shape {} is captured at step {} ({} kernel dispatches "
+                 "into the graph); the steps of that shape replay it",
+                 staged_step->shape, step, kernel_dispatches() - dispatches_before);
   }
-  c.graph->replay();
-  ++c.replays;
+  c->graph->replay();
+  ++replays_;
   // What the replay did on the device, counted on the host: the step's draws and the update.
-  gen.set_state(gen.seed(), gen.offset() + c.draws);
+  gen.set_state(gen.seed(), gen.offset() + c->draws);
   optimizer_.advance_step();
-  out.tokens = c.tokens;
+  out.tokens = staged_step->tokens;
   out.votes = votes ? votes() : StepVotes{};
   double loss_value = 0, norm_value = 0;
-  read_scalars({{c.loss, &loss_value}, {c.norm_and_factor.narrow0(0, 1).view({}), &norm_value}});
+  read_scalars({{c->loss, &loss_value}, {c->norm_and_factor.narrow0(0, 1).view({}), &norm_value}});
   out.loss = loss_value;
   out.grad_norm = std::isfinite(out.loss) ? norm_value : std::numeric_limits<double>::quiet_NaN();
   if (!(std::isfinite(out.loss) && std::isfinite(out.grad_norm))) return not_updated(std::move(out), true);
   return updated(std::move(out), step);
 }
 
-bool TrainingStep::capture_step(tasks::StagesSteps& staged) {
+TrainingStep::Captured* TrainingStep::capture_step(tasks::StagesSteps& staged, const std::string& shape) {
+  auto c = std::make_unique<Captured>();
   try {
-    captured_->graph->capture([this, &staged] { captured_step(staged); });
-    return true;
+    c->graph = make_graph_();
+    Captured& made = *c;
+    c->graph->capture([this, &staged, &made] { captured_step(staged, made); });
   } catch (const Error& e) {
     if (cuda_graphs_ == "on") throw;
     spdlog::warn("train.cuda_graphs auto: the training step could not be captured, so every step runs eagerly: {}",
                  e.what());
-    captured_.reset();
-    return false;
+    make_graph_ = nullptr;
+    captured_.clear();
+    return nullptr;
   }
+  return (captured_[shape] = std::move(c)).get();
 }
 
-void TrainingStep::captured_step(tasks::StagesSteps& staged) {
-  Captured& c = *captured_;
+void TrainingStep::captured_step(tasks::StagesSteps& staged, Captured& c) {
   Generator& gen = staged.step_generator();
   const HostCountersRewind rewind(gen, optimizer_);
-  gen.set_offset_base(c.philox_base());
-  optimizer_.set_scalars_in_memory(c.step_scalars());
+  gen.set_offset_base(replay_inputs_->philox_base());
+  optimizer_.set_scalars_in_memory(replay_inputs_->step_scalars());
   const cuda::CallerCheckedInputs staged_ids_checked;
   const tasks::StepResult r = staged.forward_staged();
   autograd::backward(r.loss);
@@ -303,7 +321,6 @@ void TrainingStep::captured_step(tasks::StagesSteps& staged) {
   optimizer_.step(0.0 /* the learning rate comes from memory */, norm_and_factor);
   c.loss = r.loss.detach();
   c.norm_and_factor = norm_and_factor;
-  c.tokens = r.tokens;
   SRU_CHECK(!c.draws_known || rewind.draws() == c.draws, "the captured training step drew ", rewind.draws(),
             " Philox blocks where its capture drew ", c.draws, ": its random numbers depend on more than its shapes");
   c.draws = rewind.draws();

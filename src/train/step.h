@@ -23,6 +23,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -106,14 +107,15 @@ class TrainingStep {
   // already took the step, which skipped itself, and its count is taken back).
   StepOutcome updated(StepOutcome out, int64_t step);
   StepOutcome not_updated(StepOutcome out, bool update_issued);
-  // Captured steps (train.cuda_graphs; see step.cpp): step `index` by a replay, capturing first when
-  // nothing is captured yet; nullopt when the step must run eagerly (its shapes are not the staged
-  // ones, or the capture failed under auto).
+  // Captured steps (train.cuda_graphs; see step.cpp): step `index` by a replay of its shape's graph,
+  // capturing it first when its shape ran eagerly once before; nullopt when the step runs eagerly (not
+  // staged, a shape's first step, more shapes than kMaxGraphs, or a capture failed under auto).
   std::optional<StepOutcome> run_replayed(int64_t index, int64_t step, int64_t epoch,
                                           const std::function<StepVotes()>& votes);
-  bool capture_step(tasks::StagesSteps& staged);
-  void captured_step(tasks::StagesSteps& staged);  // the work a replay repeats
   struct Captured;
+  Captured* capture_step(tasks::StagesSteps& staged, const std::string& shape);
+  void captured_step(tasks::StagesSteps& staged, Captured& c);  // the work a replay repeats
+  struct ReplayInputs;
   tasks::Task& task_;
   optim::Optimizer& optimizer_;
   double clip_grad_norm_;
@@ -122,9 +124,13 @@ class TrainingStep {
   dist::Communicator* comm_;
   std::unique_ptr<dist::GradientSync> sync_;  // data parallel only
   std::unique_ptr<WeightEma> ema_;
-  std::string cuda_graphs_;              // train.cuda_graphs
-  std::unique_ptr<Captured> captured_;   // null: every step eager
-  int64_t eager_steps_ = 0;              // before the capture: its warm-up (cuBLAS plans, cached memory)
+  std::string cuda_graphs_;  // train.cuda_graphs
+  // Null: every step eager. Else a graph for a batch shape: a CUDA graph, or the CPU twin.
+  std::function<std::unique_ptr<StepGraph>()> make_graph_;
+  std::unique_ptr<ReplayInputs> replay_inputs_;  // what every graph's replay reads from memory
+  std::map<std::string, std::unique_ptr<Captured>> captured_;  // by batch shape (tasks::StagedStep)
+  std::map<std::string, int64_t> eager_staged_;  // staged steps run eagerly, by shape: a shape's first is its warm-up
+  int64_t replays_ = 0;
 };
 
 }  // namespace sru::train

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #if SRU_WITH_CUDA
 #include "core/cuda/graph.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace sru::train {
@@ -32,7 +33,12 @@ class HostStepGraph final : public StepGraph {
 class CudaStepGraph final : public StepGraph {
  public:
   explicit CudaStepGraph(Device device) : graph_(device) {}
-  void capture(std::function<void()> step) override { graph_.capture(step); }
+  // The shared pool's cached blocks go back to the driver first (one synchronisation): the graph's
+  // private pool cannot use them, so it would otherwise hold a second step's worth of memory.
+  void capture(std::function<void()> step) override {
+    cuda::empty_cache();
+    graph_.capture(step);
+  }
   bool captured() const override { return graph_.captured(); }
   void replay() override { graph_.replay(); }
 

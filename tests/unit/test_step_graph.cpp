@@ -2,7 +2,7 @@
 // (train/step_graph.h): a char-LM trained with replays of its captured step (static inputs and carried
 // state, the step's Philox base and optimiser scalars read from memory, the host advancing the counts)
 // takes the eager steps to the bit, across epochs with a short last batch (eager) and a non-finite step
-// skipped; and the key's refusals.
+// skipped; a classifier replays one graph per batch shape; and the key's refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,17 +33,17 @@ void expect_same_training(const StepGraphTraining& eager, const StepGraphTrainin
 
 }  // namespace
 
-// Every full step after the first of the run replays (the first is the warm-up before the capture);
-// each epoch's short last step runs eagerly, and the next epoch's first step continues from the state
-// that eager step left.
+// Every full step after the first two of the run replays (the first has no carried state to stage
+// yet, the second is the shape's warm-up before the capture); each epoch's short last step runs
+// eagerly, and the next epoch's first step continues from the state that eager step left.
 TEST(CapturedStep, TheHostTwinsReplaysTrainAsTheEagerStepsDo) {
   for (const std::string encoder : {"sru", "lstm"}) {
     SCOPED_TRACE(encoder);
     const config::Config c = step_graph_charlm_config(encoder);
-    const StepGraphTraining eager = train_step_graph_charlm(c, false), replayed = train_step_graph_charlm(c, true);
+    const StepGraphTraining eager = train_step_graph(c, false), replayed = train_step_graph(c, true);
     EXPECT_EQ(eager.steps, 26);
     EXPECT_EQ(eager.replayed, 0);
-    EXPECT_EQ(replayed.replayed, eager.steps - 3);  // the warm-up and two short last steps ran eagerly
+    EXPECT_EQ(replayed.replayed, eager.steps - 4);  // two warm-up steps and two short last steps ran eagerly
     expect_same_training(eager, replayed);
     // One value read a step, loss and norm together: the captured function itself reads nothing (a
     // read there would be a host wait, which a CUDA graph capture refuses).
@@ -55,10 +55,22 @@ TEST(CapturedStep, TheHostTwinsReplaysTrainAsTheEagerStepsDo) {
 // state restarts from zeros (the static state zeroed), and the steps after it match eager training.
 TEST(CapturedStep, ANonFiniteReplayedStepIsSkippedAsAnEagerOne) {
   const config::Config c = step_graph_charlm_config("sru");
-  const StepGraphTraining eager = train_step_graph_charlm(c, false, 4), replayed = train_step_graph_charlm(c, true, 4);
+  const StepGraphTraining eager = train_step_graph(c, false, 4), replayed = train_step_graph(c, true, 4);
   EXPECT_TRUE(std::isnan(eager.losses[4]));
-  EXPECT_EQ(replayed.replayed, eager.steps - 3);
+  EXPECT_EQ(replayed.replayed, eager.steps - 4);
   expect_same_training(eager, replayed);
+}
+
+// The classifier: one graph per batch shape (padded length, batch size), each shape's first step
+// eager; the padding mask always staged (zeros for a batch without padding) gives the eager steps' bits.
+TEST(CapturedStep, ClassifierStepsReplayTheGraphOfTheirShape) {
+  const config::Config c = step_graph_classify_config("sru");
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 3), replayed = train_step_graph(c, true, -1, 3);
+  EXPECT_EQ(eager.steps, 33);
+  EXPECT_GE(replayed.replayed, 20);  // shapes 4x4, 8x4, 12x4 and the last batch's x2
+  EXPECT_LT(replayed.replayed, eager.steps);
+  expect_same_training(eager, replayed);
+  for (size_t i = 0; i < replayed.value_reads.size(); ++i) EXPECT_EQ(replayed.value_reads[i], 1u) << "step " << i;
 }
 
 TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {

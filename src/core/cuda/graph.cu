@@ -41,9 +41,15 @@ void CapturedGraph::capture(const std::function<void()>& work) {
   SRU_CHECK(!captured() && state_->pool == 0, "CapturedGraph: already captured");
   State& s = *state_;
   const cudaStream_t stream = context(s.device).stream;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  // The private pool first: a failure here leaves the stream out of capture mode.
   s.pool = create_graph_pool(s.device);
   set_graph_pool(s.device, s.pool);
+  const cudaError_t began = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (began != cudaSuccess) {
+    cudaGetLastError();
+    abandon_capture();
+    SRU_FAIL("CUDA graph capture on cuda:", s.device, ": cudaStreamBeginCapture failed: ", cudaGetErrorString(began));
+  }
   cudaGraph_t graph = nullptr;
   auto end_failed_capture = [&] {
     cudaStreamEndCapture(stream, &graph);  // ends the capture whatever state the work left it in
