@@ -402,6 +402,11 @@ fi
 small=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml)
 bench train_epoch_small $build/srubench --warm-up-seconds 0 train-epoch "${small[@]/#/--config=}" --set train.device=cuda \
   --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_small.json"
+# The small SRU config with every step eager (train.cuda_graphs off): the graph's gain where a step is
+# short (~1.4 ms) and its launches weigh most.
+bench train_epoch_small_eager $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-small.yaml \
+  --set train.device=cuda --set train.cuda_graphs=off --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 \
+  --json "$out/train_epoch_small_eager.json"
 [ "$quick" != 1 ] && [ "$full" = 1 ] && bench peer_train_small python3 scripts/gpu_peer_bench.py --sru-src $carry/sru_ref --repeats 3 \
   --json "$out/peer_train_small.json" train --config "${small[@]}" --data $data --steps 20
 # 4. The recurrence under Nsight Compute at L 256, d 1024, B 32: every kernel's time in one forward +

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "core/host_sync.h"
 #include "core/kernel_count.h"
+#include "ops/matmul.h"
 #include "tasks/classify.h"
 #include "tasks/lm.h"
 #include "tasks/registry.h"
@@ -78,6 +79,7 @@ struct StepGraphTraining {
 // poison_step >= 0 (CPU only): that step runs with a NaN in the output bias, restored after it.
 inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twin, int64_t poison_step = -1,
                                           int64_t epochs = 2) {
+  const PrecisionScope precision(parse_precision(c.train.precision, "train.precision"));
   Generator gen(11);
   auto task = tasks::make_task(c, gen);
   task->model().to(Device::parse(c.train.device));

@@ -190,9 +190,12 @@ TEST(CudaGraph, ACapturedCharLmTrainingStepTrainsAsTheEagerOne) {
 #else
   SKIP_WITHOUT_CUDA();
   if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
-  for (const std::string encoder : {"sru", "lstm"}) {
-    SCOPED_TRACE(encoder);
+  // The SRU at each precision (bf16: the casts of the weights and activations inside the graph).
+  for (const auto& [encoder, precision] : std::vector<std::pair<std::string, std::string>>{
+           {"sru", "fp32"}, {"sru", "tf32"}, {"sru", "bf16"}, {"lstm", "fp32"}}) {
+    SCOPED_TRACE(encoder + " at " + precision);
     config::Config c = step_graph_charlm_config(encoder, "cuda");
+    c.train.precision = precision;
     c.train.cuda_graphs = "off";
     const StepGraphTraining eager = train_step_graph(c, false);
     c.train.cuda_graphs = "auto";  // on: an error for the LSTM, which cannot be captured

@@ -37,9 +37,11 @@ void expect_same_training(const StepGraphTraining& eager, const StepGraphTrainin
 // yet, the second is the shape's warm-up before the capture); each epoch's short last step runs
 // eagerly, and the next epoch's first step continues from the state that eager step left.
 TEST(CapturedStep, TheHostTwinsReplaysTrainAsTheEagerStepsDo) {
-  for (const std::string encoder : {"sru", "lstm"}) {
-    SCOPED_TRACE(encoder);
-    const config::Config c = step_graph_charlm_config(encoder);
+  for (const auto& [encoder, precision] :
+       std::vector<std::pair<std::string, std::string>>{{"sru", "fp32"}, {"sru", "bf16"}, {"lstm", "fp32"}}) {
+    SCOPED_TRACE(encoder + " at " + precision);
+    config::Config c = step_graph_charlm_config(encoder);
+    c.train.precision = precision;
     const StepGraphTraining eager = train_step_graph(c, false), replayed = train_step_graph(c, true);
     EXPECT_EQ(eager.steps, 26);
     EXPECT_EQ(eager.replayed, 0);
