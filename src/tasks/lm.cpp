@@ -55,6 +55,15 @@ Tensor time_major(const std::vector<int32_t>& tokens, int64_t len, int64_t start
 // A carried state's checkpoint tensors have the streams at dim 1 (nn::EncoderState::tensors).
 constexpr int kStateStreamDim = 1;
 
+// Whether two states' tensors have the same shapes and dtypes (all defined).
+bool same_shapes(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!a[i].defined() || !b[i].defined() || a[i].shape() != b[i].shape() || a[i].dtype() != b[i].dtype())
+      return false;
+  return true;
+}
+
 }  // namespace
 
 // ---- vocabulary ----
@@ -275,6 +284,7 @@ StepResult LanguageModelTask::forward_step(int64_t index) {
   nn::EncoderStatePtr state = state_;
   const Tensor logits = model_->forward(time_major(train_, stream_length_, start, n, streams_), state);
   const Tensor target = time_major(train_, stream_length_, start + 1, n, streams_).view({-1});
+  state_shapes_settled_ = state_ && state && same_shapes(state_->tensors(), state->tensors());
   state_ = state ? state->detached() : nullptr;  // truncated back-propagation: the next step starts here
   return {training_cross_entropy(logits, target.to(logits.device()), cfg_.train), n * B,
           static_cast<double>(streams_.count) / static_cast<double>(B)};
@@ -303,24 +313,17 @@ std::optional<StagedStep> LanguageModelTask::stage_step(int64_t index) {
 
 bool LanguageModelTask::stage_carried_state() {
   if (state_ && state_ == staged_state_) return true;  // the last step was a staged one
-  if (!state_) {  // the start of an epoch, or a reset: zeros
-    if (!staged_state_) return false;
-    for (Tensor t : staged_state_->tensors()) t.zero_();
-    state_ = staged_state_;
-    return true;
-  }
+  // Only a state whose shapes a step keeps: not the null state of an epoch's start or a reset (zeros
+  // are not the same as no state for an SRU++ memory), nor a memory still growing to its length.
+  if (!state_ || !state_shapes_settled_) return false;
   const std::vector<Tensor> current = state_->on(model_->device())->tensors();
-  for (const Tensor& t : current)
-    if (!t.defined()) return false;
   if (!staged_state_) {
     std::vector<Tensor> copies;
     for (const Tensor& t : current) copies.push_back(t.clone());
     staged_state_ = model_->state_from(copies);
   } else {
     std::vector<Tensor> staged = staged_state_->tensors();
-    if (staged.size() != current.size()) return false;
-    for (size_t i = 0; i < staged.size(); ++i)
-      if (staged[i].shape() != current[i].shape() || staged[i].dtype() != current[i].dtype()) return false;
+    if (!same_shapes(staged, current)) return false;
     for (size_t i = 0; i < staged.size(); ++i) staged[i].copy_(current[i]);
   }
   state_ = staged_state_;

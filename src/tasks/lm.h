@@ -138,7 +138,7 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
  private:
   Metrics metrics_of(const StreamLoss& loss) const;
   // Makes state_ the static carried state (staged_state_), holding the state training continues from;
-  // false when there is none to size it by yet, or the state's shapes changed.
+  // false when the state's shapes are not settled yet (state_shapes_settled_) or are not the staged ones.
   bool stage_carried_state();
 
   config::Config cfg_;
@@ -155,6 +155,9 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   // device, and the carried state's own tensors, which state_ points at while staged steps run.
   Tensor staged_input_, staged_target_;
   nn::EncoderStatePtr staged_state_;
+  // Whether the last eager step ended with a state of the shapes it started from (a staged step keeps
+  // them): false after a start from no state, or while an SRU++ memory grows to its length.
+  bool state_shapes_settled_ = false;
 };
 
 TaskSpec charlm_task();
