@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "core/host_sync.h"
 #include "core/kernel_count.h"
+#include "nn/srupp.h"
 #include "ops/matmul.h"
 #include "tasks/classify.h"
 #include "tasks/lm.h"
@@ -40,6 +41,13 @@ inline config::Config step_graph_charlm_config(const std::string& encoder, const
   c.train.clip_grad_norm = 0.5;
   c.train.on_nonfinite = "skip";
   c.train.device = device;
+  if (encoder == "srupp") {  // a memory longer than bptt: it grows for two steps, then keeps its shape
+    auto& o = c.encoder_options.as<nn::SRUppOptions>();
+    o.proj_size = 4;
+    o.num_heads = 2;
+    o.attn_dropout = 0.1;
+    o.memory_length = 48;
+  }
   return c;
 }
 

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "nn/srupp.h"
 #include "step_graph_training.h"
 
 using namespace sru;
@@ -48,13 +47,6 @@ TEST(CapturedStep, TheHostTwinsReplaysTrainAsTheEagerStepsDo) {
     SCOPED_TRACE(k.encoder + " at " + k.precision);
     config::Config c = step_graph_charlm_config(k.encoder);
     c.train.precision = k.precision;
-    if (k.encoder == "srupp") {
-      auto& o = c.encoder_options.as<nn::SRUppOptions>();
-      o.proj_size = 4;
-      o.num_heads = 2;
-      o.attn_dropout = 0.1;
-      o.memory_length = 48;
-    }
     const StepGraphTraining eager = train_step_graph(c, false), replayed = train_step_graph(c, true);
     EXPECT_EQ(eager.steps, 26);
     EXPECT_EQ(eager.replayed, 0);
