@@ -56,11 +56,14 @@ case $case in
       "$train" --config "$tiny" --set data.folds=3
     expect_error "--set model.rescale=true: model.rescale does not apply here: it is a key of encoder sru" \
       "$train" --config "$tiny" --set model.type=lstm --set model.rescale=true
+    expect_error "train.cuda_graphs: 'always' is not one of: auto, on, off" "$train" --config "$tiny" --set train.cuda_graphs=always
     ;;
   bad_data)
     expect_error "cannot open data file '$work/missing.txt' \(data.path\)" tiny_run --set data.path="$work/missing.txt" --run-dir "$work/r1"
     expect_error "cannot fill 4 streams" tiny_run --set data.path="$src/tests/data/empty.txt" --run-dir "$work/r2"
     expect_error "cannot create run directory '/proc/srutrain-test/run'" tiny_run --run-dir /proc/srutrain-test/run
+    # CUDA graphs on, where none can be captured (the CPU): refused by name, not trained eagerly.
+    expect_error "train.cuda_graphs: on, but the model is on cpu" tiny_run --set train.cuda_graphs=on --run-dir "$work/r3"
     ;;
   cuda_unavailable)  # on machines without a usable GPU: train.device=cuda is refused, auto falls back to the CPU
     if ! matches "no usable CUDA device|CUDA: not built" "$("$train" --device-info)"; then
