@@ -402,6 +402,22 @@ fi
 small=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml)
 bench train_epoch_small $build/srubench --warm-up-seconds 0 train-epoch "${small[@]/#/--config=}" --set train.device=cuda \
   --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_small.json"
+# The MR classifier's protocol (configs/classify/mr.yaml: 2 x 128 SRU, batch 32, fixed batches) on
+# synthetic sentences of MR's lengths, padded to multiples of 8: CUDA graphs per batch shape against
+# every step eager. Warm-up covers an epoch's 333 batches, so the timed steps replay.
+python3 -c "
+import random
+r = random.Random(1)
+with open('$out/synthetic_mr.txt', 'w') as f:
+    for i in range(10662):
+        f.write('%d %s\n' % (i % 2, ' '.join('w%d' % r.randrange(5000) for _ in range(r.randint(3, 56)))))
+"
+for graphs in auto off; do
+  bench "train_epoch_classify_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
+    --config=configs/classify/mr.yaml --set train.device=cuda --set data.path=$out/synthetic_mr.txt \
+    --set data.pad_to_multiple=8 --set train.cuda_graphs=$graphs --steps 100 --warmup-steps 340 --repeats 3 \
+    --json "$out/train_epoch_classify_graphs_$graphs.json"
+done
 # The small SRU config with every step eager (train.cuda_graphs off): the graph's gain where a step is
 # short (~1.4 ms) and its launches weigh most.
 bench train_epoch_small_eager $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-small.yaml \
