@@ -364,6 +364,16 @@ if [ -s $m30k/train.en.gz ]; then
   bench translate_epoch_ssru_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/translate/wmt-base.yaml \
     "${translate_sets[@]}" --set model.decoder=ssru-transformer --set train.precision=bf16 --steps 20 --warmup-steps 3 \
     --repeats 3 --json "$out/translate_epoch_ssru_bf16.json"
+  # wmt-base with lengths rounded to multiples of 8 (data.pad_to_multiple), its steps replayed as CUDA
+  # graphs per batch shape against eager (train.cuda_graphs off); the warm-up covers an epoch's batches
+  # (srubench caps it at one), so that the timed steps replay; the median of 3 repeats leaves out the
+  # first, which captures the shapes met once an epoch (issue 38 item 5, docs/gpu-notes.md).
+  for graphs in auto off; do
+    bench "translate_epoch_pad8_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
+      --set data.pad_to_multiple=8 --set train.cuda_graphs=$graphs --steps 20 --warmup-steps 200 --repeats 3 \
+      --json "$out/translate_epoch_pad8_graphs_$graphs.json"
+  done
   if [ "$quick" != 1 ]; then
     translate_peers=("--matmul-precision high" "--amp bf16")
     [ "$full" = 1 ] && translate_peers+=("--amp fp16")

@@ -15,8 +15,10 @@
 #include "ops/matmul.h"
 #include "tasks/classify.h"
 #include "tasks/lm.h"
+#include "tasks/translate.h"
 #include "tasks/registry.h"
 #include "testing.h"
+#include "translate_testing.h"
 #include "train/step.h"
 #include "train/trainer.h"
 
@@ -73,6 +75,15 @@ inline config::Config step_graph_classify_config(const std::string& encoder, con
   c.train.on_nonfinite = "skip";
   c.train.device = device;
   return c;
+}
+
+// The tiny Transformer translating the word-for-word corpus (translate_testing.h) in token batches of
+// at most 120 padded pieces, lengths rounded up to multiples of 4 (a few batch shapes, each met every
+// epoch), dropout, label smoothing, clipping, Adam.
+inline config::Config step_graph_translate_config(const std::string& device = "cpu") {
+  return tiny_translate("step_graph", {"data.pad_to_multiple=4", "train.optimizer=adam", "train.lr=0.002",
+                                       "train.clip_grad_norm=0.5", "train.label_smoothing=0.1",
+                                       "train.on_nonfinite=skip", "train.device=" + device});
 }
 
 struct StepGraphTraining {

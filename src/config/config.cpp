@@ -100,8 +100,9 @@ std::vector<Section> Config::schema() {
                   "the processes on a machine); fewer while other processes keep cores busy", 0),
         string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),
         string_field("cuda_graphs", &train.cuda_graphs, "Replay the training step (forward, backward, clipping, "
-                     "update) as one CUDA graph per batch shape where shapes repeat (char and word LM; classify, "
-                     "whose shapes data.pad_to_multiple bounds; not the LSTM on a GPU): a shape's first step "
+                     "update) as one CUDA graph per batch shape where shapes repeat (char and word LM; classify and "
+                     "translate with data.pad_to_multiple set, which bounds their shapes; not the LSTM on a GPU): a "
+                     "shape's first step "
                      "runs eagerly, its later steps replay its graph (at most 16 shapes; others eager), with "
                      "the same results. auto: on a CUDA device in one process with train.accumulate 1, eager when the step "
                      "cannot be captured (a warning says why); on: the same, but an error naming the reason "

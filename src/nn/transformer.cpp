@@ -4,6 +4,11 @@
 #include "nn/transformer.h"
 
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
 
 #include "ops/dropout.h"
 #include "ops/matmul.h"
@@ -213,12 +218,10 @@ Tensor TransformerLayer::forward_incremental(const Tensor& x, TransformerLayerSt
 
 // ---- positions ----
 
-Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t batch, int64_t dim, DType dtype, Device device) {
-  SRU_CHECK(dim > 0 && dim % 2 == 0 && start >= 0 && length >= 0 && batch >= 0,
-            "sinusoidal positions: dim must be even and positive, got ", dim);
-  // The (length, dim) table on the host, then its rows repeated over the batch where the tensor lives:
-  // building all length x batch x dim values on the host held a GPU translation step's host for 15 ms
-  // of its 58 (an H200, 2026-11-28, srubench train-epoch --host-profile).
+namespace {
+
+// The (length, dim) table of positions start, ..., start + length - 1, built on the host.
+Tensor position_rows(int64_t start, int64_t length, int64_t dim, DType dtype, Device device) {
   std::vector<double> table(length * dim);
   for (int64_t t = 0; t < length; ++t)
     for (int64_t i = 0; i < dim; i += 2) {
@@ -226,13 +229,72 @@ Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t batch, int64_
       table[t * dim + i] = std::sin(angle);
       table[t * dim + i + 1] = std::cos(angle);
     }
-  const Tensor rows = Tensor::from_vector(table, {length, dim}, dtype).to(device);
-  if (batch == 1) return reshape(rows, {length, 1, dim});
-  if (length == 0 || batch == 0) return Tensor::zeros({length, batch, dim}, dtype, device);
+  return Tensor::from_vector(table, {length, dim}, dtype).to(device);
+}
+
+// The row index t for each of (length, batch) positions: t repeated batch times, t = 0, ..., length - 1.
+Tensor row_of_position(int64_t length, int64_t batch, Device device) {
   std::vector<int64_t> row_of(length * batch);
   for (int64_t t = 0; t < length; ++t)
     for (int64_t b = 0; b < batch; ++b) row_of[t * batch + b] = t;
-  const Tensor index = Tensor::from_vector(row_of, {length * batch}, DType::I64).to(device);
+  return Tensor::from_vector(row_of, {length * batch}, DType::I64).to(device);
+}
+
+// Tables of positions from 0 and row indices, made once per shape on their device and kept for the
+// process: a training step's positions then cost no host-to-device copy, so that the step can be
+// captured into a CUDA graph (train.cuda_graphs), whose replays read these tensors where they were.
+// Nothing is ever freed (a graph may hold any of them): tables grow by doubling (predecessors kept;
+// their sum is below twice the largest), and at most kMaxCachedIndices index tensors are kept (more
+// shapes are built per call, as before).
+class PositionCache {
+ public:
+  Tensor rows(int64_t length, int64_t dim, DType dtype, Device device) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    Tensor& table = tables_[std::make_tuple(dim, static_cast<int>(dtype), device.str())];
+    if (!table.defined() || table.size(0) < length) {
+      if (table.defined()) kept_.push_back(table);
+      table = position_rows(0, std::max<int64_t>(length, table.defined() ? 2 * table.size(0) : 64), dim, dtype, device);
+    }
+    return table;
+  }
+  Tensor index(int64_t length, int64_t batch, Device device) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto key = std::make_tuple(length, batch, device.str());
+    const auto found = indices_.find(key);
+    if (found != indices_.end()) return found->second;
+    Tensor index = row_of_position(length, batch, device);
+    if (indices_.size() < kMaxCachedIndices) indices_.emplace(key, index);
+    return index;
+  }
+
+ private:
+  static constexpr size_t kMaxCachedIndices = 512;
+  std::mutex mutex_;
+  std::map<std::tuple<int64_t, int, std::string>, Tensor> tables_;
+  std::vector<Tensor> kept_;
+  std::map<std::tuple<int64_t, int64_t, std::string>, Tensor> indices_;
+};
+
+PositionCache& position_cache() {
+  static auto* cache = new PositionCache();  // never destroyed: CUDA tensors must not outlive the runtime's teardown
+  return *cache;
+}
+
+}  // namespace
+
+Tensor sinusoidal_positions(int64_t start, int64_t length, int64_t batch, int64_t dim, DType dtype, Device device) {
+  SRU_CHECK(dim > 0 && dim % 2 == 0 && start >= 0 && length >= 0 && batch >= 0,
+            "sinusoidal positions: dim must be even and positive, got ", dim);
+  // The (length, dim) table, then its rows repeated over the batch where the tensor lives: building all
+  // length x batch x dim values on the host held a GPU translation step's host for 15 ms of its 58 (an
+  // H200, 2026-11-28, srubench train-epoch --host-profile). Whole sequences (start 0) take the cached
+  // table and index; a decoding step's single position is built each time.
+  if (length == 0 || batch == 0) return Tensor::zeros({length, batch, dim}, dtype, device);
+  const Tensor rows = start == 0 ? position_cache().rows(length, dim, dtype, device)
+                                 : position_rows(start, length, dim, dtype, device);
+  if (batch == 1) return reshape(rows.narrow0(0, length), {length, 1, dim});
+  const Tensor index =
+      start == 0 ? position_cache().index(length, batch, device) : row_of_position(length, batch, device);
   return reshape(index_select(rows, 0, index), {length, batch, dim});
 }
 

@@ -332,6 +332,8 @@ StepResult ClassifyTask::forward_step(int64_t index) {
 }
 
 std::string ClassifyTask::why_not_staged() const {
+  if (options_.pad_to_multiple == 0)
+    return "data.pad_to_multiple is 0 (every batch padded to its longest sentence: too many batch shapes to capture)";
   return model_->encoder().capturable_on(model_->device()) ? "" : "model.type " + cfg_.model.type + " on " +
              model_->device().str() + " cannot be captured (nn/encoder.h capturable_on)";
 }

@@ -33,13 +33,20 @@ using data::SentencePieceModel;
 
 // The pairs `rows`, padded to their longest sides or to `padded_to` (the whole batch's, when this
 // process computes part of it: data parallel).
-PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to) {
+int64_t round_up(int64_t length, int64_t multiple) {
+  return multiple > 0 ? (length + multiple - 1) / multiple * multiple : length;
+}
+
+PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to,
+                     int64_t multiple) {
   const int64_t B = static_cast<int64_t>(rows.size());
   int64_t Ls = 1, Lt = 1;
   for (int64_t r : padded_to) {
     Ls = std::max(Ls, s.source.length(r) + 1);
     Lt = std::max(Lt, s.target.length(r) + 1);
   }
+  Ls = round_up(Ls, multiple);
+  Lt = round_up(Lt, multiple);
   std::vector<int64_t> src(Ls * B, SentencePieceModel::kPad), tin(Lt * B, SentencePieceModel::kPad),
       tout(Lt * B, -100);
   std::vector<int32_t> spad(Ls * B, 1), tpad(Lt * B, 1);
@@ -147,13 +154,15 @@ TranslateTask::TranslateTask(const config::Config& cfg, Generator& gen, const Ta
       s->target = spm_->encode_all(s->text.target);
     }
     // Training batches: cut once from the length-sorted pairs (the same every epoch), order shuffled per epoch.
+    // With data.pad_to_multiple the budget counts the rounded lengths that the batches are padded to.
     const std::vector<int64_t> ls = padded_lengths(train_.source), lt = padded_lengths(train_.target);
+    const int64_t multiple = options_.pad_to_multiple;
     std::vector<int64_t> keep_source, keep_target, kept;
     for (int64_t i = 0; i < train_.text.size(); ++i) {
       if (options_.max_length > 0 && std::max(ls[i], lt[i]) - 1 > options_.max_length) continue;
       kept.push_back(i);
-      keep_source.push_back(ls[i]);
-      keep_target.push_back(lt[i]);
+      keep_source.push_back(round_up(ls[i], multiple));
+      keep_target.push_back(round_up(lt[i], multiple));
     }
     SRU_CHECK(!kept.empty(), "data.max_length: it leaves out every training pair (", train_.text.size(), ")");
     TokenBatchOptions bo;
@@ -185,22 +194,69 @@ void TranslateTask::start_epoch(int64_t epoch, int64_t) {
   }
 }
 
-StepResult TranslateTask::forward_step(int64_t index) {
+TranslateTask::TrainingBatch TranslateTask::training_batch(int64_t index) const {
   SRU_CHECK(index >= 0 && index < steps_per_epoch(), cfg_.task, ": training step ", index, " is past the end of the epoch");
-  model_->train(true);
   // Data parallel: this rank's pairs of the batch, padded as the whole batch is, its share the target
   // pieces it predicts.
   const std::vector<int64_t>& whole = batches_[index];
   const BatchPart part = batch_part(static_cast<int64_t>(whole.size()), *comm_);
   const std::vector<int64_t> mine(whole.begin() + part.first, whole.begin() + part.first + std::max<int64_t>(part.count, 1));
-  const PairBatch b = make_batch(train_, mine, whole);
-  int64_t whole_tokens = 0;
-  for (int64_t r : whole) whole_tokens += train_.target.length(r) + 1;
-  const double share = part.count == 0 ? 0.0 : static_cast<double>(b.target_tokens) / static_cast<double>(whole_tokens);
-  const BatchShardScope shard(*gen_, part.shard);
+  TrainingBatch out;
+  out.pairs = make_batch(train_, mine, whole, options_.pad_to_multiple);
+  for (int64_t r : whole) out.whole_tokens += train_.target.length(r) + 1;
+  out.share = part.count == 0 ? 0.0 : static_cast<double>(out.pairs.target_tokens) / static_cast<double>(out.whole_tokens);
+  out.shard = part.shard;
+  return out;
+}
+
+StepResult TranslateTask::forward_step(int64_t index) {
+  model_->train(true);
+  const TrainingBatch t = training_batch(index);
+  const PairBatch& b = t.pairs;
+  const BatchShardScope shard(*gen_, t.shard);
   const Tensor memory = model_->encode(b.source, b.source_pad);
   const Tensor logits = model_->decode(b.target_in, b.target_pad, memory, b.source_pad);
-  return {training_cross_entropy(logits, b.target_out.to(logits.device()), cfg_.train), whole_tokens, share};
+  return {training_cross_entropy(logits, b.target_out.to(logits.device()), cfg_.train), t.whole_tokens, t.share};
+}
+
+std::string TranslateTask::why_not_staged() const {
+  return options_.pad_to_multiple == 0 ? "data.pad_to_multiple is 0 (every batch padded to its longest sides: too "
+                                         "many batch shapes to capture)"
+                                       : "";
+}
+
+std::optional<StagedStep> TranslateTask::stage_step(int64_t index) {
+  if (!why_not_staged().empty()) return std::nullopt;
+  TrainingBatch t = training_batch(index);
+  const PairBatch& b = t.pairs;
+  const std::string shape =
+      std::to_string(b.source.size(1)) + "x" + std::to_string(b.source.size(0)) + "x" + std::to_string(b.target_in.size(0));
+  PairBatch& s = staged_[shape];
+  if (!s.source.defined()) {
+    const Device device = model_->device();
+    for (auto [staged, from] : {std::pair{&s.source, &b.source}, {&s.source_pad, &b.source_pad},
+                                {&s.target_in, &b.target_in}, {&s.target_pad, &b.target_pad}, {&s.target_out, &b.target_out}})
+      *staged = Tensor::zeros(from->shape(), from->dtype(), device);
+  }
+  // Host-to-device copies through the runtime's staging buffer: queued, no host wait.
+  s.source.copy_(b.source);
+  s.source_pad.copy_(b.source_pad);
+  s.target_in.copy_(b.target_in);
+  s.target_pad.copy_(b.target_pad);
+  s.target_out.copy_(b.target_out);
+  staged_batch_ = &s;
+  staged_step_ = std::move(t);
+  return StagedStep{shape, staged_step_.whole_tokens};
+}
+
+StepResult TranslateTask::forward_staged() {
+  SRU_CHECK(staged_batch_, cfg_.task, ": forward_staged without a staged step");
+  model_->train(true);
+  const PairBatch& b = *staged_batch_;
+  const BatchShardScope shard(*gen_, staged_step_.shard);
+  const Tensor memory = model_->encode(b.source, b.source_pad);
+  const Tensor logits = model_->decode(b.target_in, b.target_pad, memory, b.source_pad);
+  return {training_cross_entropy(logits, b.target_out, cfg_.train), staged_step_.whole_tokens, staged_step_.share};
 }
 
 std::vector<MetricSpec> TranslateTask::metrics() const {
@@ -240,6 +296,10 @@ std::vector<config::Section> translate_fields(TranslateOptions& o) {
               int_field("max_tokens", &o.max_tokens, "Padded tokens per batch (sentences x the longer side)", 1),
               int_field("max_length", &o.max_length, "Leave out training pairs with a side longer than this many "
                         "pieces (0 = keep all)", 0),
+              int_field("pad_to_multiple", &o.pad_to_multiple, "Round training batches' source and target "
+                        "lengths up to multiples of N, and count data.max_tokens in them (fairseq's --pad-to-multiple; "
+                        "0 = each batch's longest sides): fewer batch shapes, so that CUDA graphs (train.cuda_graphs) "
+                        "replay more steps; the padding is masked", 0),
               bool_field("skip_empty", &o.skip_empty, "Leave out pairs with an empty side instead of refusing them")}},
           {"model", "", {
               string_field("decoder", &o.decoder, "Decoder (the decoder registry, nn/decoder.h): transformer, or "

@@ -24,6 +24,7 @@
 // included), and the counts. The best checkpoint follows eval.metric (bleu by default).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +35,7 @@
 #include "dist/communicator.h"
 #include "nn/encoder_decoder.h"
 #include "nn/transformer_encoder.h"
+#include "tasks/batching.h"
 #include "tasks/registry.h"
 #include "tasks/task.h"
 
@@ -47,6 +49,7 @@ struct TranslateOptions {
   int64_t vocab_size = 8000;
   int64_t max_tokens = 4096;                 // padded tokens per training batch
   int64_t max_length = 0;                    // training pairs with a side longer (in pieces) are left out; 0 = none
+  int64_t pad_to_multiple = 0;               // training batches' lengths rounded up to multiples of this (0 = longest)
   bool skip_empty = false;                   // leave out pairs with an empty side instead of refusing them
   std::string decoder = "transformer";       // model.decoder: the decoder registry's name (nn/decoder.h)
   int64_t decoder_layers = 0;                // 0 = model.num_layers
@@ -68,7 +71,14 @@ struct TranslationSplit {
   data::TokenSequences source, target;
 };
 
-class TranslateTask : public Task, public Predicts, public Translates {
+// The batch's tensors: source (Ls, B) pieces then eos; target_in (Lt, B) bos then pieces; target_out
+// (Lt * B) pieces then eos, -100 at padding; padding masks (L, B) nonzero at padding.
+struct PairBatch {
+  Tensor source, source_pad, target_in, target_pad, target_out;
+  int64_t target_tokens = 0;
+};
+
+class TranslateTask : public Task, public Predicts, public Translates, public StagesSteps {
  public:
   TranslateTask(const config::Config& cfg, Generator& gen, const TaskContext& context);
   nn::Module& model() override { return *model_; }
@@ -80,6 +90,13 @@ class TranslateTask : public Task, public Predicts, public Translates {
   }
   void start_epoch(int64_t epoch, int64_t first_step) override;
   StepResult forward_step(int64_t index) override;
+  // Captured steps (train.cuda_graphs): static source, target and padding tensors per batch shape
+  // (sentences, source length, target length); data.pad_to_multiple bounds the shapes.
+  StagesSteps* staged_steps() override { return this; }
+  std::optional<StagedStep> stage_step(int64_t index) override;
+  StepResult forward_staged() override;
+  Generator& step_generator() override { return *gen_; }
+  std::string why_not_staged() const override;
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
   std::vector<MetricSpec> metrics() const override;
   std::vector<std::string> splits() const override;
@@ -125,6 +142,18 @@ class TranslateTask : public Task, public Predicts, public Translates {
   std::unique_ptr<nn::EncoderDecoder> model_;
   TranslationSplit train_, valid_, test_;
   std::vector<std::vector<int64_t>> fixed_batches_, batches_;  // training batches; this epoch's order
+  // Training batch `index` as this process feeds it to the model (its rows of the batch, padded as the
+  // whole batch is), with the whole batch's target pieces and this process's share of them.
+  struct TrainingBatch {
+    PairBatch pairs;
+    int64_t whole_tokens = 0;
+    double share = 1.0;
+    BatchShard shard;
+  };
+  TrainingBatch training_batch(int64_t index) const;
+  std::map<std::string, PairBatch> staged_;  // captured steps' static tensors, by batch shape, on the model's device
+  PairBatch* staged_batch_ = nullptr;        // the last staged step's
+  TrainingBatch staged_step_;                // its tokens, share and shard
 };
 
 TaskSpec translate_task();

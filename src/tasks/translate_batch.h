@@ -9,18 +9,14 @@
 
 namespace sru::tasks {
 
-// The batch's tensors: source (Ls, B) pieces then eos; target_in (Lt, B) bos then pieces; target_out
-// (Lt * B) pieces then eos, -100 at padding; padding masks (L, B) nonzero at padding.
-struct PairBatch {
-  Tensor source, source_pad, target_in, target_pad, target_out;
-  int64_t target_tokens = 0;
-};
-
-// The pairs `rows`, padded to their longest sides or to `padded_to` (the whole batch's, when this
-// process computes part of it: data parallel).
-PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to);
+// The pairs `rows`, padded to their longest sides or to `padded_to`'s (the whole batch's, when this
+// process computes part of it: data parallel), rounded up to a multiple of `multiple` (0: not rounded).
+PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to,
+                     int64_t multiple = 0);
 PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows);
 // Lengths a batch pads to: pieces plus the eos (source) or the bos (target).
 std::vector<int64_t> padded_lengths(const data::TokenSequences& s);
+// length rounded up to a multiple of `multiple` (0: length).
+int64_t round_up(int64_t length, int64_t multiple);
 
 }  // namespace sru::tasks

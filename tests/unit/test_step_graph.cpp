@@ -2,7 +2,7 @@
 // (train/step_graph.h): a char-LM trained with replays of its captured step (static inputs and carried
 // state, the step's Philox base and optimiser scalars read from memory, the host advancing the counts)
 // takes the eager steps to the bit, across epochs with a short last batch (eager) and a non-finite step
-// skipped; a classifier replays one graph per batch shape; and the key's refusals.
+// skipped; a classifier and a translation model replay one graph per batch shape; and the key's refusals.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -81,6 +81,17 @@ TEST(CapturedStep, ClassifierStepsReplayTheGraphOfTheirShape) {
   for (size_t i = 0; i < replayed.value_reads.size(); ++i) EXPECT_EQ(replayed.value_reads[i], 1u) << "step " << i;
 }
 
+// Translation: one graph per token batch's shape (sentences, source length, target length, the lengths
+// rounded to multiples of 4), each shape's first step eager.
+TEST(CapturedStep, TranslationStepsReplayTheGraphOfTheirShape) {
+  const config::Config c = step_graph_translate_config();
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 3), replayed = train_step_graph(c, true, -1, 3);
+  EXPECT_EQ(eager.steps, 72);
+  EXPECT_EQ(replayed.replayed, 60);  // 12 shapes: each one's first step eager
+  expect_same_training(eager, replayed);
+  for (size_t i = 0; i < replayed.value_reads.size(); ++i) EXPECT_EQ(replayed.value_reads[i], 1u) << "step " << i;
+}
+
 TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
   config::Config c = step_graph_charlm_config("sru");
   c.train.cuda_graphs = "on";
@@ -92,6 +103,19 @@ TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
   c.train.cuda_graphs = "auto";  // auto on the CPU: eager, no error
   train::TrainingStep step(*task, *optimizer, c.train, {});
   EXPECT_EQ(step.replayed_steps(), 0);
+  // Classify and translate stage their steps only with data.pad_to_multiple (the reason `on` names).
+  config::Config classify = step_graph_classify_config("sru");
+  classify.task_as<tasks::ClassifyOptions>().pad_to_multiple = 0;
+  config::Config translate = step_graph_translate_config();
+  translate.task_as<tasks::TranslateOptions>().pad_to_multiple = 0;
+  for (const config::Config& unbounded : {classify, translate}) {
+    auto t = tasks::make_task(unbounded, gen);
+    ASSERT_TRUE(t->staged_steps());
+    EXPECT_NE(t->staged_steps()->why_not_staged().find("data.pad_to_multiple is 0"), std::string::npos)
+        << unbounded.task;
+    t->start_epoch(0, 0);
+    EXPECT_FALSE(t->staged_steps()->stage_step(0).has_value()) << unbounded.task;
+  }
   const std::string yaml = temp_file("step_graph.yaml", "task: charlm\ndata:\n  path: x.txt\ntrain:\n  cuda_graphs: always\n");
   const std::string bad = error_of([&] { config::load_config(yaml); });
   EXPECT_NE(bad.find("cuda_graphs"), std::string::npos) << bad;
