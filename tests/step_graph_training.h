@@ -12,6 +12,7 @@
 #include "core/host_sync.h"
 #include "core/kernel_count.h"
 #include "nn/srupp.h"
+#include "nn/transformer_encoder.h"
 #include "ops/matmul.h"
 #include "tasks/classify.h"
 #include "tasks/lm.h"
@@ -43,6 +44,11 @@ inline config::Config step_graph_charlm_config(const std::string& encoder, const
   c.train.clip_grad_norm = 0.5;
   c.train.on_nonfinite = "skip";
   c.train.device = device;
+  if (encoder == "transformer") {  // causal: no carried state in training
+    auto& o = c.encoder_options.as<nn::TransformerEncoderOptions>();
+    o.causal = true;
+    o.num_heads = 2;
+  }
   if (encoder == "srupp") {  // a memory longer than bptt: it grows for two steps, then keeps its shape
     auto& o = c.encoder_options.as<nn::SRUppOptions>();
     o.proj_size = 4;

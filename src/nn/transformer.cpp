@@ -244,8 +244,8 @@ Tensor row_of_position(int64_t length, int64_t batch, Device device) {
 // process: a training step's positions then cost no host-to-device copy, so that the step can be
 // captured into a CUDA graph (train.cuda_graphs), whose replays read these tensors where they were.
 // Nothing is ever freed (a graph may hold any of them): tables grow by doubling (predecessors kept;
-// their sum is below twice the largest), and at most kMaxCachedIndices index tensors are kept (more
-// shapes are built per call, as before).
+// their sum is below twice the largest), and an index is L x B i64 per (L, B) met: training and
+// evaluation batch shapes, which repeat (a few MB for a run's shapes).
 class PositionCache {
  public:
   Tensor rows(int64_t length, int64_t dim, DType dtype, Device device) {
@@ -262,13 +262,10 @@ class PositionCache {
     const auto key = std::make_tuple(length, batch, device.str());
     const auto found = indices_.find(key);
     if (found != indices_.end()) return found->second;
-    Tensor index = row_of_position(length, batch, device);
-    if (indices_.size() < kMaxCachedIndices) indices_.emplace(key, index);
-    return index;
+    return indices_.emplace(key, row_of_position(length, batch, device)).first->second;
   }
 
  private:
-  static constexpr size_t kMaxCachedIndices = 512;
   std::mutex mutex_;
   std::map<std::tuple<int64_t, int, std::string>, Tensor> tables_;
   std::vector<Tensor> kept_;

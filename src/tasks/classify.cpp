@@ -338,12 +338,22 @@ std::string ClassifyTask::why_not_staged() const {
              model_->device().str() + " cannot be captured (nn/encoder.h capturable_on)";
 }
 
-std::optional<StagedStep> ClassifyTask::stage_step(int64_t index) {
-  if (!why_not_staged().empty()) return std::nullopt;
+std::optional<std::string> ClassifyTask::staged_shape(int64_t index) const {
+  if (!why_not_staged().empty() || index < 0 || index >= static_cast<int64_t>(batches_.size())) return std::nullopt;
+  const auto& batch = batches_[index];
+  int64_t longest = 0;
+  for (int64_t i : batch) longest = std::max<int64_t>(longest, static_cast<int64_t>(train_.ids[i].size()));
+  const int64_t multiple = options_.pad_to_multiple;
+  return std::to_string((longest + multiple - 1) / multiple * multiple) + "x" +
+         std::to_string(batch_part(static_cast<int64_t>(batch.size()), *comm_).count);
+}
+
+StagedStep ClassifyTask::stage_step(int64_t index) {
+  const std::optional<std::string> shape = staged_shape(index);
+  SRU_CHECK(shape, "classify: training step ", index, " cannot be staged");
   const PaddedBatch b = padded_batch(index);
   const int64_t L = b.ids.size(0), B = b.ids.size(1);
-  const std::string shape = std::to_string(L) + "x" + std::to_string(B);
-  StagedBatch& s = staged_[shape];
+  StagedBatch& s = staged_[*shape];
   if (!s.ids.defined()) {
     const Device device = model_->device();
     s.ids = Tensor::zeros({L, B}, DType::I64, device);
@@ -361,7 +371,7 @@ std::optional<StagedStep> ClassifyTask::stage_step(int64_t index) {
   staged_batch_ = &s;
   staged_part_ = b.part;
   staged_examples_ = static_cast<int64_t>(batches_[index].size());
-  return StagedStep{shape, b.words};
+  return {*shape, b.words};
 }
 
 StepResult ClassifyTask::forward_staged() {

@@ -111,7 +111,8 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts, public
   // shape (padded length, batch size); data.pad_to_multiple bounds the shapes. Not for encoders that
   // cannot be captured on the model's device (the LSTM on a GPU).
   StagesSteps* staged_steps() override { return this; }
-  std::optional<StagedStep> stage_step(int64_t index) override;
+  std::optional<std::string> staged_shape(int64_t index) const override;
+  StagedStep stage_step(int64_t index) override;
   StepResult forward_staged() override;
   Generator& step_generator() override { return *gen_; }
   std::string why_not_staged() const override;

@@ -270,7 +270,7 @@ Metrics LanguageModelTask::metrics_of(const StreamLoss& r) const {
 int64_t LanguageModelTask::steps_per_epoch() const { return (stream_length_ - 1 + options_.bptt - 1) / options_.bptt; }
 
 void LanguageModelTask::start_epoch(int64_t, int64_t first_step) {
-  if (first_step == 0) state_ = nullptr;  // mid-epoch resumes keep the state loaded from the checkpoint
+  if (first_step == 0) reset_carried_state();  // mid-epoch resumes keep the state loaded from the checkpoint
 }
 
 StepResult LanguageModelTask::forward_step(int64_t index) {
@@ -284,7 +284,7 @@ StepResult LanguageModelTask::forward_step(int64_t index) {
   nn::EncoderStatePtr state = state_;
   const Tensor logits = model_->forward(time_major(train_, stream_length_, start, n, streams_), state);
   const Tensor target = time_major(train_, stream_length_, start + 1, n, streams_).view({-1});
-  state_shapes_settled_ = state_ && state && same_shapes(state_->tensors(), state->tensors());
+  state_shapes_settled_ = state_ ? state && same_shapes(state_->tensors(), state->tensors()) : !state;
   state_ = state ? state->detached() : nullptr;  // truncated back-propagation: the next step starts here
   return {training_cross_entropy(logits, target.to(logits.device()), cfg_.train), n * B,
           static_cast<double>(streams_.count) / static_cast<double>(B)};
@@ -295,11 +295,17 @@ std::string LanguageModelTask::why_not_staged() const {
              model_->device().str() + " cannot be captured (nn/encoder.h capturable_on)";
 }
 
-std::optional<StagedStep> LanguageModelTask::stage_step(int64_t index) {
-  const int64_t start = index * options_.bptt;
-  const int64_t n = std::min(options_.bptt, stream_length_ - 1 - start);
-  if (n != options_.bptt || streams_.count <= 0 || !why_not_staged().empty() || !stage_carried_state())
+std::optional<std::string> LanguageModelTask::staged_shape(int64_t index) const {
+  const int64_t n = std::min(options_.bptt, stream_length_ - 1 - index * options_.bptt);
+  if (n != options_.bptt || streams_.count <= 0 || !why_not_staged().empty() || !carried_state_stageable())
     return std::nullopt;
+  return "bptt";
+}
+
+StagedStep LanguageModelTask::stage_step(int64_t index) {
+  SRU_CHECK(staged_shape(index), cfg_.task, ": training step ", index, " cannot be staged");
+  const int64_t start = index * options_.bptt, n = options_.bptt;
+  stage_carried_state();
   if (!staged_input_.defined()) {
     const Device device = model_->device();
     staged_input_ = Tensor::zeros({n, streams_.count}, DType::I64, device);
@@ -308,14 +314,20 @@ std::optional<StagedStep> LanguageModelTask::stage_step(int64_t index) {
   // Host-to-device copies through the runtime's staging buffer: queued, no host wait.
   staged_input_.copy_(time_major(train_, stream_length_, start, n, streams_));
   staged_target_.copy_(time_major(train_, stream_length_, start + 1, n, streams_));
-  return StagedStep{"bptt", n * cfg_.data.batch_size};
+  return {"bptt", n * cfg_.data.batch_size};
 }
 
-bool LanguageModelTask::stage_carried_state() {
+bool LanguageModelTask::carried_state_stageable() const {
   if (state_ && state_ == staged_state_) return true;  // the last step was a staged one
   // Only a state whose shapes a step keeps: not the null state of an epoch's start or a reset (zeros
   // are not the same as no state for an SRU++ memory), nor a memory still growing to its length.
-  if (!state_ || !state_shapes_settled_) return false;
+  if (!state_shapes_settled_) return false;
+  if (!state_) return !staged_state_;  // a stateless encoder (a causal Transformer in training)
+  return !staged_state_ || same_shapes(staged_state_->tensors(), state_->tensors());
+}
+
+void LanguageModelTask::stage_carried_state() {
+  if (!state_ || state_ == staged_state_) return;  // stateless, or staged already
   const std::vector<Tensor> current = state_->on(model_->device())->tensors();
   if (!staged_state_) {
     std::vector<Tensor> copies;
@@ -323,11 +335,9 @@ bool LanguageModelTask::stage_carried_state() {
     staged_state_ = model_->state_from(copies);
   } else {
     std::vector<Tensor> staged = staged_state_->tensors();
-    if (!same_shapes(staged, current)) return false;
     for (size_t i = 0; i < staged.size(); ++i) staged[i].copy_(current[i]);
   }
   state_ = staged_state_;
-  return true;
 }
 
 StepResult LanguageModelTask::forward_staged() {
@@ -337,13 +347,20 @@ StepResult LanguageModelTask::forward_staged() {
   const BatchShardScope shard(*gen_, batch_part(B, *comm_).shard);
   // From a copy of the static state: the backward pass reads the state the step started from, and the
   // static one receives the step's final state below, before backward runs.
-  std::vector<Tensor> start;
-  for (const Tensor& t : staged_state_->tensors()) start.push_back(t.clone());
-  nn::EncoderStatePtr state = model_->state_from(start);
+  nn::EncoderStatePtr state;
+  if (staged_state_) {
+    std::vector<Tensor> start;
+    for (const Tensor& t : staged_state_->tensors()) start.push_back(t.clone());
+    state = model_->state_from(start);
+  }
   const Tensor logits = model_->forward(staged_input_, state);
-  std::vector<Tensor> staged = staged_state_->tensors();
-  const std::vector<Tensor> final_state = state->tensors();
-  for (size_t i = 0; i < staged.size(); ++i) staged[i].copy_(final_state[i].detach());
+  SRU_CHECK(static_cast<bool>(state) == static_cast<bool>(staged_state_), cfg_.task,
+            ": the encoder's carried state appeared or vanished in a staged step");
+  if (staged_state_) {
+    std::vector<Tensor> staged = staged_state_->tensors();
+    const std::vector<Tensor> final_state = state->tensors();
+    for (size_t i = 0; i < staged.size(); ++i) staged[i].copy_(final_state[i].detach());
+  }
   return {training_cross_entropy(logits, staged_target_, cfg_.train), n * B,
           static_cast<double>(streams_.count) / static_cast<double>(B)};
 }
@@ -473,6 +490,7 @@ void LanguageModelTask::load_extra_state(const safetensors::File& file) {
     carried.push_back(slice(*t, kStateStreamDim, streams_.first, streams_.first + streams_.count).clone());
   }
   state_ = model_->state_from(carried);
+  state_shapes_settled_ = false;
 }
 
 // ---- registry entries ----

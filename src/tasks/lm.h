@@ -109,7 +109,10 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   int64_t model_size() const override { return cfg_.model.hidden_size; }
   int64_t steps_per_epoch() const override;
   void start_epoch(int64_t epoch, int64_t first_step) override;
-  void reset_carried_state() override { state_ = nullptr; }
+  void reset_carried_state() override {
+    state_ = nullptr;
+    state_shapes_settled_ = false;
+  }
   StepResult forward_step(int64_t index) override;
   bool data_parallel() const override { return true; }
   Metrics evaluate(const std::string& split, int64_t max_batches) override;
@@ -125,7 +128,8 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   StagesSteps* staged_steps() override { return this; }
   // Captured steps (train.cuda_graphs): the steps of bptt tokens (every step of an epoch but a short
   // last one) from static input, target and carried-state tensors: one shape.
-  std::optional<StagedStep> stage_step(int64_t index) override;
+  std::optional<std::string> staged_shape(int64_t index) const override;
+  StagedStep stage_step(int64_t index) override;
   StepResult forward_staged() override;
   Generator& step_generator() override { return *gen_; }
   std::string why_not_staged() const override;
@@ -137,9 +141,11 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
 
  private:
   Metrics metrics_of(const StreamLoss& loss) const;
-  // Makes state_ the static carried state (staged_state_), holding the state training continues from;
-  // false when the state's shapes are not settled yet (state_shapes_settled_) or are not the staged ones.
-  bool stage_carried_state();
+  // Whether the carried state can be staged: the last step's was, or the last eager step kept its
+  // shapes (state_shapes_settled_) and they are the staged ones (none for a stateless encoder).
+  bool carried_state_stageable() const;
+  // Makes state_ the static carried state (staged_state_), holding the state training continues from.
+  void stage_carried_state();
 
   config::Config cfg_;
   LMOptions options_;
@@ -156,7 +162,8 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   Tensor staged_input_, staged_target_;
   nn::EncoderStatePtr staged_state_;
   // Whether the last eager step ended with a state of the shapes it started from (a staged step keeps
-  // them): false after a start from no state, or while an SRU++ memory grows to its length.
+  // them; none before and after for a stateless encoder): false after a start from no state (an
+  // epoch's start, a reset, a resumed run), or while an SRU++ memory grows to its length.
   bool state_shapes_settled_ = false;
 };
 

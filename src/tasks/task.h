@@ -138,11 +138,15 @@ struct StagedStep {
 class StagesSteps {
  public:
   virtual ~StagesSteps() = default;
-  // Copies training step `index`'s inputs (and the carried state, after eager steps replaced it) into
-  // the static tensors of its shape, on the device's stream without a host wait. Nothing when the step
-  // cannot run from them (no state yet to size them by; inputs an encoder would read back on the host);
-  // the trainer then runs forward_step (which continues from the staged state).
-  virtual std::optional<StagedStep> stage_step(int64_t index) = 0;
+  // The batch shape's key of training step `index` when it can run from static tensors, computed
+  // without building the batch; nothing when it cannot (why_not_staged; an epoch's short last batch; a
+  // carried state not settled yet), and the trainer then runs forward_step.
+  virtual std::optional<std::string> staged_shape(int64_t index) const = 0;
+  // Copies step `index`'s inputs (and the carried state, after eager steps replaced it) into the
+  // static tensors of its shape (made at its first staging), on the device's stream without a host
+  // wait. Only for a step staged_shape answers for; forward_step may follow it instead of
+  // forward_staged (a capture that failed), continuing from the staged state.
+  virtual StagedStep stage_step(int64_t index) = 0;
   // The forward pass of the last staged step, from its static tensors (and the static carried state,
   // leaving the state it ends with there). Its host code neither waits on the device nor copies from
   // the host, and the kernels it queues read their inputs' ids unchecked (the staged ids are the task's

@@ -31,12 +31,12 @@ namespace sru::tasks {
 
 using data::SentencePieceModel;
 
-// The pairs `rows`, padded to their longest sides or to `padded_to` (the whole batch's, when this
-// process computes part of it: data parallel).
 int64_t round_up(int64_t length, int64_t multiple) {
   return multiple > 0 ? (length + multiple - 1) / multiple * multiple : length;
 }
 
+// The pairs `rows`, padded to their longest sides or to `padded_to`'s (the whole batch's, when this
+// process computes part of it: data parallel), rounded up to multiples of `multiple`.
 PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to,
                      int64_t multiple) {
   const int64_t B = static_cast<int64_t>(rows.size());
@@ -225,12 +225,27 @@ std::string TranslateTask::why_not_staged() const {
                                        : "";
 }
 
-std::optional<StagedStep> TranslateTask::stage_step(int64_t index) {
-  if (!why_not_staged().empty()) return std::nullopt;
+std::optional<std::string> TranslateTask::staged_shape(int64_t index) const {
+  if (!why_not_staged().empty() || index < 0 || index >= steps_per_epoch()) return std::nullopt;
+  const std::vector<int64_t>& whole = batches_[index];
+  int64_t Ls = 1, Lt = 1;  // as make_batch pads
+  for (int64_t r : whole) {
+    Ls = std::max(Ls, train_.source.length(r) + 1);
+    Lt = std::max(Lt, train_.target.length(r) + 1);
+  }
+  const int64_t rows = std::max<int64_t>(batch_part(static_cast<int64_t>(whole.size()), *comm_).count, 1);
+  return std::to_string(rows) + "x" + std::to_string(round_up(Ls, options_.pad_to_multiple)) + "x" +
+         std::to_string(round_up(Lt, options_.pad_to_multiple));
+}
+
+StagedStep TranslateTask::stage_step(int64_t index) {
+  const std::optional<std::string> shape_key = staged_shape(index);
+  SRU_CHECK(shape_key, cfg_.task, ": training step ", index, " cannot be staged");
   TrainingBatch t = training_batch(index);
   const PairBatch& b = t.pairs;
   const std::string shape =
       std::to_string(b.source.size(1)) + "x" + std::to_string(b.source.size(0)) + "x" + std::to_string(b.target_in.size(0));
+  SRU_CHECK(shape == *shape_key, cfg_.task, ": staged shape ", shape, " is not the one announced, ", *shape_key);
   PairBatch& s = staged_[shape];
   if (!s.source.defined()) {
     const Device device = model_->device();
@@ -246,7 +261,7 @@ std::optional<StagedStep> TranslateTask::stage_step(int64_t index) {
   s.target_out.copy_(b.target_out);
   staged_batch_ = &s;
   staged_step_ = std::move(t);
-  return StagedStep{shape, staged_step_.whole_tokens};
+  return {shape, staged_step_.whole_tokens};
 }
 
 StepResult TranslateTask::forward_staged() {

@@ -93,7 +93,8 @@ class TranslateTask : public Task, public Predicts, public Translates, public St
   // Captured steps (train.cuda_graphs): static source, target and padding tensors per batch shape
   // (sentences, source length, target length); data.pad_to_multiple bounds the shapes.
   StagesSteps* staged_steps() override { return this; }
-  std::optional<StagedStep> stage_step(int64_t index) override;
+  std::optional<std::string> staged_shape(int64_t index) const override;
+  StagedStep stage_step(int64_t index) override;
   StepResult forward_staged() override;
   Generator& step_generator() override { return *gen_; }
   std::string why_not_staged() const override;

@@ -49,8 +49,10 @@ struct TrainingStep::Captured {
 };
 
 // At most this many batch shapes get a graph (each keeps its own activation memory); steps of other
-// shapes run eagerly.
+// shapes run eagerly. After kMaxFailedCaptures failed captures (train.cuda_graphs auto), no new shape
+// is tried.
 constexpr size_t kMaxGraphs = 16;
+constexpr size_t kMaxFailedCaptures = 3;
 
 namespace {
 
@@ -121,7 +123,8 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
     why_eager = "SRU_CUDA_NO_CACHING=1 (a graph keeps its memory in the caching allocator's private pool)";
   SRU_CHECK(why_eager.empty() || cuda_graphs_ != "on", "train.cuda_graphs: on, but ", why_eager);
   if (!why_eager.empty()) return;
-  make_graph_ = [device] { return cuda_step_graph(device); };
+  // One pool for the run's graphs (captured one after another, replayed one at a time on the stream).
+  make_graph_ = [device, memory = step_graph_memory(device)] { return cuda_step_graph(device, memory); };
   replay_inputs_ = std::make_unique<ReplayInputs>(device);
 }
 
@@ -257,32 +260,33 @@ StepOutcome TrainingStep::updated(StepOutcome out, int64_t step) {
 std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t step, int64_t epoch,
                                                       const std::function<StepVotes()>& votes) {
   tasks::StagesSteps& staged = *task_.staged_steps();
-  const std::optional<tasks::StagedStep> staged_step = staged.stage_step(index);
-  if (!staged_step) return std::nullopt;
-  const auto found = captured_.find(staged_step->shape);
+  const std::optional<std::string> shape = staged.staged_shape(index);
+  if (!shape || failed_shapes_.count(*shape)) return std::nullopt;
+  const auto found = captured_.find(*shape);
   Captured* c = found != captured_.end() ? found->second.get() : nullptr;
-  // A shape's first staged step runs eagerly: its warm-up (cuBLAS plans, the allocator's cache).
-  if (!c && (eager_staged_[staged_step->shape]++ == 0 || captured_.size() >= kMaxGraphs)) return std::nullopt;
+  // A shape's first step runs eagerly, unstaged: its warm-up (cuBLAS plans, the allocator's cache).
+  if (!c && (seen_shapes_[*shape]++ == 0 || captured_.size() >= kMaxGraphs || !new_captures_)) return std::nullopt;
+  const tasks::StagedStep staged_step = staged.stage_step(index);
   Generator& gen = staged.step_generator();
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   replay_inputs_->write(gen.offset(), optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1));
   if (!c) {
     const uint64_t dispatches_before = kernel_dispatches();
-    c = capture_step(staged, staged_step->shape);
-    if (!c) return std::nullopt;
+    c = capture_step(staged, *shape);
+    if (!c) return std::nullopt;  // the staged step runs eagerly
     // (A CUDA graph's capture runs the step's host code, dispatching its kernels into the graph; the
     // CPU twin's runs at each replay.)
     spdlog::info("train.cuda_graphs: the training step of shape {} is captured at step {} ({} kernel dispatches "
                  "into the graph); the steps of that shape replay it",
-                 staged_step->shape, step, kernel_dispatches() - dispatches_before);
+                 *shape, step, kernel_dispatches() - dispatches_before);
   }
   c->graph->replay();
   ++replays_;
   // What the replay did on the device, counted on the host: the step's draws and the update.
   gen.set_state(gen.seed(), gen.offset() + c->draws);
   optimizer_.advance_step();
-  out.tokens = staged_step->tokens;
+  out.tokens = staged_step.tokens;
   out.votes = votes ? votes() : StepVotes{};
   double loss_value = 0, norm_value = 0;
   read_scalars({{c->loss, &loss_value}, {c->norm_and_factor.narrow0(0, 1).view({}), &norm_value}});
@@ -300,10 +304,12 @@ TrainingStep::Captured* TrainingStep::capture_step(tasks::StagesSteps& staged, c
     c->graph->capture([this, &staged, &made] { captured_step(staged, made); });
   } catch (const Error& e) {
     if (cuda_graphs_ == "on") throw;
-    spdlog::warn("train.cuda_graphs auto: the training step could not be captured, so every step runs eagerly: {}",
-                 e.what());
-    make_graph_ = nullptr;
-    captured_.clear();
+    // auto: this shape's steps run eagerly; after a few failures no new shape is tried (the graphs
+    // captured so far keep replaying).
+    failed_shapes_.insert(shape);
+    new_captures_ = failed_shapes_.size() < kMaxFailedCaptures;
+    spdlog::warn("train.cuda_graphs auto: the training step of shape {} could not be captured, so its steps run "
+                 "eagerly{}: {}", shape, new_captures_ ? "" : " (and no other shape is tried)", e.what());
     return nullptr;
   }
   return (captured_[shape] = std::move(c)).get();

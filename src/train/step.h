@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "config/config.h"
@@ -109,7 +110,7 @@ class TrainingStep {
   StepOutcome not_updated(StepOutcome out, bool update_issued);
   // Captured steps (train.cuda_graphs; see step.cpp): step `index` by a replay of its shape's graph,
   // capturing it first when its shape ran eagerly once before; nullopt when the step runs eagerly (not
-  // staged, a shape's first step, more shapes than kMaxGraphs, or a capture failed under auto).
+  // stageable, a shape's first step, more shapes than kMaxGraphs, or its capture failed under auto).
   std::optional<StepOutcome> run_replayed(int64_t index, int64_t step, int64_t epoch,
                                           const std::function<StepVotes()>& votes);
   struct Captured;
@@ -129,7 +130,9 @@ class TrainingStep {
   std::function<std::unique_ptr<StepGraph>()> make_graph_;
   std::unique_ptr<ReplayInputs> replay_inputs_;  // what every graph's replay reads from memory
   std::map<std::string, std::unique_ptr<Captured>> captured_;  // by batch shape (tasks::StagedStep)
-  std::map<std::string, int64_t> eager_staged_;  // staged steps run eagerly, by shape: a shape's first is its warm-up
+  std::map<std::string, int64_t> seen_shapes_;  // steps of a shape not captured yet, run eagerly: the first is its warm-up
+  std::set<std::string> failed_shapes_;         // shapes whose capture failed (auto): their steps run eagerly
+  bool new_captures_ = true;                    // false after a few failed captures
   int64_t replays_ = 0;
 };
 

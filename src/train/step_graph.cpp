@@ -29,10 +29,25 @@ class HostStepGraph final : public StepGraph {
   std::function<void()> step_;
 };
 
+}  // namespace
+
+#if SRU_WITH_CUDA
+class StepGraphMemory {
+ public:
+  explicit StepGraphMemory(Device device) : pool(std::make_shared<cuda::GraphPool>(device)) {}
+  std::shared_ptr<cuda::GraphPool> pool;
+};
+#else
+class StepGraphMemory {};
+#endif
+
+namespace {
+
 #if SRU_WITH_CUDA
 class CudaStepGraph final : public StepGraph {
  public:
-  explicit CudaStepGraph(Device device) : graph_(device) {}
+  CudaStepGraph(Device device, const std::shared_ptr<StepGraphMemory>& memory)
+      : graph_(device, memory ? memory->pool : nullptr) {}
   // The shared pool's cached blocks go back to the driver first (one synchronisation): the graph's
   // private pool cannot use them, so it would otherwise hold a second step's worth of memory.
   void capture(std::function<void()> step) override {
@@ -49,10 +64,19 @@ class CudaStepGraph final : public StepGraph {
 
 }  // namespace
 
-std::unique_ptr<StepGraph> cuda_step_graph(Device device) {
+std::shared_ptr<StepGraphMemory> step_graph_memory(Device device) {
 #if SRU_WITH_CUDA
-  return std::make_unique<CudaStepGraph>(device);
+  return std::make_shared<StepGraphMemory>(device);
 #else
+  SRU_FAIL("CUDA graphs on ", device.str(), ": this build has no CUDA");
+#endif
+}
+
+std::unique_ptr<StepGraph> cuda_step_graph(Device device, const std::shared_ptr<StepGraphMemory>& memory) {
+#if SRU_WITH_CUDA
+  return std::make_unique<CudaStepGraph>(device, memory);
+#else
+  (void)memory;
   SRU_FAIL("CUDA graphs on ", device.str(), ": this build has no CUDA");
 #endif
 }

@@ -25,8 +25,12 @@ class StepGraph {
   virtual void replay() = 0;
 };
 
-// A CUDA graph on `device` (an error in a build without CUDA).
-std::unique_ptr<StepGraph> cuda_step_graph(Device device);
+// What the CUDA graphs of one run share: one memory pool that they capture into one after another
+// (core/cuda/graph.h GraphPool), so that a run's graphs hold about one step's memory.
+class StepGraphMemory;
+std::shared_ptr<StepGraphMemory> step_graph_memory(Device device);  // an error in a build without CUDA
+// A CUDA graph on `device` capturing into `memory` (an error in a build without CUDA).
+std::unique_ptr<StepGraph> cuda_step_graph(Device device, const std::shared_ptr<StepGraphMemory>& memory);
 // The CPU twin: replay() calls the captured function.
 std::unique_ptr<StepGraph> host_step_graph();
 

@@ -192,7 +192,7 @@ TEST(CudaGraph, ACapturedCharLmTrainingStepTrainsAsTheEagerOne) {
   if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
   // The SRU at each precision (bf16: the casts of the weights and activations inside the graph).
   for (const auto& [encoder, precision] : std::vector<std::pair<std::string, std::string>>{
-           {"sru", "fp32"}, {"sru", "tf32"}, {"sru", "bf16"}, {"srupp", "fp32"}, {"lstm", "fp32"}}) {
+           {"sru", "fp32"}, {"sru", "tf32"}, {"sru", "bf16"}, {"srupp", "fp32"}, {"transformer", "bf16"}, {"lstm", "fp32"}}) {
     SCOPED_TRACE(encoder + " at " + precision);
     config::Config c = step_graph_charlm_config(encoder, "cuda");
     c.train.precision = precision;
@@ -202,9 +202,10 @@ TEST(CudaGraph, ACapturedCharLmTrainingStepTrainsAsTheEagerOne) {
     const StepGraphTraining replayed = train_step_graph(c, false);
     EXPECT_EQ(eager.replayed, 0);
     // The LSTM runs eagerly on a GPU (nn::LSTM::capturable_on); the SRU replays 19 of 26 steps, SRU++
-    // (its memory growing first) 17 (the CPU twin's test says which run eagerly).
+    // (its memory growing first) 17, the causal Transformer (no carried state) 21 (the CPU twin's test
+    // says which run eagerly).
     const bool lstm = encoder == "lstm";
-    EXPECT_EQ(replayed.replayed, lstm ? 0 : encoder == "srupp" ? 17 : 19);
+    EXPECT_EQ(replayed.replayed, lstm ? 0 : encoder == "srupp" ? 17 : encoder == "transformer" ? 21 : 19);
     expect_training_within_1e6(eager, replayed);
     // Steps 5..11 only replay (the SRU's steps 0-2 are eager and step 3 captures, SRU++'s one later;
     // the second epoch starts at 13).

@@ -301,6 +301,37 @@ TEST(PoolRouter, AGraphsPoolKeepsItsBlocksFromOtherWorkUntilRetired) {
 // A private pool that finds no memory reports it, naming the graph's pool, and gives back none of its
 // own free segments to make room (the graph replays into them); the shared pool's cache stays too
 // (returning it would synchronise the device inside a capture).
+// Graphs captured one after another into one private pool (cuda::GraphPool, a run's graphs of several
+// batch shapes): the second capture takes what the first freed, never the first's kept outputs, and
+// the pool goes once retired and its last block is released.
+TEST(PoolRouter, GraphsCapturedOneAfterAnotherShareTheirPool) {
+  FakeMemory memory;
+  PoolRouter router(memory, "cuda:0");
+  size_t granted = 0;
+  const PoolRouter::PoolId pool = router.create_private();
+  router.set_active(pool);                                // capture A
+  void* scratch_a = router.allocate(4096, &granted);
+  void* output_a = router.allocate(8192, &granted);       // A's loss, kept by the host
+  router.release(scratch_a);
+  router.set_active(PoolRouter::kShared);
+  const int segments = memory.allocations;
+  router.set_active(pool);                                // capture B
+  void* scratch_b = router.allocate(4096, &granted);
+  void* output_b = router.allocate(8192, &granted);
+  EXPECT_EQ(scratch_b, scratch_a) << "B did not take what A freed";
+  EXPECT_NE(output_b, output_a) << "B took A's kept output";
+  EXPECT_EQ(memory.allocations, segments) << "B asked the source for memory that A's segment had";
+  router.release(scratch_b);
+  router.set_active(PoolRouter::kShared);
+  router.retire(pool);
+  EXPECT_EQ(router.private_pools(), 1u) << "retired while the graphs' outputs live";
+  router.release(output_a);
+  router.release(output_b);
+  EXPECT_EQ(router.private_pools(), 0u);
+  router.empty_cache();
+  EXPECT_EQ(memory.in_use(), 0u);
+}
+
 TEST(PoolRouter, APrivatePoolOutOfMemoryKeepsItsOwnSegments) {
   FakeMemory memory(40 * MiB);
   PoolRouter router(memory, "cuda:0");

@@ -37,13 +37,15 @@ void expect_same_training(const StepGraphTraining& eager, const StepGraphTrainin
 // shape's first staged step (its warm-up before the capture: step 2), and each epoch's short last step;
 // the next epoch's first step continues from the state that eager step left. The other 19 of 26 replay.
 // SRU++ with a memory longer than bptt (48 > 32): the memory grows for two steps (32, then 48 rows) and
-// the steps until its shapes settle run eagerly too (17 of 26 replay).
+// the steps until its shapes settle run eagerly too (17 of 26 replay). A causal Transformer carries no
+// state: only each epoch's first step and the shape's first run eagerly before the replays (21 of 26).
 TEST(CapturedStep, TheHostTwinsReplaysTrainAsTheEagerStepsDo) {
   struct Case {
     std::string encoder, precision;
     int64_t replayed;
   };
-  for (const Case& k : std::vector<Case>{{"sru", "fp32", 19}, {"sru", "bf16", 19}, {"lstm", "fp32", 19}, {"srupp", "fp32", 17}}) {
+  for (const Case& k : std::vector<Case>{{"sru", "fp32", 19}, {"sru", "bf16", 19}, {"lstm", "fp32", 19}, {"srupp", "fp32", 17},
+                                          {"transformer", "fp32", 21}}) {
     SCOPED_TRACE(k.encoder + " at " + k.precision);
     config::Config c = step_graph_charlm_config(k.encoder);
     c.train.precision = k.precision;
@@ -114,7 +116,7 @@ TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
     EXPECT_NE(t->staged_steps()->why_not_staged().find("data.pad_to_multiple is 0"), std::string::npos)
         << unbounded.task;
     t->start_epoch(0, 0);
-    EXPECT_FALSE(t->staged_steps()->stage_step(0).has_value()) << unbounded.task;
+    EXPECT_FALSE(t->staged_steps()->staged_shape(0).has_value()) << unbounded.task;
   }
   const std::string yaml = temp_file("step_graph.yaml", "task: charlm\ndata:\n  path: x.txt\ntrain:\n  cuda_graphs: always\n");
   const std::string bad = error_of([&] { config::load_config(yaml); });

@@ -19,18 +19,32 @@ struct CapturedGraph::State {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   long long replays = 0;
+  std::shared_ptr<GraphPool> shared_pool;  // set: pool is its id, which other graphs use too
 };
 
-CapturedGraph::CapturedGraph(Device device) : state_(std::make_unique<State>()) {
+GraphPool::GraphPool(Device device) {
+  SRU_CHECK(device.is_cuda(), "GraphPool: needs a CUDA device, got ", device.str());
+  device_ = device.index;
+  id_ = create_graph_pool(device_);
+}
+
+// Its memory returns to the driver once the graphs' outputs from it are freed too.
+GraphPool::~GraphPool() { retire_graph_pool(device_, id_); }
+
+CapturedGraph::CapturedGraph(Device device, std::shared_ptr<GraphPool> pool) : state_(std::make_unique<State>()) {
   SRU_CHECK(device.is_cuda(), "CapturedGraph: a CUDA graph needs a CUDA device, got ", device.str());
+  SRU_CHECK(!pool || pool->device() == device.index, "CapturedGraph on ", device.str(), ": its pool is cuda:",
+            pool ? pool->device() : 0, "'s");
   state_->device = device.index;
+  state_->shared_pool = std::move(pool);
 }
 
 CapturedGraph::~CapturedGraph() {
   if (state_->exec) cudaGraphExecDestroy(state_->exec);
   if (state_->graph) cudaGraphDestroy(state_->graph);
-  // The graph's memory returns to the driver once the caller's outputs from it are freed too.
-  if (state_->pool != 0) retire_graph_pool(state_->device, state_->pool);
+  // The graph's memory returns to the driver once the caller's outputs from it are freed too (a shared
+  // pool: when its last graph is gone).
+  if (state_->pool != 0 && !state_->shared_pool) retire_graph_pool(state_->device, state_->pool);
 }
 
 bool CapturedGraph::captured() const { return state_->exec != nullptr; }
@@ -41,8 +55,8 @@ void CapturedGraph::capture(const std::function<void()>& work) {
   SRU_CHECK(!captured() && state_->pool == 0, "CapturedGraph: already captured");
   State& s = *state_;
   const cudaStream_t stream = context(s.device).stream;
-  // The private pool first: a failure here leaves the stream out of capture mode.
-  s.pool = create_graph_pool(s.device);
+  // The pool first: a failure here leaves the stream out of capture mode.
+  s.pool = s.shared_pool ? s.shared_pool->id() : create_graph_pool(s.device);
   set_graph_pool(s.device, s.pool);
   const cudaError_t began = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
   if (began != cudaSuccess) {
@@ -88,11 +102,12 @@ void CapturedGraph::capture(const std::function<void()>& work) {
   s.graph = graph;
 }
 
-// After a failed capture: the shared pool active again, the private one retired (its memory returns as
-// the failed work's tensors go), so that capture() may be tried again.
+// After a failed capture: the shared pool active again, a private pool of this graph's own retired (its
+// memory returns as the failed work's tensors go; a GraphPool's stays for its other graphs), so that
+// capture() may be tried again.
 void CapturedGraph::abandon_capture() {
   set_graph_pool(state_->device, 0);
-  retire_graph_pool(state_->device, state_->pool);
+  if (!state_->shared_pool) retire_graph_pool(state_->device, state_->pool);
   state_->pool = 0;
 }
 

@@ -29,9 +29,29 @@
 
 namespace sru::cuda {
 
+// A private memory pool that several graphs capture into one after another (PyTorch's
+// graph_pool_handle): what one capture freed, the next may take, so a run's graphs of different batch
+// shapes hold about one step's memory, not one each. Safe when their replays never overlap (one
+// stream) and each replay writes its intermediate buffers before reading them; the blocks a graph's
+// caller keeps (its outputs) stay allocated and are never handed out again. Retired when the last
+// graph holding it is destroyed.
+class GraphPool {
+ public:
+  explicit GraphPool(Device device);
+  ~GraphPool();
+  GraphPool(const GraphPool&) = delete;
+  GraphPool& operator=(const GraphPool&) = delete;
+  int device() const { return device_; }
+  int id() const { return id_; }
+
+ private:
+  int device_ = 0, id_ = 0;
+};
+
 class CapturedGraph {
  public:
-  explicit CapturedGraph(Device device);
+  // pool: capture into this shared pool (null: a private pool of this graph's own).
+  explicit CapturedGraph(Device device, std::shared_ptr<GraphPool> pool = nullptr);
   ~CapturedGraph();
   CapturedGraph(const CapturedGraph&) = delete;
   CapturedGraph& operator=(const CapturedGraph&) = delete;
