@@ -130,9 +130,9 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
 
 TrainingStep::~TrainingStep() = default;
 
-void TrainingStep::replay_on_the_host() {
-  SRU_CHECK(task_.staged_steps() && !sync_, "replay_on_the_host: the task must stage its steps, in one process");
-  make_graph_ = [] { return host_step_graph(); };
+void TrainingStep::replay_through(std::function<std::unique_ptr<StepGraph>()> make_graph) {
+  SRU_CHECK(task_.staged_steps() && !sync_, "replay_through: the task must stage its steps, in one process");
+  make_graph_ = std::move(make_graph);
   replay_inputs_ = std::make_unique<ReplayInputs>(task_.model().device());
 }
 

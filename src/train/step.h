@@ -87,7 +87,9 @@ class TrainingStep {
   // Replays the captured step through the CPU twin of a CUDA graph (step_graph.h host_step_graph) on
   // whatever device the model is: tests of the captured step's bookkeeping on a machine without a GPU.
   // Call before the first step; the task must stage steps (tasks::StagesSteps), in one process.
-  void replay_on_the_host();
+  void replay_on_the_host() { replay_through(host_step_graph); }
+  // The same with the graphs make_graph returns (tests: a graph whose capture fails).
+  void replay_through(std::function<std::unique_ptr<StepGraph>()> make_graph);
   // Steps taken by replaying the captured step (train.cuda_graphs) so far.
   int64_t replayed_steps() const;
   ~TrainingStep();

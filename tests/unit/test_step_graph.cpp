@@ -94,6 +94,34 @@ TEST(CapturedStep, TranslationStepsReplayTheGraphOfTheirShape) {
   for (size_t i = 0; i < replayed.value_reads.size(); ++i) EXPECT_EQ(replayed.value_reads[i], 1u) << "step " << i;
 }
 
+// A capture that fails (a CUDA graph refusing a host wait or copy): under auto that shape's steps run
+// eagerly, from the state its staging left, and train as without graphs; after 3 failed shapes no new
+// one is tried (the classifier meets 4 shapes). (Under on the failure is the run's error: the CPU
+// refuses on before any step, so the GPU tests, which run with on, show that.)
+TEST(CapturedStep, AFailedCaptureLeavesItsShapeEager) {
+  struct RefusingGraph final : train::StepGraph {
+    int* captures;
+    explicit RefusingGraph(int* n) : captures(n) {}
+    void capture(std::function<void()>) override {
+      ++*captures;
+      SRU_FAIL("CUDA graph capture on cuda:0 failed: refused for the test");
+    }
+    bool captured() const override { return false; }
+    void replay() override { SRU_FAIL("replay of a graph that was never captured"); }
+  };
+  int captures = 0;
+  const auto refusing = [&captures] { return std::make_unique<RefusingGraph>(&captures); };
+  for (const config::Config& c : {step_graph_charlm_config("sru"), step_graph_classify_config("sru")}) {
+    SCOPED_TRACE(c.task);
+    captures = 0;
+    const StepGraphTraining eager = train_step_graph(c, false, -1, 3),
+                            refused = train_step_graph(c, true, -1, 3, refusing);
+    EXPECT_EQ(refused.replayed, 0);
+    EXPECT_EQ(captures, c.task == "charlm" ? 1 : 3) << "shapes tried";
+    expect_same_training(eager, refused);
+  }
+}
+
 TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
   config::Config c = step_graph_charlm_config("sru");
   c.train.cuda_graphs = "on";
