@@ -36,4 +36,9 @@ struct BatchPart {
 };
 BatchPart batch_part(int64_t rows, const dist::Communicator& comm);
 
+// length rounded up to a multiple of `multiple` (0: length): a batch padded to data.pad_to_multiple.
+inline int64_t round_up(int64_t length, int64_t multiple) {
+  return multiple > 0 ? (length + multiple - 1) / multiple * multiple : length;
+}
+
 }  // namespace sru::tasks

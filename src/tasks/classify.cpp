@@ -306,17 +306,11 @@ ClassifyTask::PaddedBatch ClassifyTask::padded_batch(int64_t index) const {
             " is outside the epoch's ", batches_.size(), " batches");
   const auto& batch = batches_[index];
   PaddedBatch out;
-  int64_t longest = 0;
-  for (int64_t i : batch) {
-    out.words += static_cast<int64_t>(train_.ids[i].size());
-    longest = std::max<int64_t>(longest, static_cast<int64_t>(train_.ids[i].size()));
-  }
-  const int64_t multiple = options_.pad_to_multiple;
-  if (multiple > 0) longest = (longest + multiple - 1) / multiple * multiple;
+  for (int64_t i : batch) out.words += static_cast<int64_t>(train_.ids[i].size());
   // Data parallel: this rank's examples of the batch, padded as the whole batch is.
   out.part = batch_part(static_cast<int64_t>(batch.size()), *comm_);
   const std::vector<int64_t> rows(batch.begin() + out.part.first, batch.begin() + out.part.first + out.part.count);
-  out.ids = pad_batch(train_.ids, rows, out.lengths, longest);
+  out.ids = pad_batch(train_.ids, rows, out.lengths, padded_length(batch));
   for (int64_t i : rows) out.labels.push_back(train_.labels[i]);
   return out;
 }
@@ -334,18 +328,20 @@ StepResult ClassifyTask::forward_step(int64_t index) {
 std::string ClassifyTask::why_not_staged() const {
   if (options_.pad_to_multiple == 0)
     return "data.pad_to_multiple is 0 (every batch padded to its longest sentence: too many batch shapes to capture)";
-  return model_->encoder().capturable_on(model_->device()) ? "" : "model.type " + cfg_.model.type + " on " +
-             model_->device().str() + " cannot be captured (nn/encoder.h capturable_on)";
+  return encoder_not_capturable(model_->encoder(), cfg_.model.type, model_->device());
 }
 
 std::optional<std::string> ClassifyTask::staged_shape(int64_t index) const {
   if (!why_not_staged().empty() || index < 0 || index >= static_cast<int64_t>(batches_.size())) return std::nullopt;
   const auto& batch = batches_[index];
+  return std::to_string(padded_length(batch)) + "x" +
+         std::to_string(batch_part(static_cast<int64_t>(batch.size()), *comm_).count);
+}
+
+int64_t ClassifyTask::padded_length(const std::vector<int64_t>& batch) const {
   int64_t longest = 0;
   for (int64_t i : batch) longest = std::max<int64_t>(longest, static_cast<int64_t>(train_.ids[i].size()));
-  const int64_t multiple = options_.pad_to_multiple;
-  return std::to_string((longest + multiple - 1) / multiple * multiple) + "x" +
-         std::to_string(batch_part(static_cast<int64_t>(batch.size()), *comm_).count);
+  return round_up(longest, options_.pad_to_multiple);
 }
 
 StagedStep ClassifyTask::stage_step(int64_t index) {

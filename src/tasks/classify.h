@@ -172,6 +172,9 @@ class ClassifyTask : public Task, public EvaluatesFiles, public Predicts, public
     BatchPart part;
   };
   PaddedBatch padded_batch(int64_t index) const;
+  // The length a training batch's ids are padded to: its longest sentence, rounded up to
+  // data.pad_to_multiple.
+  int64_t padded_length(const std::vector<int64_t>& batch) const;
   // Captured steps' static tensors for one batch shape, on the model's device.
   struct StagedBatch {
     Tensor ids, mask_pad, last_rows, labels;

@@ -291,8 +291,7 @@ StepResult LanguageModelTask::forward_step(int64_t index) {
 }
 
 std::string LanguageModelTask::why_not_staged() const {
-  return model_->encoder().capturable_on(model_->device()) ? "" : "model.type " + cfg_.model.type + " on " +
-             model_->device().str() + " cannot be captured (nn/encoder.h capturable_on)";
+  return encoder_not_capturable(model_->encoder(), cfg_.model.type, model_->device());
 }
 
 std::optional<std::string> LanguageModelTask::staged_shape(int64_t index) const {

@@ -44,6 +44,12 @@ std::string translation_speed(const TranslationStats& stats) {
   return out.str();
 }
 
+std::string encoder_not_capturable(const nn::SequenceEncoder& encoder, const std::string& type, Device device) {
+  return encoder.capturable_on(device)
+             ? ""
+             : "model.type " + type + " on " + device.str() + " cannot be captured (nn/encoder.h capturable_on)";
+}
+
 std::string format_metrics(const Task& task, const Metrics& metrics) {
   std::ostringstream os;
   os << std::fixed;

@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
+#include "nn/encoder.h"
 #include "nn/module.h"
 #include "search/search.h"
 
@@ -159,6 +160,10 @@ class StagesSteps {
   // Why no step of this run can be staged (the model cannot be captured on its device), or "".
   virtual std::string why_not_staged() const { return ""; }
 };
+
+// why_not_staged's reason for a task whose encoder (model.type `type`) cannot be captured on `device`
+// (nn::SequenceEncoder::capturable_on), or "".
+std::string encoder_not_capturable(const nn::SequenceEncoder& encoder, const std::string& type, Device device);
 
 class Task {
  public:

@@ -31,10 +31,6 @@ namespace sru::tasks {
 
 using data::SentencePieceModel;
 
-int64_t round_up(int64_t length, int64_t multiple) {
-  return multiple > 0 ? (length + multiple - 1) / multiple * multiple : length;
-}
-
 // The pairs `rows`, padded to their longest sides or to `padded_to`'s (the whole batch's, when this
 // process computes part of it: data parallel), rounded up to multiples of `multiple`.
 PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to,

@@ -16,7 +16,5 @@ PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows
 PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows);
 // Lengths a batch pads to: pieces plus the eos (source) or the bos (target).
 std::vector<int64_t> padded_lengths(const data::TokenSequences& s);
-// length rounded up to a multiple of `multiple` (0: length).
-int64_t round_up(int64_t length, int64_t multiple);
 
 }  // namespace sru::tasks

@@ -265,7 +265,9 @@ std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t ste
   const auto found = captured_.find(*shape);
   Captured* c = found != captured_.end() ? found->second.get() : nullptr;
   // A shape's first step runs eagerly, unstaged: its warm-up (cuBLAS plans, the allocator's cache).
-  if (!c && (seen_shapes_[*shape]++ == 0 || captured_.size() >= kMaxGraphs || !new_captures_)) return std::nullopt;
+  if (!c && (seen_shapes_[*shape]++ == 0 || captured_.size() >= kMaxGraphs ||
+             failed_shapes_.size() >= kMaxFailedCaptures))
+    return std::nullopt;
   const tasks::StagedStep staged_step = staged.stage_step(index);
   Generator& gen = staged.step_generator();
   StepOutcome out;
@@ -307,9 +309,8 @@ TrainingStep::Captured* TrainingStep::capture_step(tasks::StagesSteps& staged, c
     // auto: this shape's steps run eagerly; after a few failures no new shape is tried (the graphs
     // captured so far keep replaying).
     failed_shapes_.insert(shape);
-    new_captures_ = failed_shapes_.size() < kMaxFailedCaptures;
     spdlog::warn("train.cuda_graphs auto: the training step of shape {} could not be captured, so its steps run "
-                 "eagerly{}: {}", shape, new_captures_ ? "" : " (and no other shape is tried)", e.what());
+                 "eagerly{}: {}", shape, failed_shapes_.size() < kMaxFailedCaptures ? "" : " (and no other shape is tried)", e.what());
     return nullptr;
   }
   return (captured_[shape] = std::move(c)).get();

@@ -134,7 +134,6 @@ class TrainingStep {
   std::map<std::string, std::unique_ptr<Captured>> captured_;  // by batch shape (tasks::StagedStep)
   std::map<std::string, int64_t> seen_shapes_;  // steps of a shape not captured yet, run eagerly: the first is its warm-up
   std::set<std::string> failed_shapes_;         // shapes whose capture failed (auto): their steps run eagerly
-  bool new_captures_ = true;                    // false after a few failed captures
   int64_t replays_ = 0;
 };
 
