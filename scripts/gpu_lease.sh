@@ -377,6 +377,14 @@ if [ -s $m30k/train.en.gz ]; then
   if [ "$quick" != 1 ]; then
     translate_peers=("--matmul-precision high" "--amp bf16")
     [ "$full" = 1 ] && translate_peers+=("--amp fp16")
+  # The same at the wmt configs' train.accumulate 5: a graph per batch (by shape, first or later) and
+  # one for the update (docs/gpu-notes.md "accumulated steps captured").
+  for graphs in auto off; do
+    bench "translate_epoch_pad8_acc5_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
+      --set data.pad_to_multiple=8 --set train.accumulate=5 --set train.cuda_graphs=$graphs --steps 10 \
+      --warmup-steps 60 --repeats 3 --json "$out/translate_epoch_pad8_acc5_graphs_$graphs.json"
+  done
     for peer in "${translate_peers[@]}"; do
       name=peer_translate_$(echo "$peer" | awk '{print $2}')
       # shellcheck disable=SC2086  # $peer is an option and its value

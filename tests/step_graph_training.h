@@ -111,7 +111,9 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
   auto task = tasks::make_task(c, gen);
   task->model().to(Device::parse(c.train.device));
   auto optimizer = train::make_optimizer(c.train, task->model());
-  const int64_t per_epoch = task->steps_per_epoch();
+  // Batches an epoch, grouped into steps of train.accumulate batches (the last step takes what is left).
+  const int64_t batches = task->steps_per_epoch(), accumulate = c.train.accumulate;
+  const int64_t per_epoch = train::steps_per_epoch(batches, accumulate);
   train::TrainingStep step(*task, *optimizer, c.train,
                            train::schedule_options(c.train, task->model_size(), epochs * per_epoch));
   if (host_twin) make_graph ? step.replay_through(make_graph) : step.replay_on_the_host();
@@ -127,7 +129,8 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
         poisoned.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
       }
       const uint64_t before = kernel_dispatches(), reads_before = host_wait_counts().value_reads;
-      const train::StepOutcome r = step.run(i, global + 1, epoch);
+      const int64_t first = i * accumulate;
+      const train::StepOutcome r = step.run(first, train::batches_of_step(first, batches, accumulate), global + 1, epoch);
       out.dispatches.push_back(kernel_dispatches() - before);
       out.value_reads.push_back(host_wait_counts().value_reads - reads_before);
       if (global == poison_step) {

@@ -102,8 +102,9 @@ std::vector<Section> Config::schema() {
         string_field("cuda_graphs", &train.cuda_graphs, "Replay the training step (forward, backward, clipping, "
                      "update) as one CUDA graph per batch shape where shapes repeat (char and word LM; classify and "
                      "translate with data.pad_to_multiple set, which bounds their shapes; not the LSTM on a GPU): a "
-                     "shape's first step runs eagerly, its later steps replay its graph (at most 16 shapes; others "
-                     "eager), with the same results. auto: on a CUDA device in one process with train.accumulate 1, "
+                     "shape's first step runs eagerly, its later steps replay its graph (at most 16 graphs; others "
+                     "eager), with the same results; with train.accumulate > 1 a graph per batch (by shape, and whether "
+                     "it is its step's first) and one for the update. auto: on a CUDA device in one process, "
                      "eager when the step cannot be captured (a warning says why); on: the same, but an error naming "
                      "the reason where auto would train eagerly; off: every step eager", {"auto", "on", "off"}),
         int_field("early_stop_patience", &train.early_stop_patience,

@@ -220,8 +220,8 @@ struct NormPart {
   int64_t whole_blocks = 0;
 };
 
-Tensor norm_of_parts(const std::vector<NormPart>& parts, Device device, double max_norm, double grad_scale,
-                     const Tensor& loss) {
+Tensor norm_of_parts(const std::vector<NormPart>& parts, Device device, double max_norm,
+                     const GradScaleSource& grad_scale, const Tensor& loss) {
   int64_t blocks = 0;
   std::vector<int64_t> part_blocks;
   for (const NormPart& part : parts) {
@@ -281,7 +281,7 @@ Tensor grad_norm_and_clip_factor(const nn::NamedTensors& params, double max_norm
   const std::vector<std::vector<size_t>> groups = gradients_by_dtype(params);
   std::vector<NormPart> parts;
   for (const std::vector<size_t>& group : groups) parts.push_back({gradients_of(params, group)});
-  return norm_of_parts(parts, gradients_device(params, groups), max_norm, grad_scale, Tensor());
+  return norm_of_parts(parts, gradients_device(params, groups), max_norm, {grad_scale}, Tensor());
 }
 
 Tensor Optimizer::grad_norm_and_clip_factor(double max_norm, double grad_scale, const Tensor& loss) const {
@@ -299,7 +299,7 @@ Tensor Optimizer::grad_norm_and_clip_factor(double max_norm, double grad_scale, 
   }
   SRU_CHECK(!loss.defined() || loss.numel() == 1, "grad_norm_and_clip_factor: the loss must be one value, got ",
             shape_str(loss.shape()));
-  return norm_of_parts(parts, gradients_device(params_, groups), max_norm, grad_scale, loss);
+  return norm_of_parts(parts, gradients_device(params_, groups), max_norm, {grad_scale, grad_scale_in_memory_}, loss);
 }
 
 Tensor clip_grad_norm_tensor(const nn::NamedTensors& params, double max_norm) {

@@ -70,6 +70,10 @@ class Optimizer {
   void set_scalars_in_memory(const StepScalars* in_memory) { scalars_in_memory_ = in_memory; }
   // Counts a step that a replay applies (step() counts its own).
   void advance_step() { ++step_count_; }
+  // From here on grad_norm_and_clip_factor reads its grad_scale at `in_memory` (a double on the
+  // gradients' device) instead of its argument: the replays of a captured accumulated step take each
+  // step's 1 / terms from there; null: the argument again.
+  void set_grad_scale_in_memory(const double* in_memory) { grad_scale_in_memory_ = in_memory; }
   // The global gradient norm and clip factor of this optimiser's parameters: grad_norm_and_clip_factor
   // (below) to the bit, with each flat group whose gradients are all in place read as one buffer (one
   // reduction dispatch for it, however many tensors: one launch on a GPU) instead of tensor by tensor.
@@ -112,6 +116,7 @@ class Optimizer {
   int64_t step_count_ = 0;
   int whole_buffer_updates_ = 0;
   const StepScalars* scalars_in_memory_ = nullptr;
+  const double* grad_scale_in_memory_ = nullptr;
 };
 
 // Scales all gradients so their global L2 norm is at most max_norm (as torch.nn.utils.clip_grad_norm_:
@@ -161,7 +166,7 @@ void sum_squares_segments(const Tensor& g, const Tensor& segments, int64_t block
 // result (2) f64 = finish_norm_and_factor (optim/optimizer_math.h) of the sum of partial, in order: with
 // grad_scale 1, [norm, clip factor (1 when nothing is to be scaled, NaN when nothing may be updated:
 // the norm, or loss (0-d, f32 or f64) when defined, not finite)].
-void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& loss,
+void finish_grad_norm(const Tensor& partial, double max_norm, const GradScaleSource& grad_scale, const Tensor& loss,
                       const Tensor& result);
 // g *= result[1] (as g's dtype) unless the factor is 1 or NaN.
 void scale_by_clip_factor(const Tensor& g, const Tensor& result);
@@ -175,10 +180,12 @@ inline constexpr int64_t kNormBlock = 1 << 16;
 // 4 KiB that every CUDA version accepts (48 x (4 pointers + 2 sizes) = 2.3 KiB).
 inline constexpr int kMaxTensorsPerLaunch = 48;
 
-// StepScalars and its source hold no tensor (for SRU_KERNEL_IN's device check).
+// StepScalars and the scalar sources hold no tensor (for SRU_KERNEL_IN's device check).
 template <typename F>
 void visit_tensors(const StepScalars&, F&&) {}
 template <typename F>
 void visit_tensors(const StepScalarsSource&, F&&) {}
+template <typename F>
+void visit_tensors(const GradScaleSource&, F&&) {}
 
 }  // namespace sru::optim

@@ -37,6 +37,16 @@ struct StepScalarsSource {
   }
 };
 
+// The factor accumulation's summed gradients are multiplied by to be the mean's (grad_scale of
+// finish_norm_and_factor): `value`, or, when in_memory is set, the double there (a captured accumulated
+// step's replays read each step's 1 / terms from memory the host writes before the replay). get()
+// dereferences in_memory: call it where that memory is (in the kernel).
+struct GradScaleSource {
+  double value = 1.0;
+  const double* in_memory = nullptr;
+  SRU_HD double get() const { return in_memory ? *in_memory : value; }
+};
+
 // One row of a segment table (i64 (S, 4) tensor on the buffers' device, read as SegmentRow): a member of a
 // flat parameter group (nn/flat_parameters.h) as the whole-buffer kernels see it. The member's elements
 // are [offset, offset + numel) of the group's buffers, cut into pieces of the table's piece size (a CUDA

@@ -367,7 +367,7 @@ StagedStep ClassifyTask::stage_step(int64_t index) {
   staged_batch_ = &s;
   staged_part_ = b.part;
   staged_examples_ = static_cast<int64_t>(batches_[index].size());
-  return {*shape, b.words};
+  return {*shape, b.words, staged_examples_};
 }
 
 StepResult ClassifyTask::forward_staged() {

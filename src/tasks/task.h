@@ -135,6 +135,8 @@ class ConvertsModel {
 struct StagedStep {
   std::string shape;   // the batch shape's key: steps of one key replay one graph
   int64_t tokens = 0;  // StepResult::tokens of this step (the captured forward's are the capture's)
+  int64_t terms = 0;   // StepResult::terms of this step (0: tokens), which train.accumulate weights it by
+  int64_t loss_terms() const { return terms > 0 ? terms : tokens; }
 };
 class StagesSteps {
  public:

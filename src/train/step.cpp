@@ -18,24 +18,53 @@
 namespace sru::train {
 
 // The memory every captured step's replay reads, written by the host before each replay, on the
-// model's device: element 0 the step's first Philox counter value (u64), then the optimiser's
-// StepScalars (8-byte aligned).
+// model's device, in 8-byte words: the step's first Philox counter value (u64), the optimiser's
+// StepScalars, then for the pieces of an accumulated step (train.accumulate > 1) the batch's loss
+// weight (as f32, then as f64) and the step's 1 / terms so far (f64). Beside it, the accumulated step's
+// weighted loss sum, which its batches' graphs add to and its update's graph reads.
 struct TrainingStep::ReplayInputs {
   static constexpr int64_t kScalarWords = (sizeof(optim::StepScalars) + 7) / 8;
+  static constexpr int64_t kLossWeightF32 = 1 + kScalarWords, kLossWeightF64 = kLossWeightF32 + 1,
+                           kGradScale = kLossWeightF64 + 1, kWords = kGradScale + 1;
   Tensor memory;
-  explicit ReplayInputs(Device device) : memory(Tensor::zeros({1 + kScalarWords}, DType::I64, device)) {}
+  Tensor loss_sum;  // f64, 0-d
+  explicit ReplayInputs(Device device)
+      : memory(Tensor::zeros({kWords}, DType::I64, device)), loss_sum(Tensor::zeros({}, DType::F64, device)) {}
   const uint64_t* philox_base() const { return reinterpret_cast<const uint64_t*>(memory.data<int64_t>()); }
   const optim::StepScalars* step_scalars() const {
     return reinterpret_cast<const optim::StepScalars*>(memory.data<int64_t>() + 1);
   }
+  const double* grad_scale() const { return reinterpret_cast<const double*>(memory.data<int64_t>() + kGradScale); }
+  // The loss weight as a 0-d tensor of the loss's dtype (f32 or f64) that views the memory.
+  Tensor loss_weight(DType dtype) const {
+    SRU_CHECK(dtype == DType::F32 || dtype == DType::F64, "a captured accumulated step needs an f32 or f64 loss, got ",
+              dtype_name(dtype));
+    return scalar_view(dtype == DType::F32 ? kLossWeightF32 : kLossWeightF64, dtype);
+  }
+  Tensor grad_scale_tensor() const { return scalar_view(kGradScale, DType::F64); }
   // One host-to-device copy (queued, no host wait; a plain copy on the CPU).
-  void write(uint64_t philox_start, const optim::StepScalars& scalars) {
-    Tensor host = Tensor::empty({1 + kScalarWords}, DType::I64);
+  void write(uint64_t philox_start, const optim::StepScalars& scalars, double loss_weight = 1.0,
+             double grad_scale = 1.0) {
+    Tensor host = Tensor::empty({kWords}, DType::I64);
     int64_t* words = host.data<int64_t>();
     std::memset(words, 0, static_cast<size_t>(host.nbytes()));
     std::memcpy(words, &philox_start, sizeof philox_start);
     std::memcpy(words + 1, &scalars, sizeof scalars);
+    const float weight_f32 = static_cast<float>(loss_weight);
+    std::memcpy(words + kLossWeightF32, &weight_f32, sizeof weight_f32);
+    std::memcpy(words + kLossWeightF64, &loss_weight, sizeof loss_weight);
+    std::memcpy(words + kGradScale, &grad_scale, sizeof grad_scale);
     memory.copy_(host);
+  }
+
+ private:
+  // A 0-d tensor of `dtype` over the 8-byte word `word` of the memory (its first bytes).
+  Tensor scalar_view(int64_t word, DType dtype) const {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->storage = memory.impl()->storage;
+    impl->offset = (memory.impl()->offset * 8 + word * 8) / static_cast<int64_t>(dtype_size(dtype));
+    impl->dtype = dtype;
+    return Tensor(std::move(impl));
   }
 };
 
@@ -56,7 +85,7 @@ constexpr size_t kMaxFailedCaptures = 3;
 
 namespace {
 
-// For the captured step's host code: the generator's counter and base, the optimiser's step count and
+// For the captured step's host code (and each piece of an accumulated one): the generator's counter and base, the optimiser's step count and
 // in-memory scalars, and the parameters' .grad handles are left as they were found (also when a capture
 // fails), so that the runner advances the counts itself after each replay, alike for a CUDA graph (whose
 // replays run no host code) and the CPU twin (whose replays run it all again).
@@ -68,6 +97,7 @@ class HostCountersRewind {
     gen_.set_offset_base(nullptr);
     gen_.set_state(gen_.seed(), offset_);
     optimizer_.set_scalars_in_memory(nullptr);
+    optimizer_.set_grad_scale_in_memory(nullptr);
     while (optimizer_.steps() > steps_) optimizer_.forget_step();
     optimizer_.zero_grad();
   }
@@ -113,8 +143,6 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
     why_eager = "the model is on " + device.str() + " (a CUDA graph replays GPU work)";
   else if (sync_)
     why_eager = "data-parallel training (the ranks' gradient sums are not captured)";
-  else if (train.accumulate != 1)
-    why_eager = "train.accumulate is " + std::to_string(train.accumulate) + " (captured steps take one batch)";
   else if (!task_.staged_steps())
     why_eager = "task " + task_.name() + " does not stage its steps (tasks::StagesSteps)";
   else if (const std::string why = task_.staged_steps()->why_not_staged(); !why.empty())
@@ -192,8 +220,10 @@ TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t cou
 StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
                               const std::function<StepVotes()>& votes) {
   SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
-  if (make_graph_ && count == 1)
-    if (std::optional<StepOutcome> replayed = run_replayed(first, step, epoch, votes)) return *replayed;
+  if (make_graph_)
+    if (std::optional<StepOutcome> replayed = count == 1 ? run_replayed(first, step, epoch, votes)
+                                                         : run_replayed_accumulated(first, count, step, epoch, votes))
+      return *replayed;
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   // Backward, clipping and (in one process) the update run before the loss is looked at, so that the
@@ -261,59 +291,74 @@ std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t ste
                                                       const std::function<StepVotes()>& votes) {
   tasks::StagesSteps& staged = *task_.staged_steps();
   const std::optional<std::string> shape = staged.staged_shape(index);
-  if (!shape || failed_shapes_.count(*shape)) return std::nullopt;
-  const auto found = captured_.find(*shape);
-  Captured* c = found != captured_.end() ? found->second.get() : nullptr;
-  // A shape's first step runs eagerly, unstaged: its warm-up (cuBLAS plans, the allocator's cache).
-  if (!c && (seen_shapes_[*shape]++ == 0 || captured_.size() >= kMaxGraphs ||
-             failed_shapes_.size() >= kMaxFailedCaptures))
-    return std::nullopt;
+  if (!shape) return std::nullopt;
+  const std::string key = "the step of shape " + *shape;
+  if (!ready_to_replay({key})) return std::nullopt;
   const tasks::StagedStep staged_step = staged.stage_step(index);
   Generator& gen = staged.step_generator();
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   replay_inputs_->write(gen.offset(), optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1));
-  if (!c) {
-    const uint64_t dispatches_before = kernel_dispatches();
-    c = capture_step(staged, *shape);
-    if (!c) return std::nullopt;  // the staged step runs eagerly
-    // (A CUDA graph's capture runs the step's host code, dispatching its kernels into the graph; the
-    // CPU twin's runs at each replay.)
-    spdlog::info("train.cuda_graphs: the training step of shape {} is captured at step {} ({} kernel dispatches "
-                 "into the graph); the steps of that shape replay it",
-                 *shape, step, kernel_dispatches() - dispatches_before);
-  }
+  Captured* c = graph_of(key, step, [this, &staged](Captured& made) { captured_step(staged, made); });
+  if (!c) return std::nullopt;  // the staged step runs eagerly
   c->graph->replay();
   ++replays_;
-  // What the replay did on the device, counted on the host: the step's draws and the update.
-  gen.set_state(gen.seed(), gen.offset() + c->draws);
-  optimizer_.advance_step();
+  gen.set_state(gen.seed(), gen.offset() + c->draws);  // the replay's draws, counted on the host
   out.tokens = staged_step.tokens;
+  return replayed_update(std::move(out), *c, step, votes);
+}
+
+bool TrainingStep::ready_to_replay(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys)
+    if (failed_shapes_.count(key)) return false;
+  // A key's first step runs eagerly, unstaged: its warm-up (cuBLAS plans, the allocator's cache).
+  bool warm = true;
+  size_t new_graphs = 0;
+  for (const std::string& key : std::set<std::string>(keys.begin(), keys.end())) {
+    if (captured_.count(key)) continue;
+    warm = seen_shapes_[key]++ > 0 && warm;
+    ++new_graphs;
+  }
+  if (new_graphs == 0) return true;
+  return warm && captured_.size() + new_graphs <= kMaxGraphs && failed_shapes_.size() < kMaxFailedCaptures;
+}
+
+TrainingStep::Captured* TrainingStep::graph_of(const std::string& key, int64_t step,
+                                              std::function<void(Captured&)> body) {
+  if (const auto found = captured_.find(key); found != captured_.end()) return found->second.get();
+  auto c = std::make_unique<Captured>();
+  const uint64_t dispatches_before = kernel_dispatches();
+  try {
+    c->graph = make_graph_();
+    Captured& made = *c;
+    // (The twin keeps the function for its replays: body is moved into it.)
+    c->graph->capture([body = std::move(body), &made] { body(made); });
+  } catch (const Error& e) {
+    if (cuda_graphs_ == "on") throw;
+    // auto: this key's steps run eagerly; after a few failures no new key is tried (the graphs
+    // captured so far keep replaying).
+    failed_shapes_.insert(key);
+    spdlog::warn("train.cuda_graphs auto: {} could not be captured, so its steps run eagerly{}: {}", key,
+                 failed_shapes_.size() < kMaxFailedCaptures ? "" : " (and nothing else is tried)", e.what());
+    return nullptr;
+  }
+  // (A CUDA graph's capture runs the host code, dispatching its kernels into the graph; the CPU twin's
+  // runs at each replay.)
+  spdlog::info("train.cuda_graphs: {} is captured at step {} ({} kernel dispatches into the graph); its steps "
+               "replay it", key, step, kernel_dispatches() - dispatches_before);
+  return (captured_[key] = std::move(c)).get();
+}
+
+StepOutcome TrainingStep::replayed_update(StepOutcome out, const Captured& c, int64_t step,
+                                          const std::function<StepVotes()>& votes) {
+  optimizer_.advance_step();  // the update the replay applied, counted on the host
   out.votes = votes ? votes() : StepVotes{};
   double loss_value = 0, norm_value = 0;
-  read_scalars({{c->loss, &loss_value}, {c->norm_and_factor.narrow0(0, 1).view({}), &norm_value}});
+  read_scalars({{c.loss, &loss_value}, {c.norm_and_factor.narrow0(0, 1).view({}), &norm_value}});
   out.loss = loss_value;
   out.grad_norm = std::isfinite(out.loss) ? norm_value : std::numeric_limits<double>::quiet_NaN();
   if (!(std::isfinite(out.loss) && std::isfinite(out.grad_norm))) return not_updated(std::move(out), true);
   return updated(std::move(out), step);
-}
-
-TrainingStep::Captured* TrainingStep::capture_step(tasks::StagesSteps& staged, const std::string& shape) {
-  auto c = std::make_unique<Captured>();
-  try {
-    c->graph = make_graph_();
-    Captured& made = *c;
-    c->graph->capture([this, &staged, &made] { captured_step(staged, made); });
-  } catch (const Error& e) {
-    if (cuda_graphs_ == "on") throw;
-    // auto: this shape's steps run eagerly; after a few failures no new shape is tried (the graphs
-    // captured so far keep replaying).
-    failed_shapes_.insert(shape);
-    spdlog::warn("train.cuda_graphs auto: the training step of shape {} could not be captured, so its steps run "
-                 "eagerly{}: {}", shape, failed_shapes_.size() < kMaxFailedCaptures ? "" : " (and no other shape is tried)", e.what());
-    return nullptr;
-  }
-  return (captured_[shape] = std::move(c)).get();
 }
 
 void TrainingStep::captured_step(tasks::StagesSteps& staged, Captured& c) {
@@ -328,10 +373,140 @@ void TrainingStep::captured_step(tasks::StagesSteps& staged, Captured& c) {
   optimizer_.step(0.0 /* the learning rate comes from memory */, norm_and_factor);
   c.loss = r.loss.detach();
   c.norm_and_factor = norm_and_factor;
-  SRU_CHECK(!c.draws_known || rewind.draws() == c.draws, "the captured training step drew ", rewind.draws(),
+  record_draws(c, rewind.draws());
+}
+
+void TrainingStep::record_draws(Captured& c, uint64_t draws) {
+  SRU_CHECK(!c.draws_known || draws == c.draws, "the captured training step drew ", draws,
             " Philox blocks where its capture drew ", c.draws, ": its random numbers depend on more than its shapes");
-  c.draws = rewind.draws();
+  c.draws = draws;
   c.draws_known = true;
+}
+
+// ---- accumulated steps (train.accumulate > 1) ----
+// Batch i of T_i loss terms: the staged forward, then (accumulated_batch) the loss sum S += T_i L_i (f64)
+// and backward of L_i seeded with T_i (as backward of T_i L_i: the gradients add up in .grad), with T_i
+// read from memory. A graph per (batch shape, first batch of its step or not): the first writes each
+// gradient into its flat place, the later ones add into it (the handles of .grad differ, so does the
+// host code). Then one graph for the update: loss S / T and the norm and clip factor with grad_scale
+// 1 / T (both read from memory), and the optimiser's step. Same operations, so the same bits, as
+// forward_backward's accumulation followed by run()'s update.
+
+namespace {
+// The keys of an accumulated step's graphs (beside the one-batch steps' "the step of shape ...").
+std::string batch_key(const std::string& shape, bool first_of_step) {
+  return std::string(first_of_step ? "the first" : "a later") + " batch of an accumulated step of shape " + shape;
+}
+const std::string kUpdateKey = "the update of an accumulated step";
+// The factor that makes the summed gradients of `terms` loss terms their mean's (the mean over no
+// terms is 0, as forward_backward has it).
+double inverse_terms(int64_t terms) { return terms > 0 ? 1.0 / static_cast<double>(terms) : 0.0; }
+}  // namespace
+
+std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first, int64_t count, int64_t step,
+                                                                  int64_t epoch, const std::function<StepVotes()>& votes) {
+  tasks::StagesSteps& staged = *task_.staged_steps();
+  std::vector<std::string> keys;
+  for (int64_t i = 0; i < count; ++i) {
+    const std::optional<std::string> shape = staged.staged_shape(first + i);
+    if (!shape) return std::nullopt;
+    keys.push_back(batch_key(*shape, i == 0));
+  }
+  keys.push_back(kUpdateKey);
+  if (!ready_to_replay(keys)) return std::nullopt;
+  Generator& gen = staged.step_generator();
+  StepOutcome out;
+  out.lr = optim::learning_rate(schedule_, step, epoch);
+  const optim::StepScalars scalars = optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1);
+  int64_t terms = 0;
+  bool all_replayed = true;
+  for (int64_t i = 0; i < count; ++i) {
+    const bool first_of_step = i == 0;
+    if (all_replayed) {
+      const tasks::StagedStep s = staged.stage_step(first + i);
+      const int64_t weight = s.loss_terms();
+      replay_inputs_->write(gen.offset(), scalars, static_cast<double>(weight), inverse_terms(terms + weight));
+      Captured* c = graph_of(keys[i], step, [this, &staged, first_of_step](Captured& made) {
+        captured_batch(staged, made, first_of_step);
+      });
+      if (c) {
+        c->graph->replay();
+        gen.set_state(gen.seed(), gen.offset() + c->draws);
+        keep_gradients_in_place();
+        out.tokens += s.tokens;
+        terms += weight;
+        continue;
+      }
+      all_replayed = false;  // its capture failed: this batch and the rest run eagerly, unstaged
+    }
+    const tasks::StepResult r = task_.forward_step(first + i);
+    out.tokens += r.tokens;
+    terms += r.loss_terms();
+    replay_inputs_->write(gen.offset(), scalars, static_cast<double>(r.loss_terms()), inverse_terms(terms));
+    accumulated_batch(r.loss, first_of_step);
+  }
+  Captured* update = graph_of(kUpdateKey, step, [this](Captured& made) { captured_update(made); });
+  if (update) {
+    update->graph->replay();
+  } else {
+    all_replayed = false;
+    Captured eager;  // the update's function run as it is, outside any graph
+    captured_update(eager);
+    return replayed_update(std::move(out), eager, step, votes);
+  }
+  if (all_replayed) ++replays_;
+  return replayed_update(std::move(out), *update, step, votes);
+}
+
+void TrainingStep::accumulated_batch(const Tensor& loss, bool first_of_step) {
+  {
+    autograd::NoGradGuard no_grad;
+    const Tensor weighted = loss.detach().to(DType::F64) * replay_inputs_->loss_weight(DType::F64);
+    if (first_of_step)
+      replay_inputs_->loss_sum.copy_(weighted);
+    else
+      replay_inputs_->loss_sum.add_(weighted);
+  }
+  autograd::backward(loss, replay_inputs_->loss_weight(loss.dtype()));
+}
+
+void TrainingStep::captured_batch(tasks::StagesSteps& staged, Captured& c, bool first_of_step) {
+  Generator& gen = staged.step_generator();
+  const HostCountersRewind rewind(gen, optimizer_);
+  gen.set_offset_base(replay_inputs_->philox_base());
+  const cuda::CallerCheckedInputs staged_ids_checked;
+  const tasks::StepResult r = staged.forward_staged();
+  accumulated_batch(r.loss, first_of_step);
+  // The later batches' graphs and the update's are captured with every gradient in its flat place
+  // (keep_gradients_in_place): a batch must leave them all there.
+  for (const auto& [name, p] : optimizer_.parameters())
+    SRU_CHECK(p.impl()->grad_home && p.grad().defined() && p.grad().same_data(Tensor(p.impl()->grad_home)),
+              "parameter ", name, " has no gradient in its flat place after a batch (a captured accumulated step "
+              "needs every batch to reach every parameter, in flat storage)");
+  record_draws(c, rewind.draws());
+}
+
+void TrainingStep::keep_gradients_in_place() {
+  for (const auto& [name, p] : optimizer_.parameters()) {
+    Tensor parameter = p;
+    parameter.set_grad(Tensor(p.impl()->grad_home));
+  }
+}
+
+void TrainingStep::captured_update(Captured& c) {
+  Generator& gen = task_.staged_steps()->step_generator();
+  const HostCountersRewind rewind(gen, optimizer_);
+  optimizer_.set_scalars_in_memory(replay_inputs_->step_scalars());
+  optimizer_.set_grad_scale_in_memory(replay_inputs_->grad_scale());
+  Tensor loss;
+  {
+    autograd::NoGradGuard no_grad;
+    loss = replay_inputs_->loss_sum * replay_inputs_->grad_scale_tensor();
+  }
+  const Tensor norm_and_factor = optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, 1.0 /* from memory */, loss);
+  optimizer_.step(0.0 /* the learning rate comes from memory */, norm_and_factor);
+  c.loss = loss;
+  c.norm_and_factor = norm_and_factor;
 }
 
 }  // namespace sru::train

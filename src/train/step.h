@@ -13,13 +13,15 @@
 // of the global batch, and the gradients, the loss and the step's votes are summed over the ranks
 // (dist::GradientSync) before clipping, so every rank takes the same update. With accumulation each
 // rank sums its batches' gradients locally and the ranks sum once per step, after the last batch.
-// CUDA graphs (train.cuda_graphs): on a GPU, in one process, one batch a step, a task that stages its
+// CUDA graphs (train.cuda_graphs): on a GPU, in one process, a task that stages its
 // steps (tasks::StagesSteps) has its step captured once, after an eager one: the staged forward,
 // backward, the norm and clip factor, and the update, as one graph, which each later step of the same
 // shapes replays with one launch after copying its inputs into the static tensors and the step's
 // [Philox base, optimiser scalars] into memory the replay reads. The host then advances the generator
 // by the step's draws and the optimiser's count, reads loss and norm (the one host wait), and runs the
-// after-update hooks and the weight average eagerly; the result is the eager step's.
+// after-update hooks and the weight average eagerly; the result is the eager step's. A step of several
+// batches (train.accumulate) replays a graph per batch, each adding its weighted gradients in place,
+// the weights and 1 / terms read from memory, then one graph for the update.
 #pragma once
 
 #include <functional>
@@ -115,9 +117,28 @@ class TrainingStep {
   // stageable, a shape's first step, more shapes than kMaxGraphs, or its capture failed under auto).
   std::optional<StepOutcome> run_replayed(int64_t index, int64_t step, int64_t epoch,
                                           const std::function<StepVotes()>& votes);
+  // The same for a step of `count` > 1 batches (train.accumulate): a graph per batch (by shape, and
+  // whether it is its step's first) and one for the update.
+  std::optional<StepOutcome> run_replayed_accumulated(int64_t first, int64_t count, int64_t step, int64_t epoch,
+                                                      const std::function<StepVotes()>& votes);
   struct Captured;
-  Captured* capture_step(tasks::StagesSteps& staged, const std::string& shape);
-  void captured_step(tasks::StagesSteps& staged, Captured& c);  // the work a replay repeats
+  // Whether a step whose graphs have these keys replays: each captured, or run eagerly once before (its
+  // warm-up; counted here) and within the limits on graphs and failed captures.
+  bool ready_to_replay(const std::vector<std::string>& keys);
+  // The graph of `key`, capturing body first if there is none yet (at step `step`); null when the
+  // capture failed under auto (its steps then run eagerly).
+  Captured* graph_of(const std::string& key, int64_t step, std::function<void(Captured&)> body);
+  // After a replay of c: the update counted, loss and norm read, hooks or the non-finite policy.
+  StepOutcome replayed_update(StepOutcome out, const Captured& c, int64_t step, const std::function<StepVotes()>& votes);
+  // The work the replays repeat: a one-batch step; an accumulated step's batch (its forward staged, or
+  // given) and its update.
+  void captured_step(tasks::StagesSteps& staged, Captured& c);
+  void captured_batch(tasks::StagesSteps& staged, Captured& c, bool first_of_step);
+  void accumulated_batch(const Tensor& loss, bool first_of_step);
+  void captured_update(Captured& c);
+  void record_draws(Captured& c, uint64_t draws);
+  // Every parameter's .grad set to its flat place, as a batch's backward leaves it (a replay runs no host code).
+  void keep_gradients_in_place();
   struct ReplayInputs;
   tasks::Task& task_;
   optim::Optimizer& optimizer_;
@@ -131,9 +152,10 @@ class TrainingStep {
   // Null: every step eager. Else a graph for a batch shape: a CUDA graph, or the CPU twin.
   std::function<std::unique_ptr<StepGraph>()> make_graph_;
   std::unique_ptr<ReplayInputs> replay_inputs_;  // what every graph's replay reads from memory
-  std::map<std::string, std::unique_ptr<Captured>> captured_;  // by batch shape (tasks::StagedStep)
-  std::map<std::string, int64_t> seen_shapes_;  // steps of a shape not captured yet, run eagerly: the first is its warm-up
-  std::set<std::string> failed_shapes_;         // shapes whose capture failed (auto): their steps run eagerly
+  // Graphs by key (graph_of: a batch shape, tasks::StagedStep, and the piece of a step).
+  std::map<std::string, std::unique_ptr<Captured>> captured_;
+  std::map<std::string, int64_t> seen_shapes_;  // steps of a key not captured yet, run eagerly: the first is its warm-up
+  std::set<std::string> failed_shapes_;         // keys whose capture failed (auto): their steps run eagerly
   int64_t replays_ = 0;
 };
 

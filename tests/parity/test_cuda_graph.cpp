@@ -2,8 +2,11 @@
 // replayed on new contents of its static input gives the eager pass's loss and gradients, its private
 // pool keeps the graph's memory from eager work, a host wait inside a capture is refused, the
 // error-log kernels (embedding, cross-entropy) capture when the caller vouches for their ids, and a
-// char-LM trained with train.cuda_graphs on takes the eager run's steps.
+// char-LM, a classifier and translation trained with train.cuda_graphs on (one batch a step, or
+// several: train.accumulate) take the eager runs' steps.
 #include <gtest/gtest.h>
+
+#include <tuple>
 
 #include "autograd/engine.h"
 #include "core/cuda/graph.h"
@@ -255,5 +258,33 @@ TEST(CudaGraph, TranslationStepsReplayTheGraphOfTheirShape) {
   const StepGraphTraining replayed = train_step_graph(c, false, -1, 3);
   EXPECT_EQ(replayed.replayed, 60);  // as through the CPU twin
   expect_training_within_1e6(eager, replayed);
+#endif
+}
+
+// train.accumulate 3 on a GPU with the key on: a graph per batch of a step (by shape, first or later)
+// and one for the update, the step's loss weights and 1 / terms read from memory: the replayed steps
+// of the char-LM (SRU at bf16) and of translation take the eager run's losses, norms and weights to
+// 1e-6 relative, as many replayed as through the CPU twin, a replayed char-LM step four launches.
+TEST(CudaGraph, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
+  config::Config charlm = step_graph_charlm_config("sru", "cuda");
+  charlm.train.precision = "bf16";
+  for (auto [c, epochs, replays] : std::vector<std::tuple<config::Config, int64_t, int64_t>>{
+           {charlm, 2, 5}, {step_graph_translate_config("cuda"), 3, 9}}) {
+    SCOPED_TRACE(c.task);
+    c.train.accumulate = 3;
+    c.train.cuda_graphs = "off";
+    const StepGraphTraining eager = train_step_graph(c, false, -1, epochs);
+    c.train.cuda_graphs = "on";
+    const StepGraphTraining replayed = train_step_graph(c, false, -1, epochs);
+    EXPECT_EQ(replayed.replayed, replays);
+    expect_training_within_1e6(eager, replayed);
+    if (c.task == "charlm")
+      for (size_t i : {3, 6, 7, 8}) EXPECT_EQ(replayed.dispatches[i], 4u) << "step " << i;
+  }
 #endif
 }

@@ -122,6 +122,71 @@ TEST(CapturedStep, AFailedCaptureLeavesItsShapeEager) {
   }
 }
 
+// train.accumulate > 1: a graph per batch of a step (by its shape, and whether it is the step's first:
+// that one writes each gradient into its flat place, the later ones add) and one for the update, which
+// reads the step's 1 / terms from memory. The char-LMs' 13 batches an epoch make steps of 3, 3, 3, 3
+// and 1: the first (from no state), the second (the keys' warm-up; in the next epoch the first again)
+// and the short last one run eagerly, 5 of 10 replay. The classifier's and the translation's batches
+// of several shapes weight each batch by its own terms (examples, target pieces); a step replays once
+// each of its keys has run eagerly before.
+TEST(CapturedStep, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
+  struct Case {
+    config::Config c;
+    int64_t accumulate, epochs, steps, replayed;
+  };
+  std::vector<Case> cases{{step_graph_charlm_config("sru"), 3, 2, 10, 5},
+                          {step_graph_charlm_config("transformer"), 3, 2, 10, 5},
+                          {step_graph_classify_config("sru"), 2, 3, 18, 10},
+                          {step_graph_translate_config(), 3, 3, 24, 9}};
+  cases[1].c.train.precision = "bf16";
+  for (Case& k : cases) {
+    SCOPED_TRACE(k.c.task + " " + k.c.model.type);
+    k.c.train.accumulate = k.accumulate;
+    const StepGraphTraining eager = train_step_graph(k.c, false, -1, k.epochs),
+                            replayed = train_step_graph(k.c, true, -1, k.epochs);
+    EXPECT_EQ(eager.steps, k.steps);
+    EXPECT_EQ(replayed.replayed, k.replayed);
+    expect_same_training(eager, replayed);
+    for (size_t i = 0; i < replayed.value_reads.size(); ++i) EXPECT_EQ(replayed.value_reads[i], 1u) << "step " << i;
+  }
+  // A non-finite replayed step (step 3, a NaN in the output bias) is skipped as an eager one is: its
+  // count taken back, the carried state restarted from none; the replays are the same 5 (the step
+  // after it is the epoch's short last one, eager anyway).
+  config::Config c = step_graph_charlm_config("sru");
+  c.train.accumulate = 3;
+  const StepGraphTraining eager = train_step_graph(c, false, 3), replayed = train_step_graph(c, true, 3);
+  EXPECT_TRUE(std::isnan(eager.losses[3]));
+  EXPECT_EQ(replayed.replayed, 5);
+  expect_same_training(eager, replayed);
+}
+
+// A capture that fails inside an accumulated step (here the second graph tried: the later batches' of
+// the char-LM's first replayed step, after its first batch replayed): that batch and the rest of the
+// step run eagerly, unstaged, through the same weighted sums, and the update too; later steps of that
+// key stay eager. Training is the eager one's to the bit.
+TEST(CapturedStep, AFailedCaptureInsideAnAccumulatedStepFinishesItEagerly) {
+  struct SecondCaptureRefused final : train::StepGraph {
+    int* captures;
+    std::function<void()> step;
+    explicit SecondCaptureRefused(int* n) : captures(n) {}
+    void capture(std::function<void()> s) override {
+      if (++*captures == 2) SRU_FAIL("CUDA graph capture on cuda:0 failed: refused for the test");
+      step = std::move(s);
+    }
+    bool captured() const override { return static_cast<bool>(step); }
+    void replay() override { step(); }
+  };
+  int captures = 0;
+  const auto second_refused = [&captures] { return std::make_unique<SecondCaptureRefused>(&captures); };
+  config::Config c = step_graph_charlm_config("sru");
+  c.train.accumulate = 3;
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 2),
+                          mixed = train_step_graph(c, true, -1, 2, second_refused);
+  EXPECT_EQ(mixed.replayed, 0);  // no accumulated step replays whole; the one-batch steps' graph replays
+  EXPECT_GE(captures, 2);
+  expect_same_training(eager, mixed);
+}
+
 TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
   config::Config c = step_graph_charlm_config("sru");
   c.train.cuda_graphs = "on";

@@ -113,7 +113,7 @@ void sum_squares_segments(const Tensor& g, const Tensor& segments, int64_t block
   });
 }
 
-void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& loss,
+void finish_grad_norm(const Tensor& partial, double max_norm, const GradScaleSource& grad_scale, const Tensor& loss,
                       const Tensor& result) {
   const double* p = partial.data<double>();
   double total = 0.0;
@@ -121,7 +121,7 @@ void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale,
   bool loss_finite = true;
   if (loss.defined())
     SRU_DISPATCH_FLOATING(loss.dtype(), "finish_grad_norm", [&]<typename T>() { loss_finite = std::isfinite(*loss.data<T>()); });
-  finish_norm_and_factor(total, max_norm, grad_scale, loss_finite, result.data<double>());
+  finish_norm_and_factor(total, max_norm, grad_scale.get(), loss_finite, result.data<double>());
 }
 
 void scale_by_clip_factor(const Tensor& g, const Tensor& result) {

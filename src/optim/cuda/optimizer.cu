@@ -157,11 +157,11 @@ void for_each_table(const std::vector<Tensor>& w, const std::vector<Tensor>& g, 
 
 // loss: the step's loss (0-d) or null.
 template <typename L>
-__global__ void finish_norm_kernel(const double* partial, long long n, double max_norm, double grad_scale,
+__global__ void finish_norm_kernel(const double* partial, long long n, double max_norm, GradScaleSource grad_scale,
                                    const L* loss, double* result) {
   double total = 0.0;
   for (long long i = 0; i < n; ++i) total += partial[i];
-  finish_norm_and_factor(total, max_norm, grad_scale, loss == nullptr || isfinite(static_cast<double>(*loss)), result);
+  finish_norm_and_factor(total, max_norm, grad_scale.get(), loss == nullptr || isfinite(static_cast<double>(*loss)), result);
 }
 
 template <typename T>
@@ -232,7 +232,7 @@ void sum_squares_blocks(const std::vector<Tensor>& grads, int64_t block_size, co
   });
 }
 
-void finish_grad_norm(const Tensor& partial, double max_norm, double grad_scale, const Tensor& loss,
+void finish_grad_norm(const Tensor& partial, double max_norm, const GradScaleSource& grad_scale, const Tensor& loss,
                       const Tensor& result) {
   const cudaStream_t stream = sru::cuda::stream_of(result);
   if (!loss.defined()) {
