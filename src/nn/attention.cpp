@@ -398,7 +398,7 @@ Tensor SeqAttnMatch::forward(const Tensor& x, const Tensor& y, const Tensor& y_m
   SRU_CHECK(x.size(0) == y.size(0), "SeqAttnMatch: x ", shape_str(x.shape()), " and y ", shape_str(y.shape()),
             " have different batch sizes");
   check_sequence_mask(y_mask, y, "SeqAttnMatch", "y_mask");
-  const Tensor x_proj = relu(linear->forward(x)), y_proj = relu(linear->forward(y));
+  const Tensor x_proj = linear->forward_relu(x), y_proj = linear->forward_relu(y);
   // One head: batch-first (B, L, d) is already attend_heads' (B*H, L, dh) layout.
   return attend_heads(x_proj, y_proj, y, 1, y_mask.defined() ? AttentionMask::padding(y_mask) : AttentionMask::none(),
                       1.0);

@@ -28,6 +28,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, DType 
 // A consumer that needs float32 (layer norm's statistics, a residual add: ops promote bf16 beside
 // float32) gets it there. Float64 layers stay float64.
 Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward_relu(const Tensor& x) const { return linear_relu(x, weight, bias); }
 
 Embedding::Embedding(int64_t num_embeddings, int64_t dim, int64_t padding, DType dtype, Generator& gen)
     : padding_idx(padding) {

@@ -16,6 +16,8 @@ class Linear : public Module {
   Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::F32,
          Generator& gen = default_generator());
   Tensor forward(const Tensor& x) const;
+  // relu(forward(x)) as one op (ops/matmul.h linear_relu: the ReLU in the bias epilogue).
+  Tensor forward_relu(const Tensor& x) const;
   // Uses w (out, in) as this layer's weight from now on, e.g. an embedding matrix (weight tying).
   void tie_weight(const Tensor& w);
   Tensor weight, bias;

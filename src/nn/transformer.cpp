@@ -60,7 +60,7 @@ Tensor FeedForward::drop_inner(const Tensor& t) const {
 }
 
 Tensor FeedForward::forward(const Tensor& z, const Tensor& mask_pad) const {
-  if (kind == FeedForwardKind::Relu) return w_2->forward(drop_inner(relu(w_1->forward(z))));
+  if (kind == FeedForwardKind::Relu) return w_2->forward(drop_inner(w_1->forward_relu(z)));
   return w_2->forward(drop_inner(sru->forward(z, Tensor(), mask_pad).first));
 }
 

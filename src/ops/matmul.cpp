@@ -257,10 +257,16 @@ Tensor head_mix(const Tensor& p, const Tensor& v, int64_t heads) {
   return o;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+namespace {
+
+// linear and linear_relu: one dispatch forward; backward (a folding node: x's gradient may be added into
+// the one waiting for it) masks the gradient by y > 0 first when the ReLU was applied.
+Tensor linear_with(const Tensor& x, const Tensor& weight, const Tensor& bias, LinearActivation activation) {
   if (autocast_bf16() && weight.dtype() == DType::F32 && x.dtype() != DType::F64)
-    return linear(cast(x, DType::BF16), cast(weight, DType::BF16), bias.defined() ? cast(bias, DType::BF16) : Tensor());
-  if (!bias.defined()) return matmul(x, weight, false, true);
+    return linear_with(cast(x, DType::BF16), cast(weight, DType::BF16),
+                       bias.defined() ? cast(bias, DType::BF16) : Tensor(), activation);
+  const bool relu_after = activation == LinearActivation::Relu;
+  if (!bias.defined()) return relu_after ? relu(matmul(x, weight, false, true)) : matmul(x, weight, false, true);
   check_product_operands(x, weight, "linear");
   check_same_dtype(x, bias, "linear");
   check_same_device(x, bias, "linear");
@@ -273,13 +279,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Shape out_shape = x.shape();
   out_shape.back() = N;
   Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
-  SRU_KERNEL(y.device(), linear_forward, x.view({M, K}), weight, bias, y.view({M, N}));
+  SRU_KERNEL(y.device(), linear_forward, x.view({M, K}), weight, bias, y.view({M, N}), activation);
   if (autograd::needs_grad({x, weight, bias})) {
     const bool need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.requires_grad();
     autograd::record_folding(
-        "LinearBackward", {x, weight, bias}, {y},
-        [=, x = x.detach(), w = weight.detach()](const std::vector<Tensor>& g, std::vector<Tensor>& pending) {
-          const Tensor rows = g[0].view({M, N});
+        relu_after ? "LinearReluBackward" : "LinearBackward", {x, weight, bias}, {y},
+        [=, x = x.detach(), w = weight.detach(), y = relu_after ? y.detach() : Tensor()](const std::vector<Tensor>& g,
+                                                                                         std::vector<Tensor>& pending) {
+          Tensor rows = g[0].view({M, N});
+          if (relu_after) {  // relu's backward from its output: y > 0 exactly where the sum was
+            const Tensor masked = Tensor::empty({M, N}, rows.dtype(), rows.device());
+            SRU_KERNEL(rows.device(), unary_backward, UnaryOp::Relu, rows, y.view({M, N}), y.view({M, N}), 0.0, masked);
+            rows = masked;
+          }
           Tensor gx, gw;
           if (need_x) {
             const autograd::GradientTarget into = autograd::gradient_target(pending, 0);  // of x's shape
@@ -299,6 +311,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         });
   }
   return y;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_with(x, weight, bias, LinearActivation::None);
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_with(x, weight, bias, LinearActivation::Relu);
 }
 
 GemmDims gemm_dims(const GemmMatrix& ma, bool ta, const GemmMatrix& mb, bool tb, const GemmMatrix& mc) {

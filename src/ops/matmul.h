@@ -117,6 +117,15 @@ Tensor head_mix(const Tensor& p, const Tensor& v, int64_t heads);
 // the bias. Backward: dx = dy W, dW = dy^T x (GEMMs), db = column sums of dy
 // (sum_rows, as the add's backward summed them: the same values).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// relu(linear(x, weight, bias)) as one op: the ReLU in the same epilogue as the bias (cuBLASLt's
+// CUBLASLT_EPILOGUE_RELU_BIAS on a GPU; the CPU's bias pass clamps too), where a ReLU kernel read and
+// wrote the product again (the Transformer's feed-forward layers, DrQA's aligned attention). The same
+// values to the bit: max(0, .) commutes with the one rounding (NaN becomes 0, as relu's x > 0 ? x : 0).
+// Backward: the gradient masked by y > 0 (the same mask as x > 0 before the ReLU), then linear's.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// What linear_forward applies after the bias.
+enum class LinearActivation { None, Relu };
 
 namespace cuda {
 // linear_forward calls on CUDA devices that ran as one cuBLASLt GEMM with the bias epilogue (the rest
@@ -135,9 +144,10 @@ SRU_DECLARE_KERNELS(
 // matrices are left as they are.
 void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const GemmMatrix& mb, bool tb,
           const Tensor& c, const GemmMatrix& mc, int64_t batch, double alpha, double beta);
-// y (M, N) = x (M, K) weight (N, K)^T + bias (N) on every row; all of one dtype (float, or bf16 with
-// FP32 sums and y rounded once, after the bias), contiguous.
-void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);
+// y (M, N) = act(x (M, K) weight (N, K)^T + bias (N)) on every row (act: identity or max(0, .)); all
+// of one dtype (float, or bf16 with FP32 sums and y rounded once, after the bias and act), contiguous.
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                    LinearActivation activation);
 // The Linear's parameter gradients from dy (M, N) and x (M, K), all of one dtype, contiguous:
 // weight_grad (N, K) = dy^T x, written over it (accumulate_weight false) or added into it (true), and
 // bias_grad (N) = the column sums of dy, written over it (sum_rows' values: double sums on the CPU).

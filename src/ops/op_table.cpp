@@ -129,6 +129,24 @@ std::vector<OpEntry> build() {
                            [](const Inputs& x) { return linear(x[0], x[1], x[2]); })},
                       one("(4096, 1024) W (3072, 1024) b (3072)", {in({4096, 1024}), in({3072, 1024}), in({3072})},
                           [](const Inputs& x) { return linear(x[0], x[1], x[2]); })});
+  {
+    // The pre-activations away from 0 (relu's kink, see relu's entry): small x and W, the bias drawn in
+    // [0.5, 1] times fixed alternating signs, so that half the columns are clamped.
+    const Fixed signs = [](const Inputs& x) {
+      std::vector<double> v(static_cast<size_t>(x[2].numel()));
+      for (size_t i = 0; i < v.size(); ++i) v[i] = i % 2 ? -1.0 : 1.0;
+      return Inputs{op_fixed(v, x[2].shape(), x[2])};
+    };
+    const auto f = [](const Inputs& x, const Inputs& fx) {
+      return linear_relu(x[0], x[1], mul(x[2], fx[0].to(x[2].dtype())));
+    };
+    t.push_back(OpEntry{"linear_relu", {"linear_forward", "linear_parameter_gradients", "unary_backward", "gemm", "sum_rows"},
+                        kFloatBf16, true, 1e-4,
+                        {one_fixed("(2, 3, 4) W (5, 4) b (5)", {in({2, 3, 4}, -0.1, 0.1), in({5, 4}, -0.1, 0.1), in({5}, 0.5, 1.0)},
+                                   signs, f)},
+                        one_fixed("(4096, 512) W (2048, 512) b (2048)",
+                                  {in({4096, 512}, -0.1, 0.1), in({2048, 512}, -0.1, 0.1), in({2048}, 0.5, 1.0)}, signs, f)});
+  }
   // Attention's products on the (L, B, H*d) layout (strided batched GEMMs; = bmm over split heads).
   t.push_back(OpEntry{"head_scores", {"gemm"}, kFloatBf16, true, 1e-4,
                       {one("q (3, 2, 2 x 2) k (4, 2, 2 x 2)", {in({3, 2, 4}), in({4, 2, 4})},

@@ -242,7 +242,8 @@ TEST(CudaParity, CudnnLstmAtBf16MatchesItsCpuTwin) {
 #endif
 }
 
-// The Linear's bias in cuBLASLt's epilogue: float32 at highest and high and bf16 take the fused path
+// The Linear's bias (and linear_relu's ReLU: CUBLASLT_EPILOGUE_RELU_BIAS) in cuBLASLt's epilogue: float32
+// at highest and high and bf16 take the fused path
 // (the epilogue counter moves once per call), also for an input viewed at an offset that is only
 // 4-byte aligned (its alignment handed to the heuristic), and match the CPU (which adds the bias after
 // the product, as the epilogue does: float32 to float rounding of the product).
@@ -257,15 +258,17 @@ TEST(CudaParity, LinearBiasRidesInTheGemmEpilogue) {
     SCOPED_TRACE(precision_name(p));
     const PrecisionScope scope(p);
     const double tol = p == MatmulPrecision::Highest ? 1e-5 : 2e-2;
-    for (bool shifted : {false, true}) {
-      const uint64_t before = cuda::linear_epilogue_calls();
-      expect_parity(one([&](const Inputs& v) {
-                      const Tensor input = shifted ? v[3].narrow0(1, 7 * 5 * 24).view({7, 5, 24}) : v[0];
-                      return linear(input, v[1], v[2]);
-                    }),
-                    {x, w, b, offset_x}, tol);
-      EXPECT_EQ(cuda::linear_epilogue_calls() - before, 1u) << (shifted ? "offset input" : "aligned input");
-    }
+    for (bool with_relu : {false, true})
+      for (bool shifted : {false, true}) {
+        const uint64_t before = cuda::linear_epilogue_calls();
+        expect_parity(one([&](const Inputs& v) {
+                        const Tensor input = shifted ? v[3].narrow0(1, 7 * 5 * 24).view({7, 5, 24}) : v[0];
+                        return with_relu ? linear_relu(input, v[1], v[2]) : linear(input, v[1], v[2]);
+                      }),
+                      {x, w, b, offset_x}, tol);
+        EXPECT_EQ(cuda::linear_epilogue_calls() - before, 1u)
+            << (shifted ? "offset input" : "aligned input") << (with_relu ? ", with the ReLU" : "");
+      }
   }
 #endif
 }

@@ -2,8 +2,10 @@
 // shape and argument errors users hit first.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "autograd/engine.h"
 #include "core/float16.h"
@@ -603,4 +605,39 @@ TEST(Linear, EqualsMatmulPlusBiasAndNamesBadShapes) {
                 .find("linear: expected x (..., in), weight (out, in), bias (out)"),
             std::string::npos);
   EXPECT_NE(error_of([&] { linear(x, Tensor::zeros({5, 3}, DType::F64), b); }).find("linear"), std::string::npos);
+}
+
+// linear_relu: the ReLU applied in linear's bias pass gives relu(linear(...)) to the bit, forward and
+// every gradient, in float32 and under bf16 autocast (bf16 answers: the clamp commutes with the one
+// rounding), NaN clamped to 0 as relu does; one dispatch forward where linear and relu were two.
+TEST(Linear, ReluInTheBiasPassEqualsReluOfLinearToTheBit) {
+  for (const std::string precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    const sru::testing::PrecisionScope scope(parse_precision(precision, "precision"));
+    const auto run = [](bool fused) {
+      Generator gen(5);
+      const Tensor x = Tensor::uniform({3, 7, 16}, -1, 1, DType::F32, gen).set_requires_grad(true);
+      const Tensor w = Tensor::uniform({24, 16}, -0.5, 0.5, DType::F32, gen).set_requires_grad(true);
+      const Tensor b = Tensor::uniform({24}, -0.5, 0.5, DType::F32, gen).set_requires_grad(true);
+      const uint64_t before = kernel_dispatches();
+      const Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
+      const uint64_t forward = kernel_dispatches() - before;
+      const Tensor weights = Tensor::uniform(y.shape(), -1, 1, DType::F32, gen);
+      autograd::backward(sum(cast(y, DType::F32) * weights));
+      return std::tuple{y.to(DType::F32), x.grad(), w.grad(), b.grad(), forward};
+    };
+    const auto [y1, gx1, gw1, gb1, n1] = run(true);
+    const auto [y0, gx0, gw0, gb0, n0] = run(false);
+    EXPECT_EQ(n1 + 1, n0);
+    for (const auto& [a, e] : {std::pair{y1, y0}, {gx1, gx0}, {gw1, gw0}, {gb1, gb0}}) {
+      ASSERT_EQ(a.dtype(), e.dtype());
+      EXPECT_EQ(std::memcmp(a.data_ptr(), e.data_ptr(), a.nbytes()), 0);
+    }
+    const std::vector<float> values = y1.to_vector<float>();
+    EXPECT_GT(std::count(values.begin(), values.end(), 0.f), 0);  // some clamped, some not
+    EXPECT_LT(std::count(values.begin(), values.end(), 0.f), static_cast<long>(values.size()));
+  }
+  const Tensor nan_row = Tensor::full({1, 2}, std::nan(""));
+  const Tensor y = linear_relu(nan_row, Tensor::ones({3, 2}), Tensor::zeros({3}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{0, 0, 0}));
 }

@@ -91,12 +91,13 @@ void float_gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b,
 
 }  // namespace
 
-void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                    LinearActivation activation) {
   const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
   const GemmMatrix mx = GemmMatrix::packed(M, K), mw = GemmMatrix::packed(N, K), my = GemmMatrix::packed(M, N);
   // The product, then the bias added to each row in y's compute type: float32 y + b rounded once, as
   // the add after matmul did; bf16 the float32 sum plus the widened bias, rounded once (the epilogue's
-  // order on the GPU).
+  // order on the GPU). The ReLU clamps the sum (relu's x > 0 ? x : 0: NaN becomes 0).
   const bool bf16 = y.dtype() == DType::BF16;
   const Tensor out = bf16 ? Tensor::empty({M, N}, DType::F32) : y;
   if (bf16 && M > 0 && N > 0 && K > 0 && bf16_dot_gemm_pays(M, N, K))
@@ -109,6 +110,14 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
     T* rows = out.data<T>();
     const T* add = b.data<T>();
     parallel_for(0, M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(N, 1)), [&](int64_t lo, int64_t hi) {
+      if (activation == LinearActivation::Relu) {
+        for (int64_t r = lo; r < hi; ++r)
+          for (int64_t j = 0; j < N; ++j) {
+            const T v = rows[r * N + j] + add[j];
+            rows[r * N + j] = v > T(0) ? v : T(0);
+          }
+        return;
+      }
       for (int64_t r = lo; r < hi; ++r)
         for (int64_t j = 0; j < N; ++j) rows[r * N + j] += add[j];
     });

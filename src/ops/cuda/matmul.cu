@@ -207,10 +207,13 @@ bool run_lt_gemm(const LtGemm& gemm, const Tensor& y) {
 // y = x W^T + bias with the bias in the epilogue, one kernel. Column-major, as cuBLAS: y^T (N x M,
 // ld N) = op(W) (N x K; W is stored (K x N), ld K, transposed) times x^T (K x M, ld K); the bias runs
 // along y^T's rows, as the epilogue adds it.
-bool linear_forward_lt(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+bool linear_forward_lt(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                       LinearActivation activation) {
   const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
+  const cublasLtEpilogue_t epilogue =
+      activation == LinearActivation::Relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   return run_lt_gemm({CUBLAS_OP_T, CUBLAS_OP_N, {weight.data_ptr(), K, N, K}, {x.data_ptr(), K, M, K},
-                      {y.data_ptr(), N, M, N}, CUBLASLT_EPILOGUE_BIAS, bias.data_ptr(), 0.0f},
+                      {y.data_ptr(), N, M, N}, epilogue, bias.data_ptr(), 0.0f},
                      y);
 }
 
@@ -227,11 +230,14 @@ bool linear_parameter_gradients_lt(const Tensor& dy, const Tensor& x, const Tens
                      weight_grad);
 }
 
-// y[r, j] += bias[j] (the fallback's add; for bf16 a second rounding, after the GEMM's).
+// y[r, j] += bias[j], then max(0, .) when relu (the fallback's add; for bf16 a second rounding, after
+// the GEMM's).
 template <typename T>
-__global__ void add_bias_rows_kernel(T* y, const T* bias, long long n, long long N) {
+__global__ void add_bias_rows_kernel(T* y, const T* bias, long long n, long long N, bool relu) {
+  using C = compute_t<T>;
   SRU_GRID_STRIDE(e, n) {
-    y[e] = static_cast<T>(static_cast<compute_t<T>>(y[e]) + static_cast<compute_t<T>>(bias[e % N]));
+    const C v = static_cast<C>(y[e]) + static_cast<C>(bias[e % N]);
+    y[e] = static_cast<T>(relu ? (v > C(0) ? v : C(0)) : v);
   }
 }
 
@@ -243,10 +249,11 @@ std::atomic<uint64_t> g_linear_bias_gradient_epilogue_calls{0};
 uint64_t linear_epilogue_calls() { return g_linear_epilogue_calls.load(); }
 uint64_t linear_bias_gradient_epilogue_calls() { return g_linear_bias_gradient_epilogue_calls.load(); }
 
-void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y,
+                    LinearActivation activation) {
   const int64_t M = x.size(0), K = x.size(1), N = weight.size(0);
   if (M == 0 || N == 0) return;
-  if (K > 0 && linear_forward_lt(x, weight, bias, y)) {
+  if (K > 0 && linear_forward_lt(x, weight, bias, y, activation)) {
     g_linear_epilogue_calls.fetch_add(1);
     return;
   }
@@ -254,7 +261,8 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
        0.0);
   const long long n = M * N;
   SRU_DISPATCH_FLOATING_BF16(y.dtype(), "linear", [&]<typename T>() {
-    add_bias_rows_kernel<<<grid_for(n), kBlock, 0, stream_of(y)>>>(y.data<T>(), bias.data<T>(), n, N);
+    add_bias_rows_kernel<<<grid_for(n), kBlock, 0, stream_of(y)>>>(y.data<T>(), bias.data<T>(), n, N,
+                                                                   activation == LinearActivation::Relu);
   });
   SRU_CUDA_LAUNCH_CHECK("add_bias_rows_kernel");
 }
