@@ -271,6 +271,9 @@ for op in softmax cross_entropy layer_norm dropout ssru_recurrence fused_attenti
 done
 bench ops_fused_attention_bf16 $build/srubench ops --device cuda --only fused_attention --dtype bf16 --repeats 20 \
   --json "$out/ops_fused_attention_bf16.json"
+# The same on the SIMT kernels (SRU_ATTENTION_SIMT=1): what the bf16 tensor-core kernels gain (heads of 64).
+bench ops_fused_attention_bf16_simt env SRU_ATTENTION_SIMT=1 $build/srubench ops --device cuda --only fused_attention \
+  --dtype bf16 --repeats 20 --json "$out/ops_fused_attention_bf16_simt.json"
 # The fused attention's peer at the same shape (L 512, B 16, 8 heads of 64, causal), fp32 and bf16.
 [ "$mode" != profile ] && bench peer_attention python3 scripts/gpu_peer_bench.py --repeats 20 --json "$out/peer_attention.json" \
   attention --causal --batch 16 --heads 8 --length 512 --dim 64 --dtypes fp32 bf16
@@ -374,9 +377,6 @@ if [ -s $m30k/train.en.gz ]; then
       --set data.pad_to_multiple=8 --set train.cuda_graphs=$graphs --steps 20 --warmup-steps 200 --repeats 3 \
       --json "$out/translate_epoch_pad8_graphs_$graphs.json"
   done
-  if [ "$quick" != 1 ]; then
-    translate_peers=("--matmul-precision high" "--amp bf16")
-    [ "$full" = 1 ] && translate_peers+=("--amp fp16")
   # The same at the wmt configs' train.accumulate 5: a graph per batch (by shape, first or later) and
   # one for the update (docs/gpu-notes.md "accumulated steps captured").
   for graphs in auto off; do
@@ -385,6 +385,9 @@ if [ -s $m30k/train.en.gz ]; then
       --set data.pad_to_multiple=8 --set train.accumulate=5 --set train.cuda_graphs=$graphs --steps 10 \
       --warmup-steps 60 --repeats 3 --json "$out/translate_epoch_pad8_acc5_graphs_$graphs.json"
   done
+  if [ "$quick" != 1 ]; then
+    translate_peers=("--matmul-precision high" "--amp bf16")
+    [ "$full" = 1 ] && translate_peers+=("--amp fp16")
     for peer in "${translate_peers[@]}"; do
       name=peer_translate_$(echo "$peer" | awk '{print $2}')
       # shellcheck disable=SC2086  # $peer is an option and its value

@@ -17,8 +17,12 @@
 // dropout, bmm: nn/attention.h) drop the same weights for a generator state and differ by rounding
 // only. f32, bf16 (float32 math and statistics) and f64 (double; the gradient checks); dh, dv <= 128
 // (kFusedAttentionMaxHead; the CUDA kernels at f64: <= 64). The CPU kernels are the CUDA kernels'
-// twin in arithmetic (a query row at a time, float32 sums), not in blocking.
+// twin in arithmetic (a query row at a time, float32 sums), not in blocking. On a GPU, bf16 heads of 64
+// features run on tensor cores where the card has them (ops/cuda/attention_tensor_cores.cu: the weights
+// and dS rounded to bf16 before their products, as flash attention does; within the bf16 parity bounds).
 #pragma once
+
+#include <cstdint>
 
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -52,6 +56,16 @@ void visit_tensors(const AttentionShape&, F&&) {}
 template <typename F>
 void visit_tensors(const AttentionDropout&, F&&) {}
 #endif
+
+namespace cuda {
+// fused_attention calls (forward or backward) that ran on the bf16 tensor-core kernels
+// (ops/cuda/attention_tensor_cores.cu: heads of 64 features on cards of compute capability 8.0 and
+// later), since the process started. CUDA builds only.
+uint64_t tensor_core_attention_calls();
+// Whether those calls may take the tensor-core kernels (the default; SRU_ATTENTION_SIMT=1 in the
+// environment switches them off for the process) or the SIMT ones: the tests compare both on one card.
+void allow_tensor_core_attention(bool allowed);
+}  // namespace cuda
 
 // Kernels of both backends (ops/kernels.h): the CUDA twins (ops/cuda/attention.cu) have the same
 // contracts, tensors on one CUDA device.

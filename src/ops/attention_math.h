@@ -30,6 +30,21 @@ struct AttentionPattern {
   SRU_HD long long last_key(long long i, long long Lk) const {
     return causal ? (i + offset < Lk - 1 ? i + offset : Lk - 1) : Lk - 1;
   }
+  // The keys [first, last] that some query of [i0, i_last] may see: a block of queries skips the key
+  // tiles outside it.
+  SRU_HD void keys_seen_by(long long i0, long long i_last, long long Lk, long long& first, long long& last) const {
+    first = first_key(i0) < 0 ? 0 : first_key(i0);
+    last = last_key(i_last, Lk);
+  }
+  // The queries [first, last] of Lq that may see some key of [j0, j_last]: causal i >= j - offset; with a
+  // window also i <= j + window - offset.
+  SRU_HD void queries_seeing(long long j0, long long j_last, long long Lq, long long& first, long long& last) const {
+    first = 0;
+    last = Lq - 1;
+    if (!causal) return;
+    first = j0 - offset > 0 ? j0 - offset : 0;
+    if (window >= 0 && j_last + window - offset < last) last = j_last + window - offset;
+  }
 };
 
 // Where the features of (position, batch row b, head h) start in an operand, in elements: the

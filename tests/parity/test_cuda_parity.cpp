@@ -17,6 +17,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "core/cuda/device_info.h"
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
 #include "core/kernel_count.h"
@@ -1040,7 +1041,8 @@ TEST(CudaParity, RegisteredDecoders) {
 // (32, 64, 128 values: W = 1, 2, 4; dv != dh), one and several key tiles of 32 with the causal tile
 // skips (memory and a window), key padding with a sequence whose queries see no key, dropout on the
 // weights (the same Philox words on both devices), bf16 heads, float64, and the head-major layout of
-// split heads and the decoding cache.
+// split heads and the decoding cache; bf16 heads of 64 on the tensor-core kernels
+// (ops/cuda/attention_tensor_cores.cu: tiles of 64, the same masks, dropout and layouts).
 TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
   SKIP_WITHOUT_CUDA();
   struct Case {
@@ -1066,6 +1068,14 @@ TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
        HeadsLayout::HeadMajor},
       {"head-major: L 33 over 40 keys, key padding, dropout 0.2", 33, 40, 2, 32, 48, {}, true, 0.2, DType::F32, 1e-5,
        HeadsLayout::HeadMajor},
+      // bf16 heads of 64 features and >= 16 queries: the tensor-core kernels on cards of 8.0 and later.
+      {"bf16 tensor cores, L 16", 16, 16, 2, 64, 64, {}, false, 0.0, DType::BF16, 2e-2},
+      {"bf16 tensor cores, L 200 over 203 keys, memory 3, window 50", 200, 203, 2, 64, 64, {true, 3, 50}, false, 0.0,
+       DType::BF16, 2e-2},
+      {"bf16 tensor cores, L 130, causal, key padding, dropout 0.2", 130, 130, 2, 64, 64, {true, 0, -1}, true, 0.2,
+       DType::BF16, 2e-2},
+      {"bf16 tensor cores, head-major: L 33 over 40 keys, key padding, dropout 0.2", 33, 40, 2, 64, 64, {}, true, 0.2,
+       DType::BF16, 2e-2, HeadsLayout::HeadMajor},
   };
   uint64_t seed = 900;
   for (const Case& c : cases) {
@@ -1093,4 +1103,50 @@ TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
                   }),
                   {q, k, v, padding}, c.tol);
   }
+}
+
+// The tensor-core kernels against the SIMT kernels on one card (allow_tensor_core_attention), forward and
+// backward: the bench shape (L 512, 8 heads of 64, causal) with dropout, and key padding over a
+// length that is no multiple of the 64-query tiles; each path counted where it ran.
+TEST(CudaParity, FusedAttentionTensorCoresMatchTheSimtKernels) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (cuda::compute_capability(0) < 80) GTEST_SKIP() << "the tensor-core attention needs compute capability 8.0";
+  struct Case {
+    const char* name;
+    int64_t L, B, heads;
+    AttentionPattern pattern;
+    bool padding;
+    double dropout;
+  };
+  for (const Case& c : {Case{"L 512, 8 heads, causal, dropout 0.1", 512, 2, 8, {true, 0, -1}, false, 0.1},
+                        Case{"L 77, key padding", 77, 3, 2, {}, true, 0.0}}) {
+    SCOPED_TRACE(c.name);
+    Tensor padding;
+    if (c.padding) {
+      std::vector<float> pad(static_cast<size_t>(c.B * c.L), 0.0f);
+      for (int64_t j = c.L - 9; j < c.L; ++j) pad[static_cast<size_t>(c.L + j)] = 1.0f;
+      padding = Tensor::from_vector(pad, {c.B, c.L}).to(kCuda);
+    }
+    const Shape shape{c.L, c.B, c.heads * 64};
+    const Tensor q = rand_leaf(shape, 951, DType::BF16, -2, 2), k = rand_leaf(shape, 952, DType::BF16, -2, 2);
+    const Tensor v = rand_leaf(shape, 953, DType::BF16), weights = rand_leaf(shape, 954);
+    std::vector<Tensor> results[2];
+    for (int tensor_cores = 0; tensor_cores < 2; ++tensor_cores) {
+      cuda::allow_tensor_core_attention(tensor_cores == 1);
+      const Tensor qd = fresh_copy(q, kCuda), kd = fresh_copy(k, kCuda), vd = fresh_copy(v, kCuda);
+      const uint64_t before = cuda::tensor_core_attention_calls();
+      Generator gen(78);
+      const Tensor out = fused_attention(qd, kd, vd, c.heads, c.pattern, padding, 0.125, c.dropout, c.dropout > 0, gen);
+      autograd::backward(sum(mul(cast(out, DType::F32), weights.to(kCuda))));
+      EXPECT_EQ(cuda::tensor_core_attention_calls() - before, tensor_cores ? 2u : 0u);
+      for (const Tensor& t : {out, qd.grad(), kd.grad(), vd.grad()}) results[tensor_cores].push_back(t.to(Device::cpu()).to(DType::F32));
+    }
+    cuda::allow_tensor_core_attention(true);
+    const char* names[] = {"out", "dq", "dk", "dv"};
+    for (size_t i = 0; i < 4; ++i) EXPECT_LT(max_error_over_largest(results[1][i], results[0][i]), 2e-2) << names[i];
+  }
+#endif
 }

@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "ops/attention.h"
+#include "ops/cuda/attention_tensor_cores.cuh"
 #include "ops/cuda/kernel_util.cuh"
 
 namespace sru::cuda {
@@ -81,13 +82,6 @@ __device__ void load_tile(C* dst, int pitch, const T* src, At at, long long firs
   }
 }
 
-// The block's key range [begin, end] for queries [i0, i_last]: the tiles outside it are skipped.
-__device__ inline void key_span(const AttentionShape& s, long long i0, long long i_last, long long& begin, long long& end) {
-  begin = s.pattern.first_key(i0);
-  if (begin < 0) begin = 0;
-  end = s.pattern.last_key(i_last, s.Lk);
-}
-
 template <typename T, int W>
 __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, const float* pad, AttentionShape s,
                                          AttentionDropout drop, T* out, compute_t<T>* lse) {
@@ -108,7 +102,7 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, con
 #pragma unroll
   for (int c = 0; c < W; ++c) acc[c] = C(0);
   long long begin, end;
-  key_span(s, i0, min(i0 + kRows, s.Lq) - 1, begin, end);
+  s.pattern.keys_seen_by(i0, min(i0 + kRows, s.Lq) - 1, s.Lk, begin, end);
   const long long row = s.row(b, h, i);
   for (long long t0 = begin - begin % kTile; t0 <= end; t0 += kTile) {
     __syncthreads();  // the previous tile is read
@@ -180,7 +174,7 @@ __global__ void attention_backward_dq_kernel(const T* q, const T* k, const T* v,
 #pragma unroll
   for (int c = 0; c < W; ++c) acc[c] = C(0);
   long long begin, end;
-  key_span(s, i0, min(i0 + kRows, s.Lq) - 1, begin, end);
+  s.pattern.keys_seen_by(i0, min(i0 + kRows, s.Lq) - 1, s.Lk, begin, end);
   for (long long t0 = begin - begin % kTile; t0 <= end; t0 += kTile) {
     __syncthreads();
     load_tile<T, C>(&ks[0][0], D + 1, k, [&](long long j) { return s.k_at(j, b, h); }, t0, s.Lk, s.dh);
@@ -232,13 +226,8 @@ __global__ void attention_backward_dkv_kernel(const T* q, const T* k, const T* v
   C dk[W], dv[W];
 #pragma unroll
   for (int c = 0; c < W; ++c) dk[c] = dv[c] = C(0);
-  // Queries that can see keys [j0, j_last]: causal i >= j - offset; with a window i <= j + window - offset.
-  const long long j_last = min(j0 + kRows, s.Lk) - 1;
-  long long begin = 0, end = s.Lq - 1;
-  if (s.pattern.causal) {
-    begin = max(0LL, j0 - s.pattern.offset);
-    if (s.pattern.window >= 0) end = min(end, j_last + s.pattern.window - s.pattern.offset);
-  }
+  long long begin, end;  // the queries that can see the block's keys
+  s.pattern.queries_seeing(j0, min(j0 + kRows, s.Lk) - 1, s.Lq, begin, end);
   for (long long t0 = begin - begin % kTile; t0 <= end; t0 += kTile) {
     __syncthreads();
     load_tile<T, C>(&qs[0][0], D + 1, q, [&](long long i) { return s.q_at(i, b, h); }, t0, s.Lq, s.dh);
@@ -303,6 +292,7 @@ dim3 grid_of(long long heads_total, long long rows) {
 void fused_attention_forward(const AttentionTensors& in, const AttentionShape& s, const AttentionDropout& drop,
                              const Tensor& out, const Tensor& lse) {
   if (s.B * s.H == 0 || s.Lq == 0) return;
+  if (tensor_core_attention_applies(in, s, {&out})) return tensor_core_attention_forward(in, s, drop, out, lse);
   SRU_DISPATCH_FLOATING_BF16(in.q.dtype(), "fused_attention", [&]<typename T>() {
     using C = compute_t<T>;
     with_head_width<T>(s, [&]<int W>() {
@@ -317,6 +307,8 @@ void fused_attention_backward(const AttentionTensors& in, const AttentionShape& 
                               const Tensor& out, const Tensor& lse, const Tensor& grad_out, const Tensor& row_dot,
                               const Tensor& gq, const Tensor& gk, const Tensor& gv) {
   if (s.B * s.H == 0) return;
+  if (tensor_core_attention_applies(in, s, {&out, &grad_out, &gq, &gk, &gv}))
+    return tensor_core_attention_backward(in, s, drop, out, lse, grad_out, row_dot, gq, gk, gv);
   SRU_DISPATCH_FLOATING_BF16(in.q.dtype(), "fused_attention_backward", [&]<typename T>() {
     using C = compute_t<T>;
     const cudaStream_t stream = stream_of(in.q);

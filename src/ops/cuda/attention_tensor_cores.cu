@@ -1,0 +1,505 @@
+// The fused attention's bf16 kernels on tensor cores (contract and math: ops/attention.h; per-element
+// rules: ops/attention_math.h; the SIMT kernels and the CPU twin compute the same op): heads of
+// dh = dv = 64 features stored in bf16 on cards of compute capability 8.0 and later, where
+// fused_attention_forward / _backward (ops/cuda/attention.cu) hand them here.
+//
+// Shapes as the SIMT kernels: q (Lq, B, H*64) or head-major, k, v (Lk, ...), out like q; lse (B*H*Lq)
+// float32. Every product is mma.sync.m16n8k16 with bf16 operands and float32 sums (PTX ISA, "Matrix
+// fragments for mma.m16n8k16": in a warp, lane = 4 g + t; an A fragment (16 x 16, rows x k) holds
+// (g, 2t..2t+1), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) in its four 32-bit registers; a B
+// fragment (16 x 8, k x n) holds (k 2t..2t+1, n g) and (k 2t + 8.., n g); the float32 accumulator
+// (16 x 8) holds (g, 2t..2t+1) and (g + 8, 2t..2t+1)). A pair of adjacent k values is one 32-bit word,
+// the lower k in the low half, so every fragment is read from shared memory with 32-bit loads from
+// tiles laid out so that the pair is contiguous (rows of the operand whose k runs along memory;
+// transposed copies where it does not). Two accumulators of adjacent 8-column tiles, rounded to bf16,
+// are the A fragment of the next product over those 16 columns (flash attention 2's register reuse).
+//
+// Forward: a block of 4 warps takes 64 queries of one (b, h), a warp 16 of them (its Q fragments held
+// in registers), and walks the keys the block can see in tiles of 64 (K row-major and V transposed in
+// shared memory): S = scale Q K^T (32 mmas a tile), masked to -inf where the query does not see the key,
+// the online softmax in float32 (row max and sum over the 4 lanes sharing a row), the weights P Z
+// (dropout's factor per element, the same Philox word as the SIMT kernels) rounded to bf16, and
+// O += (P Z) V (32 mmas). out = O / l, lse = m + log l.
+// Backward: (1) per 64 queries: D_i = dO_i . out_i, then per key tile S and dP = dO V^T, dS = P (Z dP
+// - D), dQ += dS K (from transposed K); (2) per 64 keys: S^T = K Q^T and dP^T = V dO^T, dV += (P Z)^T dO,
+// dK += dS^T Q (from transposed Q and dO). No atomics: each gradient row is one warp's.
+// Numerics against the SIMT kernels: the same float32 statistics; P Z and dS are rounded to bf16 before
+// their products (flash attention does the same), within the bf16 parity bounds.
+// Floors at the issue's bench shape (L 512, B 16, H 8, causal; 128 heads): forward ~4.3 GFLOP (half the
+// tiles skipped), backward ~11 GFLOP; at ~300-400 dense bf16 TFLOP/s for mma.sync on an H100/H200 about
+// 15 + 35 us; bytes (q, k, v, out, dO, three gradients: 8 x 8.4 MB) ~17 us at 4 TB/s.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include <atomic>
+#include <cstdlib>
+#include <initializer_list>
+#include <mutex>
+#include <string>
+
+#include "core/cuda/device_info.h"
+#include "core/float16.h"
+#include "ops/attention.h"
+#include "ops/cuda/attention_tensor_cores.cuh"
+#include "ops/cuda/kernel_util.cuh"
+
+namespace sru::cuda {
+
+namespace {
+
+constexpr int kHead = 64;           // dh = dv
+constexpr int kBlockRows = 64;      // queries (forward, dq) or keys (dk, dv) a block: 16 a warp
+constexpr int kKeys = 64;           // keys (forward, dq) or queries (dk, dv) a tile
+constexpr int kPitch = kHead + 8;   // bf16 row pitch of the (64, 64) tiles: 144 bytes, conflict-free loads
+constexpr int kWarps = 4;
+constexpr long long kMinQueries = 16;  // fewer queries a head go to the SIMT kernels
+
+struct Acc {  // one 16 x 8 float32 accumulator: rows g and g + 8, columns 2t and 2t + 1
+  float c[4];
+};
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t load_pair(const uint16_t* tile, int row, int col) {
+  return *reinterpret_cast<const uint32_t*>(tile + row * kPitch + col);
+}
+
+// d += a b (a: 4 registers, b: 2).
+__device__ __forceinline__ void mma_bf16(Acc& d, const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d.c[0]), "+f"(d.c[1]), "+f"(d.c[2]), "+f"(d.c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // the host hands these kernels only cards of compute capability 8.0 and later
+#endif
+}
+
+// The A fragments (16 rows from `row0`, all 64 features: 4 k-steps) of a row-major (64, kPitch) tile.
+__device__ __forceinline__ void load_a_rows(uint32_t a[4][4], const uint16_t* tile, int row0, int g, int t) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const int col = ks * 16 + 2 * t;
+    a[ks][0] = load_pair(tile, row0 + g, col);
+    a[ks][1] = load_pair(tile, row0 + g + 8, col);
+    a[ks][2] = load_pair(tile, row0 + g, col + 8);
+    a[ks][3] = load_pair(tile, row0 + g + 8, col + 8);
+  }
+}
+
+// acc[n] (8 column tiles of 8: 64 columns) = A (16 x 64, fragments a) times the transpose of the tile's
+// 64 rows: column n of the result is row n of `rows` (k runs along the rows' memory).
+__device__ __forceinline__ void product_with_rows(Acc acc[8], const uint32_t a[4][4], const uint16_t* rows, int g,
+                                                  int t) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    acc[n].c[0] = acc[n].c[1] = acc[n].c[2] = acc[n].c[3] = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      mma_bf16(acc[n], a[ks], load_pair(rows, n * 8 + g, ks * 16 + 2 * t), load_pair(rows, n * 8 + g, ks * 16 + 2 * t + 8));
+  }
+}
+
+// acc[n] += P (16 x 64 over the tile's 64 k, given as 8 accumulators of 16 x 8 rounded to bf16 pairs)
+// times a (64 k x 64) operand stored transposed: `cols` row c holds column c's 64 k values.
+__device__ __forceinline__ void accumulate_product(Acc acc[8], const Acc p[8], const uint16_t* cols, int g, int t) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const uint32_t a[4] = {pack_bf16x2(p[2 * ks].c[0], p[2 * ks].c[1]), pack_bf16x2(p[2 * ks].c[2], p[2 * ks].c[3]),
+                           pack_bf16x2(p[2 * ks + 1].c[0], p[2 * ks + 1].c[1]),
+                           pack_bf16x2(p[2 * ks + 1].c[2], p[2 * ks + 1].c[3])};
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+      mma_bf16(acc[n], a, load_pair(cols, n * 8 + g, ks * 16 + 2 * t), load_pair(cols, n * 8 + g, ks * 16 + 2 * t + 8));
+  }
+}
+
+// Rows [first, first + 64) of one head's operand into a tile, as they are (row-major, transposed = false)
+// or transposed (tile row d holds feature d of the 64 rows); rows past count are zeros. All threads.
+template <typename At>
+__device__ void load_rows(uint16_t* tile, const uint16_t* src, At at, long long first, long long count, bool transposed) {
+  for (int e = threadIdx.x; e < kBlockRows * (kHead / 2); e += blockDim.x) {
+    const int r = e / (kHead / 2), d = 2 * (e % (kHead / 2));
+    const long long row = first + r;
+    uint32_t pair = 0;
+    if (row < count) pair = *reinterpret_cast<const uint32_t*>(src + at(row) + d);
+    if (!transposed) {
+      *reinterpret_cast<uint32_t*>(tile + r * kPitch + d) = pair;
+    } else {
+      tile[d * kPitch + r] = static_cast<uint16_t>(pair & 0xffffu);
+      tile[(d + 1) * kPitch + r] = static_cast<uint16_t>(pair >> 16);
+    }
+  }
+}
+
+// max that keeps a NaN (fmaxf drops it), as the SIMT kernels' nan_max: a NaN score makes its row's
+// output and statistics NaN.
+__device__ __forceinline__ float nan_max(float a, float b) { return (b > a || b != b) ? b : a; }
+__device__ __forceinline__ float quad_max(float v) {
+  v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return nan_max(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int lanes = 16; lanes > 0; lanes >>= 1) v += __shfl_xor_sync(0xffffffffu, v, lanes);
+  return v;
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// One key tile of the forward's online softmax, for a warp's 16 rows (rows[0] and rows[1]: the lane's
+// two): the tile's scores S (unscaled) become the weights P Z in place (0 where the query does not see
+// the key), the rows' running max m rises to the tile's (the quad's max), the lane's share l of the
+// row sum and the output accumulators o are rescaled by exp(m_old - m_new). NaN scores stay NaN (the
+// SIMT kernels' rule: a NaN reaches the row's output and lse).
+__device__ __forceinline__ void softmax_tile(Acc sc[8], Acc o[8], float m[2], float l[2], const AttentionShape& s,
+                                             const AttentionDropout& drop, const bool* padded, long long b, long long h,
+                                             const long long rows[2], long long t0, int t) {
+  const float scale = static_cast<float>(s.scale);
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const long long i = rows[e / 2], j = t0 + n * 8 + 2 * t + (e % 2);
+      const bool sees = i < s.Lq && j < s.Lk && !padded[j - t0] && s.pattern.sees(i, j);
+      sc[n].c[e] = sees ? scale * sc[n].c[e] : -INFINITY;
+      tile_max[e / 2] = nan_max(tile_max[e / 2], sc[n].c[e]);
+    }
+  float alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float m_new = nan_max(m[r], quad_max(tile_max[r]));
+    alpha[r] = m_new == -INFINITY ? 1.0f : (m[r] == -INFINITY ? 0.0f : __expf(m[r] - m_new));
+    m[r] = m_new;
+  }
+  float part[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2;
+      const float p = sc[n].c[e] == -INFINITY ? 0.0f : __expf(sc[n].c[e] - m[r]);
+      part[r] += p;
+      const long long j = t0 + n * 8 + 2 * t + (e % 2);
+      sc[n].c[e] = p == 0.0f ? 0.0f : p * drop.factor<float>(s.row(b, h, rows[r]) * s.Lk + j);
+    }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + part[r];  // a lane's share; summed over the quad at the end
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    o[n].c[0] *= alpha[0];
+    o[n].c[1] *= alpha[0];
+    o[n].c[2] *= alpha[1];
+    o[n].c[3] *= alpha[1];
+  }
+}
+
+__global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                                                 const float* pad, AttentionShape s, AttentionDropout drop,
+                                                                 uint16_t* out, float* lse) {
+  drop.offset = PhiloxOffset{drop.offset.value()};
+  __shared__ __align__(16) uint16_t qs[kBlockRows * kPitch], ks[kKeys * kPitch], vt[kHead * kPitch];
+  __shared__ bool padded[kKeys];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
+  const long long i0 = static_cast<long long>(blockIdx.y) * kBlockRows;
+  load_rows(qs, q, [&](long long i) { return s.q_at(i, b, h); }, i0, s.Lq, false);
+  __syncthreads();
+  uint32_t qa[4][4];
+  load_a_rows(qa, qs, warp * 16, g, t);
+  const long long rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  Acc o[8];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) o[n].c[0] = o[n].c[1] = o[n].c[2] = o[n].c[3] = 0.0f;
+  long long begin, end;
+  s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
+  for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
+    __syncthreads();  // the previous tile is read
+    load_rows(ks, k, [&](long long j) { return s.k_at(j, b, h); }, t0, s.Lk, false);
+    load_rows(vt, v, [&](long long j) { return s.v_at(j, b, h); }, t0, s.Lk, true);
+    if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
+    __syncthreads();
+    Acc sc[8];
+    product_with_rows(sc, qa, ks, g, t);
+    softmax_tile(sc, o, m, l, s, drop, padded, b, h, rows, t0, t);
+    accumulate_product(o, sc, vt, g, t);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const long long i = rows[r];
+    const float sum = quad_sum(l[r]);
+    if (i >= s.Lq) continue;
+    const bool seen = m[r] != -INFINITY;
+    const float inv = seen ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const uint32_t pair = pack_bf16x2(o[n].c[2 * r] * inv, o[n].c[2 * r + 1] * inv);
+      *reinterpret_cast<uint32_t*>(out + s.o_at(i, b, h) + n * 8 + 2 * t) = pair;
+    }
+    if (t == 0) lse[s.row(b, h, i)] = seen ? m[r] + __logf(sum) : -INFINITY;
+  }
+}
+
+// Backward (1): D_i and dq_i, 16 queries a warp.
+__global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint16_t* q, const uint16_t* k,
+                                                                     const uint16_t* v, const float* pad, AttentionShape s,
+                                                                     AttentionDropout drop, const uint16_t* out,
+                                                                     const uint16_t* grad_out, const float* lse,
+                                                                     float* row_dot, uint16_t* gq) {
+  drop.offset = PhiloxOffset{drop.offset.value()};
+  __shared__ __align__(16) uint16_t ks[kKeys * kPitch], vs[kKeys * kPitch], kt[kHead * kPitch];
+  __shared__ bool padded[kKeys];
+  __shared__ float stats[kBlockRows][2];  // lse, D of the block's queries
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
+  const long long i0 = static_cast<long long>(blockIdx.y) * kBlockRows;
+  // D_i = dO_i . out_i, a warp per row (two features a lane), and the rows' A fragments of Q and dO,
+  // staged through the key tiles' memory before the first tile.
+  for (int r = warp; r < kBlockRows; r += kWarps) {
+    const long long i = i0 + r;
+    float part = 0.0f;
+    if (i < s.Lq)
+      for (int d = lane; d < kHead; d += 32)
+        part += float_from_bf16_bits(grad_out[s.o_at(i, b, h) + d]) * float_from_bf16_bits(out[s.o_at(i, b, h) + d]);
+    part = warp_sum(part);
+    if (lane == 0) {
+      stats[r][0] = i < s.Lq ? lse[s.row(b, h, i)] : -INFINITY;
+      stats[r][1] = part;
+      if (i < s.Lq) row_dot[s.row(b, h, i)] = part;
+    }
+  }
+  load_rows(ks, q, [&](long long i) { return s.q_at(i, b, h); }, i0, s.Lq, false);
+  load_rows(vs, grad_out, [&](long long i) { return s.o_at(i, b, h); }, i0, s.Lq, false);
+  __syncthreads();
+  uint32_t qa[4][4], ga[4][4];
+  load_a_rows(qa, ks, warp * 16, g, t);
+  load_a_rows(ga, vs, warp * 16, g, t);
+  const int local[2] = {warp * 16 + g, warp * 16 + g + 8};
+  const long long rows[2] = {i0 + local[0], i0 + local[1]};
+  const float row_lse[2] = {stats[local[0]][0], stats[local[1]][0]}, row_d[2] = {stats[local[0]][1], stats[local[1]][1]};
+  Acc dq[8];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) dq[n].c[0] = dq[n].c[1] = dq[n].c[2] = dq[n].c[3] = 0.0f;
+  const float scale = static_cast<float>(s.scale);
+  long long begin, end;
+  s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
+  for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
+    __syncthreads();
+    load_rows(ks, k, [&](long long j) { return s.k_at(j, b, h); }, t0, s.Lk, false);
+    load_rows(vs, v, [&](long long j) { return s.v_at(j, b, h); }, t0, s.Lk, false);
+    load_rows(kt, k, [&](long long j) { return s.k_at(j, b, h); }, t0, s.Lk, true);
+    if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
+    __syncthreads();
+    Acc sc[8], dp[8];
+    product_with_rows(sc, qa, ks, g, t);
+    product_with_rows(dp, ga, vs, g, t);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2;
+        const long long i = rows[r], j = t0 + n * 8 + 2 * t + (e % 2);
+        const bool sees = i < s.Lq && j < s.Lk && !padded[j - t0] && s.pattern.sees(i, j) && row_lse[r] != -INFINITY;
+        float ds = 0.0f;
+        if (sees) {
+          const float p = __expf(scale * sc[n].c[e] - row_lse[r]);
+          const float z = drop.factor<float>(s.row(b, h, i) * s.Lk + j);
+          ds = p * (z * dp[n].c[e] - row_d[r]);
+        }
+        sc[n].c[e] = ds;
+      }
+    accumulate_product(dq, sc, kt, g, t);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= s.Lq) continue;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+      *reinterpret_cast<uint32_t*>(gq + s.q_at(rows[r], b, h) + n * 8 + 2 * t) =
+          pack_bf16x2(scale * dq[n].c[2 * r], scale * dq[n].c[2 * r + 1]);
+  }
+}
+
+// Backward (2): dk_j and dv_j, 16 keys a warp, over tiles of the queries that can see the block's keys.
+__global__ void __launch_bounds__(kWarps * 32) tc_backward_dkv_kernel(const uint16_t* q, const uint16_t* k,
+                                                                      const uint16_t* v, const float* pad,
+                                                                      AttentionShape s, AttentionDropout drop,
+                                                                      const uint16_t* grad_out, const float* lse,
+                                                                      const float* row_dot, uint16_t* gk, uint16_t* gv) {
+  drop.offset = PhiloxOffset{drop.offset.value()};
+  __shared__ __align__(16) uint16_t qs[kKeys * kPitch], gos[kKeys * kPitch], qt[kHead * kPitch], got[kHead * kPitch];
+  __shared__ float stats[kKeys][2];  // lse, D of the tile's queries
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
+  const long long j0 = static_cast<long long>(blockIdx.y) * kBlockRows;
+  load_rows(qs, k, [&](long long j) { return s.k_at(j, b, h); }, j0, s.Lk, false);
+  load_rows(gos, v, [&](long long j) { return s.v_at(j, b, h); }, j0, s.Lk, false);
+  __syncthreads();
+  uint32_t ka[4][4], va[4][4];
+  load_a_rows(ka, qs, warp * 16, g, t);
+  load_a_rows(va, gos, warp * 16, g, t);
+  const long long keys[2] = {j0 + warp * 16 + g, j0 + warp * 16 + g + 8};
+  const bool visible[2] = {keys[0] < s.Lk && !s.key_padded(pad, b, keys[0]), keys[1] < s.Lk && !s.key_padded(pad, b, keys[1])};
+  Acc dk[8], dv[8];
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n].c[e] = dv[n].c[e] = 0.0f;
+  const float scale = static_cast<float>(s.scale);
+  long long begin, end;  // the queries that can see the block's keys
+  s.pattern.queries_seeing(j0, min(j0 + kBlockRows, s.Lk) - 1, s.Lq, begin, end);
+  for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
+    __syncthreads();
+    load_rows(qs, q, [&](long long i) { return s.q_at(i, b, h); }, t0, s.Lq, false);
+    load_rows(gos, grad_out, [&](long long i) { return s.o_at(i, b, h); }, t0, s.Lq, false);
+    load_rows(qt, q, [&](long long i) { return s.q_at(i, b, h); }, t0, s.Lq, true);
+    load_rows(got, grad_out, [&](long long i) { return s.o_at(i, b, h); }, t0, s.Lq, true);
+    if (threadIdx.x < kKeys) {
+      const long long i = t0 + threadIdx.x;
+      stats[threadIdx.x][0] = i < s.Lq ? lse[s.row(b, h, i)] : -INFINITY;
+      stats[threadIdx.x][1] = i < s.Lq ? row_dot[s.row(b, h, i)] : 0.0f;
+    }
+    __syncthreads();
+    Acc st[8], dpt[8];
+    product_with_rows(st, ka, qs, g, t);    // S^T: rows keys, columns the tile's queries
+    product_with_rows(dpt, va, gos, g, t);  // dP^T = V dO^T
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, c = n * 8 + 2 * t + (e % 2);
+        const long long i = t0 + c, j = keys[r];
+        float pz = 0.0f, ds = 0.0f;
+        if (visible[r] && i < s.Lq && s.pattern.sees(i, j) && stats[c][0] != -INFINITY) {
+          const float p = __expf(scale * st[n].c[e] - stats[c][0]);
+          const float z = drop.factor<float>(s.row(b, h, i) * s.Lk + j);
+          pz = p * z;
+          ds = p * (z * dpt[n].c[e] - stats[c][1]);
+        }
+        dpt[n].c[e] = pz;  // (read above: the element's dP^T becomes its P Z)
+        st[n].c[e] = ds;
+      }
+    accumulate_product(dv, dpt, got, g, t);
+    accumulate_product(dk, st, qt, g, t);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const long long j = keys[r];
+    if (j >= s.Lk) continue;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      *reinterpret_cast<uint32_t*>(gk + s.k_at(j, b, h) + n * 8 + 2 * t) =
+          pack_bf16x2(scale * dk[n].c[2 * r], scale * dk[n].c[2 * r + 1]);
+      *reinterpret_cast<uint32_t*>(gv + s.v_at(j, b, h) + n * 8 + 2 * t) = pack_bf16x2(dv[n].c[2 * r], dv[n].c[2 * r + 1]);
+    }
+  }
+}
+
+dim3 tc_grid(long long heads_total, long long rows) {
+  const long long tiles = (rows + kBlockRows - 1) / kBlockRows;
+  SRU_CHECK(heads_total <= 2147483647LL && tiles <= 65535, "fused_attention: ", heads_total, " heads x ", rows,
+            " rows exceed one launch's grid");
+  return dim3(static_cast<unsigned>(heads_total), static_cast<unsigned>(tiles < 1 ? 1 : tiles));
+}
+
+std::atomic<uint64_t> g_tensor_core_calls{0};
+std::atomic<bool> g_tensor_cores_allowed{true};
+
+bool tensor_cores_allowed() {
+  static const bool switched_off = [] {
+    const char* v = std::getenv("SRU_ATTENTION_SIMT");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return !switched_off && g_tensor_cores_allowed.load();
+}
+
+bool even(long long v) { return v % 2 == 0; }
+bool strides_even(const HeadStrides& st) { return even(st.position) && even(st.batch) && even(st.head); }
+bool four_byte_aligned(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 4 == 0; }
+
+// Whether the kernels on device `index` were built from code for 8.0 or later (a build whose PTX is for
+// an older card would be compiled by the driver without the mma path, which traps), asked once.
+bool kernels_hold_mma(int index) {
+  constexpr int kDevices = 64;
+  static std::once_flag once[kDevices];
+  static bool holds[kDevices];
+  if (index < 0 || index >= kDevices) return false;
+  std::call_once(once[index], [index] {
+    int before = 0;
+    cudaGetDevice(&before);
+    cudaSetDevice(index);
+    cudaFuncAttributes attributes{};
+    holds[index] = cudaFuncGetAttributes(&attributes, tc_forward_kernel) == cudaSuccess && attributes.ptxVersion >= 80;
+    cudaGetLastError();
+    cudaSetDevice(before);
+  });
+  return holds[index];
+}
+
+// Compute capability of each device, asked once (the call is too slow for every attention).
+int capability_of(int index) {
+  constexpr int kDevices = 64;
+  static std::once_flag once[kDevices];
+  static int capability[kDevices];
+  if (index < 0 || index >= kDevices) return compute_capability(index);
+  std::call_once(once[index], [index] { capability[index] = compute_capability(index); });
+  return capability[index];
+}
+
+}  // namespace
+
+uint64_t tensor_core_attention_calls() { return g_tensor_core_calls.load(); }
+void allow_tensor_core_attention(bool allowed) { g_tensor_cores_allowed.store(allowed); }
+
+bool tensor_core_attention_applies(const AttentionTensors& in, const AttentionShape& s,
+                                   std::initializer_list<const Tensor*> others) {
+  if (!tensor_cores_allowed() || in.q.dtype() != DType::BF16 || s.dh != kHead || s.dv != kHead) return false;
+  // A decoding step's few queries fill a 64-query block poorly: the SIMT kernels' warp a query is better.
+  if (s.Lq < kMinQueries) return false;
+  if (capability_of(in.q.device().index) < 80 || !kernels_hold_mma(in.q.device().index)) return false;
+  if (!strides_even(s.q) || !strides_even(s.k) || !strides_even(s.v) || !strides_even(s.o)) return false;
+  for (const Tensor* t : {&in.q, &in.k, &in.v})
+    if (!four_byte_aligned(*t)) return false;
+  for (const Tensor* t : others)
+    if (!four_byte_aligned(*t)) return false;
+  return true;
+}
+
+void tensor_core_attention_forward(const AttentionTensors& in, const AttentionShape& s, const AttentionDropout& drop,
+                                   const Tensor& out, const Tensor& lse) {
+  g_tensor_core_calls.fetch_add(1);
+  const auto raw = [](const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); };
+  tc_forward_kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream_of(in.q)>>>(
+      raw(in.q), raw(in.k), raw(in.v), in.padding_data(), s, drop, static_cast<uint16_t*>(out.data_ptr()),
+      lse.data<float>());
+  SRU_CUDA_LAUNCH_CHECK("tc_forward_kernel");
+}
+
+void tensor_core_attention_backward(const AttentionTensors& in, const AttentionShape& s, const AttentionDropout& drop,
+                                    const Tensor& out, const Tensor& lse, const Tensor& grad_out, const Tensor& row_dot,
+                                    const Tensor& gq, const Tensor& gk, const Tensor& gv) {
+  g_tensor_core_calls.fetch_add(1);
+  const auto raw = [](const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); };
+  const auto written = [](const Tensor& t) { return static_cast<uint16_t*>(t.data_ptr()); };
+  const cudaStream_t stream = stream_of(in.q);
+  if (s.Lq > 0)
+    tc_backward_dq_kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream>>>(
+        raw(in.q), raw(in.k), raw(in.v), in.padding_data(), s, drop, raw(out), raw(grad_out), lse.data<float>(),
+        row_dot.data<float>(), written(gq));
+  if (s.Lk > 0)
+    tc_backward_dkv_kernel<<<tc_grid(s.B * s.H, s.Lk), kWarps * 32, 0, stream>>>(
+        raw(in.q), raw(in.k), raw(in.v), in.padding_data(), s, drop, raw(grad_out), lse.data<float>(),
+        row_dot.data<float>(), written(gk), written(gv));
+  SRU_CUDA_LAUNCH_CHECK("tensor-core attention backward kernels");
+}
+
+}  // namespace sru::cuda
