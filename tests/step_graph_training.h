@@ -101,11 +101,12 @@ struct StepGraphTraining {
 };
 
 // `epochs` epochs of c (on c.train.device); host_twin: the captured steps replayed through the CPU twin
-// (or through the graphs make_graph returns, when given). poison_step >= 0 (CPU only): that step runs
+// (or through the graphs make_graph(task, optimizer) returns, when given). poison_step >= 0 (CPU only): that step runs
 // with a NaN in the output bias, restored after it.
 inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twin, int64_t poison_step = -1,
                                           int64_t epochs = 2,
-                                          std::function<std::unique_ptr<train::StepGraph>()> make_graph = {}) {
+                                          std::function<std::unique_ptr<train::StepGraph>(tasks::Task&, optim::Optimizer&)>
+                                              make_graph = {}) {
   const PrecisionScope precision(parse_precision(c.train.precision, "train.precision"));
   Generator gen(11);
   auto task = tasks::make_task(c, gen);
@@ -116,7 +117,10 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
   const int64_t per_epoch = train::steps_per_epoch(batches, accumulate);
   train::TrainingStep step(*task, *optimizer, c.train,
                            train::schedule_options(c.train, task->model_size(), epochs * per_epoch));
-  if (host_twin) make_graph ? step.replay_through(make_graph) : step.replay_on_the_host();
+  if (host_twin && make_graph)
+    step.replay_through([&make_graph, &task, &optimizer] { return make_graph(*task, *optimizer); });
+  else if (host_twin)
+    step.replay_on_the_host();
   StepGraphTraining out;
   Tensor poisoned = task->model().named_parameters().back().second;
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {

@@ -85,31 +85,48 @@ constexpr size_t kMaxFailedCaptures = 3;
 
 namespace {
 
-// For the captured step's host code (and each piece of an accumulated one): the generator's counter and base, the optimiser's step count and
-// in-memory scalars, and the parameters' .grad handles are left as they were found (also when a capture
-// fails), so that the runner advances the counts itself after each replay, alike for a CUDA graph (whose
-// replays run no host code) and the CPU twin (whose replays run it all again).
+// For the captured step's host code (and each piece of an accumulated one): the generator's counter
+// and base, the optimiser's step count and in-memory scalars, and the parameters' .grad handles are left
+// as they were found (also when a capture fails after its host code ran: an accumulated step's later
+// batches and its update then run eagerly on the gradients summed so far), so that the runner advances
+// the counts itself after each replay, alike for a CUDA graph (whose replays run no host code) and the
+// CPU twin (whose replays run it all again). A .grad found in its flat place is put back as that place
+// (no extra handle is held meanwhile: the engine's choices look at who holds a gradient).
 class HostCountersRewind {
  public:
   HostCountersRewind(Generator& gen, optim::Optimizer& optimizer)
-      : gen_(gen), optimizer_(optimizer), offset_(gen.offset()), steps_(optimizer.steps()) {}
+      : gen_(gen), optimizer_(optimizer), offset_(gen.offset()), steps_(optimizer.steps()) {
+    for (const auto& [name, p] : optimizer.parameters()) {
+      const Tensor g = p.grad();
+      const bool home = g.defined() && p.impl()->grad_home && g.impl() == p.impl()->grad_home;
+      grads_.push_back(!g.defined() ? Found::None : home ? Found::Home : Found::Other);
+      others_.push_back(grads_.back() == Found::Other ? g : Tensor());
+    }
+  }
   ~HostCountersRewind() {
     gen_.set_offset_base(nullptr);
     gen_.set_state(gen_.seed(), offset_);
     optimizer_.set_scalars_in_memory(nullptr);
     optimizer_.set_grad_scale_in_memory(nullptr);
     while (optimizer_.steps() > steps_) optimizer_.forget_step();
-    optimizer_.zero_grad();
+    const nn::NamedTensors& params = optimizer_.parameters();
+    for (size_t k = 0; k < params.size(); ++k) {
+      Tensor p = params[k].second;
+      p.set_grad(grads_[k] == Found::Home ? Tensor(p.impl()->grad_home) : others_[k]);
+    }
   }
   HostCountersRewind(const HostCountersRewind&) = delete;
   HostCountersRewind& operator=(const HostCountersRewind&) = delete;
   uint64_t draws() const { return gen_.offset() - offset_; }
 
  private:
+  enum class Found { None, Home, Other };
   Generator& gen_;
   optim::Optimizer& optimizer_;
   uint64_t offset_;
   int64_t steps_;
+  std::vector<Found> grads_;    // per parameter: what its .grad was
+  std::vector<Tensor> others_;  // a .grad outside the flat place, held (none in a captured step's start)
 };
 
 }  // namespace
@@ -151,6 +168,11 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
     why_eager = "SRU_CUDA_NO_CACHING=1 (a graph keeps its memory in the caching allocator's private pool)";
   SRU_CHECK(why_eager.empty() || cuda_graphs_ != "on", "train.cuda_graphs: on, but ", why_eager);
   if (!why_eager.empty()) return;
+  if (train.accumulate > 1) {
+    why_accumulated_eager_ = why_not_accumulated();
+    SRU_CHECK(why_accumulated_eager_.empty() || cuda_graphs_ != "on", "train.cuda_graphs: on, but ", why_accumulated_eager_);
+    if (!why_accumulated_eager_.empty()) spdlog::info("train.cuda_graphs auto: {}", why_accumulated_eager_);
+  }
   // One pool for the run's graphs (captured one after another, replayed one at a time on the stream).
   make_graph_ = [device, memory = step_graph_memory(device)] { return cuda_step_graph(device, memory); };
   replay_inputs_ = std::make_unique<ReplayInputs>(device);
@@ -162,6 +184,15 @@ void TrainingStep::replay_through(std::function<std::unique_ptr<StepGraph>()> ma
   SRU_CHECK(task_.staged_steps() && !sync_, "replay_through: the task must stage its steps, in one process");
   make_graph_ = std::move(make_graph);
   replay_inputs_ = std::make_unique<ReplayInputs>(task_.model().device());
+  why_accumulated_eager_ = why_not_accumulated();
+}
+
+std::string TrainingStep::why_not_accumulated() const {
+  for (const auto& [name, p] : optimizer_.parameters())
+    if (!p.impl()->grad_home)
+      return "parameter " + name + " is not in flat storage (it shares its storage with another tensor), so steps of "
+             "several batches (train.accumulate) are not captured";
+  return "";
 }
 
 int64_t TrainingStep::replayed_steps() const { return replays_; }
@@ -405,6 +436,7 @@ double inverse_terms(int64_t terms) { return terms > 0 ? 1.0 / static_cast<doubl
 
 std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first, int64_t count, int64_t step,
                                                                   int64_t epoch, const std::function<StepVotes()>& votes) {
+  if (!why_accumulated_eager_.empty()) return std::nullopt;
   tasks::StagesSteps& staged = *task_.staged_steps();
   std::vector<std::string> keys;
   for (int64_t i = 0; i < count; ++i) {

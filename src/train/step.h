@@ -139,6 +139,9 @@ class TrainingStep {
   void record_draws(Captured& c, uint64_t draws);
   // Every parameter's .grad set to its flat place, as a batch's backward leaves it (a replay runs no host code).
   void keep_gradients_in_place();
+  // Why steps of several batches run eagerly whatever their shapes ("" when they can be captured).
+  std::string why_not_accumulated() const;
+  std::string why_accumulated_eager_;
   struct ReplayInputs;
   tasks::Task& task_;
   optim::Optimizer& optimizer_;

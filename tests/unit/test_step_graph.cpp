@@ -110,7 +110,7 @@ TEST(CapturedStep, AFailedCaptureLeavesItsShapeEager) {
     void replay() override { SRU_FAIL("replay of a graph that was never captured"); }
   };
   int captures = 0;
-  const auto refusing = [&captures] { return std::make_unique<RefusingGraph>(&captures); };
+  const auto refusing = [&captures](tasks::Task&, optim::Optimizer&) { return std::make_unique<RefusingGraph>(&captures); };
   for (const config::Config& c : {step_graph_charlm_config("sru"), step_graph_classify_config("sru")}) {
     SCOPED_TRACE(c.task);
     captures = 0;
@@ -177,7 +177,9 @@ TEST(CapturedStep, AFailedCaptureInsideAnAccumulatedStepFinishesItEagerly) {
     void replay() override { step(); }
   };
   int captures = 0;
-  const auto second_refused = [&captures] { return std::make_unique<SecondCaptureRefused>(&captures); };
+  const auto second_refused = [&captures](tasks::Task&, optim::Optimizer&) {
+    return std::make_unique<SecondCaptureRefused>(&captures);
+  };
   config::Config c = step_graph_charlm_config("sru");
   c.train.accumulate = 3;
   const StepGraphTraining eager = train_step_graph(c, false, -1, 2),
@@ -185,6 +187,49 @@ TEST(CapturedStep, AFailedCaptureInsideAnAccumulatedStepFinishesItEagerly) {
   EXPECT_EQ(mixed.replayed, 0);  // no accumulated step replays whole; the one-batch steps' graph replays
   EXPECT_GE(captures, 2);
   expect_same_training(eager, mixed);
+}
+
+// A CUDA graph's capture runs the captured host code (queueing kernels that do not execute) before it
+// can fail, e.g. at cudaStreamEndCapture. Emulated on the CPU for the char-LM's third capture, the
+// update of its first replayed accumulated step: the body runs, then the parameters, the optimiser's
+// state and the gradients get their values back (no device effect) and the capture throws. The update
+// then runs eagerly on the gradients the step's batches summed (the capture's host code must leave the
+// .grad handles as it found them), and training stays the eager one's to the bit.
+TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
+  struct RunThenFail final : train::StepGraph {
+    int* captures;
+    tasks::Task& task;
+    optim::Optimizer& optimizer;
+    std::function<void()> step;
+    RunThenFail(int* n, tasks::Task& t, optim::Optimizer& o) : captures(n), task(t), optimizer(o) {}
+    void capture(std::function<void()> s) override {
+      if (++*captures != 3) {
+        step = std::move(s);
+        return;
+      }
+      std::vector<Tensor> state, saved;
+      for (const auto& [name, p] : task.model().named_parameters()) state.push_back(p);
+      for (const auto& [name, p] : optimizer.parameters())
+        if (p.grad().defined()) state.push_back(p.grad());
+      for (const auto& [name, t] : optimizer.state()) state.push_back(t);
+      for (const Tensor& t : state) saved.push_back(t.clone());
+      s();  // the host code runs; its device work would not have
+      for (size_t i = 0; i < state.size(); ++i) Tensor(state[i]).copy_(saved[i]);
+      SRU_FAIL("CUDA graph capture on cuda:0 failed at cudaStreamEndCapture (emulated for the test)");
+    }
+    bool captured() const override { return static_cast<bool>(step); }
+    void replay() override { step(); }
+  };
+  int captures = 0;
+  const auto run_then_fail = [&captures](tasks::Task& t, optim::Optimizer& o) {
+    return std::make_unique<RunThenFail>(&captures, t, o);
+  };
+  config::Config c = step_graph_charlm_config("sru");
+  c.train.accumulate = 3;
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 2), failed = train_step_graph(c, true, -1, 2, run_then_fail);
+  EXPECT_EQ(captures, 3);
+  EXPECT_EQ(failed.replayed, 0);  // the update's key failed: no accumulated step replays whole
+  expect_same_training(eager, failed);
 }
 
 TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
