@@ -170,3 +170,46 @@ TEST(Bf16DotGemm, PrecisionBf16OpsTakeTheKernelsWhereTheyPay) {
     if (i < 2) EXPECT_TRUE(differ) << names[i] << ": the kernels sum in another order, so some bits differ";
   }
 }
+
+// The epilogue (Bf16Epilogue): the bias, the ReLU and the rounding to a bf16 out in the kernels' last
+// K block give the bits of the float32 product followed by those passes (what linear and a bf16 C did
+// before), with beta's old value read from out, K within one block (no float32 c at all) and over
+// several (c the partials' scratch), out's rows wider than N left alone past N.
+TEST(Bf16DotGemm, TheEpilogueWritesTheBitsOfTheSeparatePasses) {
+  SKIP_WITHOUT_BF16_KERNELS();
+  const int64_t shapes[][3] = {{13, 31, 7}, {40, 70, 600}, {5, 2100, 257}, {97, 65, 256}};
+  uint64_t seed = 41;
+  for (const auto& s : shapes)
+    for (const bool tb : {false, true})
+      for (const int mode : {0, 1, 2}) {  // 0: rounding only, beta 1; 1: bias; 2: bias and ReLU
+        const int64_t M = s[0], N = s[1], K = s[2], ldo = N + 3;
+        const Operands o = random_operands(M, N, K, false, tb, ++seed);
+        const std::string where = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+                                  (tb ? " tb" : "") + " mode " + std::to_string(mode);
+        Generator gen(seed);
+        const std::vector<float> bias = Tensor::uniform({N}, -1, 1, DType::F32, gen).to_vector<float>();
+        const std::vector<float> old = Tensor::uniform({M * ldo}, -1, 1, DType::F32, gen).to_vector<float>();
+        const float beta = mode == 0 ? 1.0f : 0.0f;
+        // The separate passes: float32 c from the old values (widened bf16), then bias, clamp, rounding.
+        std::vector<bf16> expected(old.begin(), old.end());
+        std::vector<float> c(static_cast<size_t>(M * N));
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) c[static_cast<size_t>(i * N + j)] = float(expected[static_cast<size_t>(i * ldo + j)]);
+        cpu::bf16_dot_gemm(false, tb, M, N, K, 0.5f, o.a.data(), o.lda(), o.b.data(), o.ldb(), beta, c.data(), N);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            float v = c[static_cast<size_t>(i * N + j)];
+            if (mode >= 1) v += bias[static_cast<size_t>(j)];
+            if (mode == 2) v = v > 0.0f ? v : 0.0f;
+            expected[static_cast<size_t>(i * ldo + j)] = bf16(v);
+          }
+        std::vector<bf16> out(old.begin(), old.end());
+        std::vector<float> partials(K > cpu::kBf16DotKBlock ? static_cast<size_t>(M * ldo) : 0);
+        const cpu::Bf16Epilogue ep{mode >= 1 ? bias.data() : nullptr, mode == 2, out.data(), ldo};
+        cpu::bf16_dot_gemm(false, tb, M, N, K, 0.5f, o.a.data(), o.lda(), o.b.data(), o.ldb(), beta,
+                           partials.empty() ? nullptr : partials.data(), ldo, ep);
+        int differ = 0;
+        for (size_t e = 0; e < out.size(); ++e) differ += out[e].bits != expected[e].bits;
+        EXPECT_EQ(differ, 0) << where;
+      }
+}

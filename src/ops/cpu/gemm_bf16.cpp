@@ -9,9 +9,9 @@ namespace sru::cpu {
 #if defined(SRU_HAVE_AVX512BF16_KERNELS)
 namespace avx512bf16 {
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc);
+          int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& ep);
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* a, int64_t lda, const bf16* b,
-          int64_t ldb, float beta, float* c, int64_t ldc);
+          int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& ep);
 }  // namespace avx512bf16
 #endif
 
@@ -47,23 +47,25 @@ bool bf16_dot_gemm_pays(int64_t M, int64_t N, int64_t K) {
 
 template <typename In>
 static void call_kernels(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* a, int64_t lda,
-                         const In* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                         const In* b, int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& ep) {
   SRU_CHECK(bf16_dot_kernels_available(), "bf16_dot_gemm: this processor or build has no AVX512-BF16 kernels");
+  SRU_CHECK(c != nullptr || (ep.out != nullptr && K <= kBf16DotKBlock),
+            "bf16_dot_gemm: float32 c is needed (no bf16 out, or K over one block: its partial sums)");
 #if defined(SRU_HAVE_AVX512BF16_KERNELS)
-  avx512bf16::gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  avx512bf16::gemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, ep);
 #else
   (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)a, (void)lda, (void)b, (void)ldb, (void)beta,
-      (void)c, (void)ldc;
+      (void)c, (void)ldc, (void)ep;
 #endif
 }
 
 void bf16_dot_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
-                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  call_kernels(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& ep) {
+  call_kernels(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, ep);
 }
 void bf16_dot_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* a, int64_t lda,
-                   const bf16* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  call_kernels(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+                   const bf16* b, int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& ep) {
+  call_kernels(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, ep);
 }
 
 }  // namespace sru::cpu

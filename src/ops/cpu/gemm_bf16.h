@@ -29,11 +29,27 @@ bool force_bf16_dot_kernels_off(bool off);
 // product is large enough that they win (measured, kBf16DotMinWork in ops/cpu/gemm_bf16.cpp).
 bool bf16_dot_gemm_pays(int64_t M, int64_t N, int64_t K);
 
+// K values a block of the kernels: c holds partial sums between blocks.
+inline constexpr int64_t kBf16DotKBlock = 256;
+
+// What the product's last K block does besides storing float32 c: each element v = alpha acc + beta
+// old, then + bias[j] (bias: N values, or null), then max(0, v) with relu (relu's v > 0 ? v : 0, NaN to
+// 0); with out set, v is rounded to bfloat16 (core/float16.h's rule) into out (M x N at row stride ldo)
+// instead, beta's old value is read from out, and c is only the float32 scratch of the partial sums
+// between K blocks: null is allowed when K <= kBf16DotKBlock. The same values as the float32 product
+// followed by the bias, the clamp and the rounding as separate passes (no pass over c left to do).
+struct Bf16Epilogue {
+  const float* bias = nullptr;
+  bool relu = false;
+  bf16* out = nullptr;
+  int64_t ldo = 0;
+};
+
 // The product (see above). Requires bf16_dot_kernels_available(). Called inside a parallel region it
 // runs on the calling thread alone.
 void bf16_dot_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda,
-                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+                   const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& epilogue = {});
 void bf16_dot_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* a, int64_t lda,
-                   const bf16* b, int64_t ldb, float beta, float* c, int64_t ldc);
+                   const bf16* b, int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& epilogue = {});
 
 }  // namespace sru::cpu

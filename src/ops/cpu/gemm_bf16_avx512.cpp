@@ -37,7 +37,7 @@ namespace sru::cpu::avx512bf16 {
 namespace {
 
 constexpr int kMr = 12, kNr = 32;
-constexpr int64_t kKc = 256;
+constexpr int64_t kKc = kBf16DotKBlock;
 constexpr int64_t kNc = 2048;
 constexpr int64_t kRowPanelsPerTask = 8;
 
@@ -122,10 +122,30 @@ void pack_panel(const In* src, int64_t lane_stride, int64_t k_stride, int lanes,
   }
 }
 
+// 16 float32 lanes rounded to bfloat16 bits (core/float16.h's rule: to nearest even, NaN -> 0x7FFF).
+inline __m256i bf16_bits_of(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lowest_kept));
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7FFF0000)), 16));
+}
+
+// A tile's share of the epilogue (gemm_bf16.h Bf16Epilogue): its columns' bias, its corner of out.
+struct TileEpilogue {
+  const float* bias = nullptr;
+  bool relu = false;
+  bf16* out = nullptr;
+  int64_t ldo = 0;
+};
+
 // c's tile (rows x cols, at most 12 x 32) from an a panel and a b panel over `pairs` pairs of k:
-// c = alpha acc + beta c on K's first block (c not read when beta is 0), c += alpha acc after it.
+// c = alpha acc + beta c on K's first block (c not read when beta is 0), c += alpha acc after it; on the
+// last block the bias and the ReLU follow, and with ep.out the result goes to out in bf16 (the old
+// value for beta read from out; c only holds the partial sums between blocks).
 void micro_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc, int rows, int cols,
-                float alpha, float beta, bool first_block) {
+                float alpha, float beta, bool first_block, bool last_block, const TileEpilogue& ep) {
   __m512 acc[kMr][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -144,15 +164,43 @@ void micro_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c,
   const __mmask16 m0 = first_lanes(cols), m1 = first_lanes(cols - 16);
   const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
   const bool read_c = !first_block || beta != 0.0f;
+  const bool old_in_out = first_block && ep.out != nullptr;  // beta's old value is out's (bf16)
   const __m512 c_factor = first_block ? beta_v : _mm512_set1_ps(1.0f);
+  const bool finish = last_block && (ep.bias != nullptr || ep.relu);
+  const __m512 bias0 = ep.bias ? _mm512_maskz_loadu_ps(m0, ep.bias) : _mm512_setzero_ps();
+  const __m512 bias1 = ep.bias ? _mm512_maskz_loadu_ps(m1, ep.bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int i = 0; i < kMr; ++i) {
     if (i >= rows) break;
-    float* row = c + i * ldc;
+    float* row = c != nullptr ? c + i * ldc : nullptr;
     __m512 v0 = _mm512_mul_ps(acc[i][0], alpha_v), v1 = _mm512_mul_ps(acc[i][1], alpha_v);
     if (read_c) {
-      v0 = _mm512_add_ps(v0, _mm512_mul_ps(c_factor, _mm512_maskz_loadu_ps(m0, row)));
-      v1 = _mm512_add_ps(v1, _mm512_mul_ps(c_factor, _mm512_maskz_loadu_ps(m1, row + 16)));
+      __m512 old0, old1;
+      if (old_in_out) {
+        const bf16* o = ep.out + i * ep.ldo;
+        old0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m0, o)), 16));
+        old1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, o + 16)), 16));
+      } else {
+        old0 = _mm512_maskz_loadu_ps(m0, row);
+        old1 = _mm512_maskz_loadu_ps(m1, row + 16);
+      }
+      v0 = _mm512_add_ps(v0, _mm512_mul_ps(c_factor, old0));
+      v1 = _mm512_add_ps(v1, _mm512_mul_ps(c_factor, old1));
+    }
+    if (finish) {
+      // (v > 0 ? v : 0, as relu: maxps returns its second operand, 0, for a NaN first one)
+      v0 = _mm512_add_ps(v0, bias0);
+      v1 = _mm512_add_ps(v1, bias1);
+      if (ep.relu) {
+        v0 = _mm512_max_ps(v0, _mm512_setzero_ps());
+        v1 = _mm512_max_ps(v1, _mm512_setzero_ps());
+      }
+    }
+    if (last_block && ep.out != nullptr) {
+      bf16* o = ep.out + i * ep.ldo;
+      _mm256_mask_storeu_epi16(o, m0, bf16_bits_of(v0));
+      _mm256_mask_storeu_epi16(o + 16, m1, bf16_bits_of(v1));
+      continue;
     }
     _mm512_mask_storeu_ps(row, m0, v0);
     _mm512_mask_storeu_ps(row + 16, m1, v1);
@@ -173,7 +221,7 @@ void run_spread(int64_t n, int threads, const F& fn) {
 
 template <typename In>
 void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const In* a, int64_t lda, const In* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
+               int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& ep) {
   if (M <= 0 || N <= 0 || K <= 0) return;  // the caller handles K = 0 (c = beta c)
   const int threads = omp_in_parallel() ? 1 : num_threads();
   // op(a)(i, k) and op(b)(k, j) as element(lane, k) of pack_panel.
@@ -199,9 +247,13 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
         const int64_t q = task / row_groups, g = task % row_groups;
         const int cols = static_cast<int>(std::min<int64_t>(kNr, nc - q * kNr));
         const int64_t r_end = std::min(row_panels, (g + 1) * kRowPanelsPerTask);
-        for (int64_t r = g * kRowPanelsPerTask; r < r_end; ++r)
-          micro_tile(pairs, a_pack + r * kMr * pairs, b_pack + q * kNr * pairs, c + r * kMr * ldc + n0 + q * kNr, ldc,
-                     static_cast<int>(std::min<int64_t>(kMr, M - r * kMr)), cols, alpha, beta, k0 == 0);
+        for (int64_t r = g * kRowPanelsPerTask; r < r_end; ++r) {
+          const int64_t col = n0 + q * kNr;
+          const TileEpilogue te{ep.bias ? ep.bias + col : nullptr, ep.relu, ep.out ? ep.out + r * kMr * ep.ldo + col : nullptr,
+                                ep.ldo};
+          micro_tile(pairs, a_pack + r * kMr * pairs, b_pack + q * kNr * pairs, c ? c + r * kMr * ldc + col : nullptr, ldc,
+                     static_cast<int>(std::min<int64_t>(kMr, M - r * kMr)), cols, alpha, beta, k0 == 0, k0 + kc == K, te);
+        }
       });
     }
   }
@@ -210,12 +262,12 @@ void gemm_impl(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
 }  // namespace
 
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_impl(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+          int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& ep) {
+  gemm_impl(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, ep);
 }
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const bf16* a, int64_t lda, const bf16* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_impl(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+          int64_t ldb, float beta, float* c, int64_t ldc, const Bf16Epilogue& ep) {
+  gemm_impl(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc, ep);
 }
 
 }  // namespace sru::cpu::avx512bf16

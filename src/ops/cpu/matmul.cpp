@@ -48,6 +48,25 @@ void bf16_dot_products(const In* a, const GemmMatrix& ma, bool ta, const In* b, 
   });
 }
 
+// bf16 a, b and c on the bf16 kernels, c written in bf16 by their last K block (the old c for beta read
+// from it; bias / relu: linear's epilogue, batch 1): no float32 pass over c. A float32 scratch laid out
+// as c holds the partial sums only when K spans several blocks.
+void bf16_dot_products_into_bf16(const bf16* a, const GemmMatrix& ma, bool ta, const bf16* b, const GemmMatrix& mb,
+                                 bool tb, bf16* c, const GemmMatrix& mc, int64_t batch, double alpha, double beta,
+                                 const float* bias = nullptr, bool relu = false) {
+  const GemmDims dims = gemm_dims(ma, ta, mb, tb, mc);
+  const int64_t M = dims.M, N = dims.N, K = dims.K;
+  SRU_CHECK(batch == 1 || (bias == nullptr && !relu), "bf16 GEMM: a bias or ReLU epilogue takes one product");
+  const Tensor partials = K > kBf16DotKBlock ? Tensor::empty({mc.span(batch)}, DType::F32) : Tensor();
+  float* scratch = partials.defined() ? partials.data<float>() : nullptr;
+  adapt_threads();
+  for_each_product(batch, M, N, K, [&](int64_t i) {
+    const Bf16Epilogue ep{bias, relu, c + i * mc.stride, mc.ld};
+    bf16_dot_gemm(ta, tb, M, N, K, static_cast<float>(alpha), a + i * ma.stride, ma.ld, b + i * mb.stride, mb.ld,
+                  static_cast<float>(beta), scratch ? scratch + i * mc.stride : nullptr, mc.ld, ep);
+  });
+}
+
 // The product over float32 / float64 storage; round_operands: both operands taken as bfloat16 values
 // (float32 scratch copies of the spans the products read, same layout), the CPU twin of precision
 // bf16's GEMMs.
@@ -99,11 +118,15 @@ void linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   // the add after matmul did; bf16 the float32 sum plus the widened bias, rounded once (the epilogue's
   // order on the GPU). The ReLU clamps the sum (relu's x > 0 ? x : 0: NaN becomes 0).
   const bool bf16 = y.dtype() == DType::BF16;
+  if (bf16 && M > 0 && N > 0 && K > 0 && bf16_dot_gemm_pays(M, N, K)) {
+    // The bias, the clamp and the rounding in the kernels' last K block, in this order: the same bits.
+    const Tensor b32 = bias.to(DType::F32);
+    bf16_dot_products_into_bf16(x.data<sru::bf16>(), mx, false, weight.data<sru::bf16>(), mw, true, y.data<sru::bf16>(),
+                                my, 1, 1.0, 0.0, b32.data<float>(), activation == LinearActivation::Relu);
+    return;
+  }
   const Tensor out = bf16 ? Tensor::empty({M, N}, DType::F32) : y;
-  if (bf16 && M > 0 && N > 0 && K > 0 && bf16_dot_gemm_pays(M, N, K))
-    bf16_dot_products(x.data<sru::bf16>(), mx, false, weight.data<sru::bf16>(), mw, true, out.data<float>(), my, 1, 1.0, 0.0);
-  else
-    float_gemm(bf16 ? x.to(DType::F32) : x, mx, false, bf16 ? weight.to(DType::F32) : weight, mw, true, out, my, 1, 1.0,
+  float_gemm(bf16 ? x.to(DType::F32) : x, mx, false, bf16 ? weight.to(DType::F32) : weight, mw, true, out, my, 1, 1.0,
              0.0, !bf16 && matmul_precision() == MatmulPrecision::Medium);
   const Tensor b = bf16 ? bias.to(DType::F32) : bias;
   SRU_DISPATCH_FLOATING(out.dtype(), "linear", [&]<typename T>() {
@@ -134,12 +157,13 @@ void gemm(const Tensor& a, const GemmMatrix& ma, bool ta, const Tensor& b, const
     // rounded once (C's elements outside its matrices come back as they were: widening is exact).
     SRU_CHECK(a.dtype() == DType::BF16 && b.dtype() == DType::BF16, "gemm: bf16 C needs bf16 operands, got ",
               dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+    if (M > 0 && N > 0 && K > 0 && bf16_dot_gemm_pays(M, N, K)) {
+      bf16_dot_products_into_bf16(a.data<bf16>(), ma, ta, b.data<bf16>(), mb, tb, c.data<bf16>(), mc, batch, alpha, beta);
+      return;
+    }
     const bool c_packed = mc.ld == mc.cols && mc.stride == mc.rows * mc.cols;
     Tensor c32 = beta == 0 && c_packed ? Tensor::empty(c.shape(), DType::F32) : c.to(DType::F32);
-    if (M > 0 && N > 0 && K > 0 && bf16_dot_gemm_pays(M, N, K))
-      bf16_dot_products(a.data<bf16>(), ma, ta, b.data<bf16>(), mb, tb, c32.data<float>(), mc, batch, alpha, beta);
-    else
-      float_gemm(a.to(DType::F32), ma, ta, b.to(DType::F32), mb, tb, c32, mc, batch, alpha, beta, false);
+    float_gemm(a.to(DType::F32), ma, ta, b.to(DType::F32), mb, tb, c32, mc, batch, alpha, beta, false);
     Tensor(c).copy_(c32);
     return;
   }
