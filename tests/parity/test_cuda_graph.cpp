@@ -288,3 +288,44 @@ TEST(CudaGraph, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
   }
 #endif
 }
+
+// A capture that fails after its host code ran, on the card: the char-LM's third capture (the update of
+// its first replayed accumulated step) ends with a host wait, which the capture refuses. The update then
+// runs eagerly on the gradients the step's batch graphs summed (the host code left the .grad handles as
+// it found them) and training matches the eager run within 1e-6; no accumulated step replays after.
+TEST(CudaGraph, AnAccumulatedStepWhoseUpdateCaptureFailsFinishesEagerly) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
+  struct EndsWithAHostWait final : train::StepGraph {
+    std::unique_ptr<train::StepGraph> graph;
+    bool refused;
+    EndsWithAHostWait(std::unique_ptr<train::StepGraph> g, bool r) : graph(std::move(g)), refused(r) {}
+    void capture(std::function<void()> step) override {
+      if (!refused) return graph->capture(std::move(step));
+      graph->capture([step] {
+        step();
+        (void)Tensor::zeros({1}, DType::F32, kCuda).item<float>();  // a host wait: the capture fails here
+      });
+    }
+    bool captured() const override { return graph->captured(); }
+    void replay() override { graph->replay(); }
+  };
+  config::Config c = step_graph_charlm_config("sru", "cuda");
+  c.train.accumulate = 3;
+  c.train.cuda_graphs = "off";
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 2);
+  c.train.cuda_graphs = "auto";
+  int captures = 0;
+  const auto memory = train::step_graph_memory(kCuda);
+  const auto third_refused = [&](tasks::Task&, optim::Optimizer&) {
+    return std::make_unique<EndsWithAHostWait>(train::cuda_step_graph(kCuda, memory), ++captures == 3);
+  };
+  const StepGraphTraining failed = train_step_graph(c, true, -1, 2, third_refused);
+  EXPECT_EQ(captures, 3);
+  EXPECT_EQ(failed.replayed, 0);
+  expect_training_within_1e6(eager, failed);
+#endif
+}
