@@ -85,6 +85,11 @@ constexpr size_t kMaxFailedCaptures = 3;
 
 namespace {
 
+// Whether parameter p's .grad is its flat place itself (nn/flat_parameters.h), as a backward pass leaves it.
+bool gradient_in_flat_place(const Tensor& p) {
+  return p.impl()->grad_home && p.grad().defined() && p.grad().impl() == p.impl()->grad_home;
+}
+
 // For the captured step's host code (and each piece of an accumulated one): the generator's counter
 // and base, the optimiser's step count and in-memory scalars, and the parameters' .grad handles are left
 // as they were found (also when a capture fails after its host code ran: an accumulated step's later
@@ -98,8 +103,7 @@ class HostCountersRewind {
       : gen_(gen), optimizer_(optimizer), offset_(gen.offset()), steps_(optimizer.steps()) {
     for (const auto& [name, p] : optimizer.parameters()) {
       const Tensor g = p.grad();
-      const bool home = g.defined() && p.impl()->grad_home && g.impl() == p.impl()->grad_home;
-      grads_.push_back(!g.defined() ? Found::None : home ? Found::Home : Found::Other);
+      grads_.push_back(!g.defined() ? Found::None : gradient_in_flat_place(p) ? Found::Home : Found::Other);
       others_.push_back(grads_.back() == Found::Other ? g : Tensor());
     }
   }
@@ -341,17 +345,17 @@ std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t ste
 
 bool TrainingStep::ready_to_replay(const std::vector<std::string>& keys) {
   for (const std::string& key : keys)
-    if (failed_shapes_.count(key)) return false;
+    if (failed_keys_.count(key)) return false;
   // A key's first step runs eagerly, unstaged: its warm-up (cuBLAS plans, the allocator's cache).
   bool warm = true;
   size_t new_graphs = 0;
   for (const std::string& key : std::set<std::string>(keys.begin(), keys.end())) {
     if (captured_.count(key)) continue;
-    warm = seen_shapes_[key]++ > 0 && warm;
+    warm = seen_keys_[key]++ > 0 && warm;
     ++new_graphs;
   }
   if (new_graphs == 0) return true;
-  return warm && captured_.size() + new_graphs <= kMaxGraphs && failed_shapes_.size() < kMaxFailedCaptures;
+  return warm && captured_.size() + new_graphs <= kMaxGraphs && failed_keys_.size() < kMaxFailedCaptures;
 }
 
 TrainingStep::Captured* TrainingStep::graph_of(const std::string& key, int64_t step,
@@ -368,9 +372,9 @@ TrainingStep::Captured* TrainingStep::graph_of(const std::string& key, int64_t s
     if (cuda_graphs_ == "on") throw;
     // auto: this key's steps run eagerly; after a few failures no new key is tried (the graphs
     // captured so far keep replaying).
-    failed_shapes_.insert(key);
+    failed_keys_.insert(key);
     spdlog::warn("train.cuda_graphs auto: {} could not be captured, so its steps run eagerly{}: {}", key,
-                 failed_shapes_.size() < kMaxFailedCaptures ? "" : " (and nothing else is tried)", e.what());
+                 failed_keys_.size() < kMaxFailedCaptures ? "" : " (and nothing else is tried)", e.what());
     return nullptr;
   }
   // (A CUDA graph's capture runs the host code, dispatching its kernels into the graph; the CPU twin's
@@ -477,16 +481,14 @@ std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first,
     replay_inputs_->write(gen.offset(), scalars, static_cast<double>(r.loss_terms()), inverse_terms(terms));
     accumulated_batch(r.loss, first_of_step);
   }
+  Captured eager;  // the update's outputs when its capture failed: its function then runs as it is
   Captured* update = graph_of(kUpdateKey, step, [this](Captured& made) { captured_update(made); });
   if (update) {
     update->graph->replay();
+    if (all_replayed) ++replays_;
   } else {
-    all_replayed = false;
-    Captured eager;  // the update's function run as it is, outside any graph
-    captured_update(eager);
-    return replayed_update(std::move(out), eager, step, votes);
+    captured_update(*(update = &eager));
   }
-  if (all_replayed) ++replays_;
   return replayed_update(std::move(out), *update, step, votes);
 }
 
@@ -512,9 +514,8 @@ void TrainingStep::captured_batch(tasks::StagesSteps& staged, Captured& c, bool 
   // The later batches' graphs and the update's are captured with every gradient in its flat place
   // (keep_gradients_in_place): a batch must leave them all there.
   for (const auto& [name, p] : optimizer_.parameters())
-    SRU_CHECK(p.impl()->grad_home && p.grad().defined() && p.grad().same_data(Tensor(p.impl()->grad_home)),
-              "parameter ", name, " has no gradient in its flat place after a batch (a captured accumulated step "
-              "needs every batch to reach every parameter, in flat storage)");
+    SRU_CHECK(gradient_in_flat_place(p), "parameter ", name, " has no gradient in its flat place after a batch (a "
+              "captured accumulated step needs every batch to reach every parameter, in flat storage)");
   record_draws(c, rewind.draws());
 }
 

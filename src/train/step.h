@@ -157,8 +157,8 @@ class TrainingStep {
   std::unique_ptr<ReplayInputs> replay_inputs_;  // what every graph's replay reads from memory
   // Graphs by key (graph_of: a batch shape, tasks::StagedStep, and the piece of a step).
   std::map<std::string, std::unique_ptr<Captured>> captured_;
-  std::map<std::string, int64_t> seen_shapes_;  // steps of a key not captured yet, run eagerly: the first is its warm-up
-  std::set<std::string> failed_shapes_;         // keys whose capture failed (auto): their steps run eagerly
+  std::map<std::string, int64_t> seen_keys_;  // steps of a key not captured yet, run eagerly: the first is its warm-up
+  std::set<std::string> failed_keys_;         // keys whose capture failed (auto): their steps run eagerly
   int64_t replays_ = 0;
 };
 

@@ -70,15 +70,20 @@ __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : static_cast<__mmask16>((1u << n) - 1u);
 }
 
-// Up to 16 values as 32-bit lanes whose high halves hold their bfloat16 bits (low halves: leftovers
-// of the rounding, masked by the callers); lanes outside m are zero.
-inline __m512i bf16_in_high_halves(const float* p, __mmask16 m) {
-  const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, p));
+// 16 float32 lanes rounded to bfloat16 (core/float16.h's rule: to nearest even, NaN -> 0x7FFF), the
+// bits in each lane's high half (low halves: leftovers of the rounding, masked or shifted out by the callers).
+inline __m512i rounded_to_high_halves(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
   const __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lowest_kept));
   const __mmask16 nan =
       _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
   return _mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7FFF0000));
+}
+
+// Up to 16 values as 32-bit lanes whose high halves hold their bfloat16 bits; lanes outside m are zero.
+inline __m512i bf16_in_high_halves(const float* p, __mmask16 m) {
+  return rounded_to_high_halves(_mm512_maskz_loadu_ps(m, p));
 }
 inline __m512i bf16_in_high_halves(const bf16* p, __mmask16 m) {
   return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16);
@@ -122,15 +127,8 @@ void pack_panel(const In* src, int64_t lane_stride, int64_t k_stride, int lanes,
   }
 }
 
-// 16 float32 lanes rounded to bfloat16 bits (core/float16.h's rule: to nearest even, NaN -> 0x7FFF).
-inline __m256i bf16_bits_of(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lowest_kept));
-  const __mmask16 nan =
-      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-  return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_mask_mov_epi32(rounded, nan, _mm512_set1_epi32(0x7FFF0000)), 16));
-}
+// 16 float32 lanes rounded to bfloat16 bits, as 16-bit lanes.
+inline __m256i bf16_bits_of(__m512 v) { return _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded_to_high_halves(v), 16)); }
 
 // A tile's share of the epilogue (gemm_bf16.h Bf16Epilogue): its columns' bias, its corner of out.
 struct TileEpilogue {
@@ -178,8 +176,8 @@ void micro_tile(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c,
       __m512 old0, old1;
       if (old_in_out) {
         const bf16* o = ep.out + i * ep.ldo;
-        old0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m0, o)), 16));
-        old1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, o + 16)), 16));
+        old0 = _mm512_castsi512_ps(bf16_in_high_halves(o, m0));  // widening bf16 is exact
+        old1 = _mm512_castsi512_ps(bf16_in_high_halves(o + 16, m1));
       } else {
         old0 = _mm512_maskz_loadu_ps(m0, row);
         old1 = _mm512_maskz_loadu_ps(m1, row + 16);

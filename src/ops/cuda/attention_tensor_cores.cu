@@ -59,6 +59,11 @@ struct Acc {  // one 16 x 8 float32 accumulator: rows g and g + 8, columns 2t an
   float c[4];
 };
 
+__device__ __forceinline__ void clear(Acc acc[8]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) acc[n].c[0] = acc[n].c[1] = acc[n].c[2] = acc[n].c[3] = 0.0f;
+}
+
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -97,9 +102,9 @@ __device__ __forceinline__ void load_a_rows(uint32_t a[4][4], const uint16_t* ti
 // 64 rows: column n of the result is row n of `rows` (k runs along the rows' memory).
 __device__ __forceinline__ void product_with_rows(Acc acc[8], const uint32_t a[4][4], const uint16_t* rows, int g,
                                                   int t) {
+  clear(acc);
 #pragma unroll
   for (int n = 0; n < 8; ++n) {
-    acc[n].c[0] = acc[n].c[1] = acc[n].c[2] = acc[n].c[3] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
       mma_bf16(acc[n], a[ks], load_pair(rows, n * 8 + g, ks * 16 + 2 * t), load_pair(rows, n * 8 + g, ks * 16 + 2 * t + 8));
@@ -218,8 +223,7 @@ __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t*
   const long long rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   Acc o[8];
-#pragma unroll
-  for (int n = 0; n < 8; ++n) o[n].c[0] = o[n].c[1] = o[n].c[2] = o[n].c[3] = 0.0f;
+  clear(o);
   long long begin, end;
   s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
   for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
@@ -287,8 +291,7 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
   const long long rows[2] = {i0 + local[0], i0 + local[1]};
   const float row_lse[2] = {stats[local[0]][0], stats[local[1]][0]}, row_d[2] = {stats[local[0]][1], stats[local[1]][1]};
   Acc dq[8];
-#pragma unroll
-  for (int n = 0; n < 8; ++n) dq[n].c[0] = dq[n].c[1] = dq[n].c[2] = dq[n].c[3] = 0.0f;
+  clear(dq);
   const float scale = static_cast<float>(s.scale);
   long long begin, end;
   s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
@@ -350,10 +353,8 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dkv_kernel(const uint
   const long long keys[2] = {j0 + warp * 16 + g, j0 + warp * 16 + g + 8};
   const bool visible[2] = {keys[0] < s.Lk && !s.key_padded(pad, b, keys[0]), keys[1] < s.Lk && !s.key_padded(pad, b, keys[1])};
   Acc dk[8], dv[8];
-#pragma unroll
-  for (int n = 0; n < 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[n].c[e] = dv[n].c[e] = 0.0f;
+  clear(dk);
+  clear(dv);
   const float scale = static_cast<float>(s.scale);
   long long begin, end;  // the queries that can see the block's keys
   s.pattern.queries_seeing(j0, min(j0 + kBlockRows, s.Lk) - 1, s.Lq, begin, end);
