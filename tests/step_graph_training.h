@@ -102,15 +102,18 @@ struct StepGraphTraining {
 
 // `epochs` epochs of c (on c.train.device); host_twin: the captured steps replayed through the CPU twin
 // (or through the graphs make_graph(task, optimizer) returns, when given). poison_step >= 0 (CPU only): that step runs
-// with a NaN in the output bias, restored after it.
+// with a NaN in the output bias, restored after it. before_optimizer(task), when given, runs before the
+// optimiser lays the parameters out in flat buffers.
 inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twin, int64_t poison_step = -1,
                                           int64_t epochs = 2,
                                           std::function<std::unique_ptr<train::StepGraph>(tasks::Task&, optim::Optimizer&)>
-                                              make_graph = {}) {
+                                              make_graph = {},
+                                          const std::function<void(tasks::Task&)>& before_optimizer = {}) {
   const PrecisionScope precision(parse_precision(c.train.precision, "train.precision"));
   Generator gen(11);
   auto task = tasks::make_task(c, gen);
   task->model().to(Device::parse(c.train.device));
+  if (before_optimizer) before_optimizer(*task);
   auto optimizer = train::make_optimizer(c.train, task->model());
   // Batches an epoch, grouped into steps of train.accumulate batches (the last step takes what is left).
   const int64_t batches = task->steps_per_epoch(), accumulate = c.train.accumulate;

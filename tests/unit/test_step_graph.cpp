@@ -232,6 +232,25 @@ TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
   expect_same_training(eager, failed);
 }
 
+// A parameter left out of the flat buffers (here one whose storage another tensor shares when the
+// optimiser lays them out) has no gradient place a replay could leave .grad at, so steps of several
+// batches run eagerly (why_not_accumulated), and training is the eager one's to the bit.
+TEST(CapturedStep, AccumulatedStepsStayEagerWithAParameterOutsideTheFlatBuffers) {
+  config::Config c = step_graph_charlm_config("sru");
+  c.train.accumulate = 3;
+  std::vector<Tensor> views;  // alive through training: the parameter's storage stays shared
+  const auto share_first_parameter = [&views](tasks::Task& task) {
+    views.push_back(task.model().named_parameters().front().second.view({-1}));
+  };
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 2, {}, share_first_parameter),
+                          replayed = train_step_graph(c, true, -1, 2, {}, share_first_parameter);
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(replayed.replayed, 0);
+  expect_same_training(eager, replayed);
+  // Without the shared storage the same steps replay (AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate).
+  EXPECT_EQ(train_step_graph(c, true, -1, 2).replayed, 5);
+}
+
 TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
   config::Config c = step_graph_charlm_config("sru");
   c.train.cuda_graphs = "on";
