@@ -98,6 +98,7 @@ struct StepGraphTraining {
   std::vector<uint64_t> value_reads;  // per step: host waits on a GPU (core/host_sync.h)
   nn::NamedTensors parameters;       // on the CPU
   int64_t replayed = 0, steps = 0;
+  train::TrainingStep::GraphPlan plan;  // of the last epoch
 };
 
 // `epochs` epochs of c (on c.train.device); host_twin: the captured steps replayed through the CPU twin
@@ -150,6 +151,7 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
   }
   for (const auto& [name, t] : task->model().named_parameters()) out.parameters.emplace_back(name, t.to(Device::cpu()));
   out.replayed = step.replayed_steps();
+  out.plan = step.graph_plan();
   out.steps = epochs * per_epoch;
   return out;
 }

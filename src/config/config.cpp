@@ -102,11 +102,16 @@ std::vector<Section> Config::schema() {
         string_field("cuda_graphs", &train.cuda_graphs, "Replay the training step (forward, backward, clipping, "
                      "update) as one CUDA graph per batch shape where shapes repeat (char and word LM; classify and "
                      "translate with data.pad_to_multiple set, which bounds their shapes; not the LSTM on a GPU): a "
-                     "shape's first step runs eagerly, its later steps replay its graph (at most 16 graphs; others "
-                     "eager), with the same results; with train.accumulate > 1 a graph per batch (by shape, and whether "
-                     "it is its step's first) and one for the update. auto: on a CUDA device in one process, "
+                     "shape's first step runs eagerly, its later steps replay its graph (the epoch's most frequent "
+                     "shapes, at most train.cuda_graphs_max; others eager), with the same results; with "
+                     "train.accumulate > 1 a graph per batch (by shape, and whether it is its step's first) and one "
+                     "for the update. auto: on a CUDA device in one process, "
                      "eager when the step cannot be captured (a warning says why); on: the same, but an error naming "
                      "the reason where auto would train eagerly; off: every step eager", {"auto", "on", "off"}),
+        int_field("cuda_graphs_max", &train.cuda_graphs_max, "Most CUDA graphs a run keeps (train.cuda_graphs): "
+                  "each epoch's batch shapes are counted and the most frequent get graphs (the log says what share "
+                  "of the epoch's steps they cover); graphs share one memory pool, so each costs a capture and its "
+                  "nodes, not a step's activations", 1),
         int_field("early_stop_patience", &train.early_stop_patience,
                   "Stop after this many evaluations without improvement (0 = off)", 0),
         real_field("dist_bucket_mb", &train.dist_bucket_mb, "Data parallel: MiB of gradients per all-reduce; the "

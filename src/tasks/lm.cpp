@@ -295,9 +295,12 @@ std::string LanguageModelTask::why_not_staged() const {
 }
 
 std::optional<std::string> LanguageModelTask::staged_shape(int64_t index) const {
+  return carried_state_stageable() ? planned_shape(index) : std::nullopt;
+}
+
+std::optional<std::string> LanguageModelTask::planned_shape(int64_t index) const {
   const int64_t n = std::min(options_.bptt, stream_length_ - 1 - index * options_.bptt);
-  if (n != options_.bptt || streams_.count <= 0 || !why_not_staged().empty() || !carried_state_stageable())
-    return std::nullopt;
+  if (n != options_.bptt || streams_.count <= 0 || !why_not_staged().empty()) return std::nullopt;
   return "bptt";
 }
 

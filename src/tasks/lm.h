@@ -129,6 +129,7 @@ class LanguageModelTask : public Task, public EvaluatesFiles, public Generates, 
   // Captured steps (train.cuda_graphs): the steps of bptt tokens (every step of an epoch but a short
   // last one) from static input, target and carried-state tensors: one shape.
   std::optional<std::string> staged_shape(int64_t index) const override;
+  std::optional<std::string> planned_shape(int64_t index) const override;
   StagedStep stage_step(int64_t index) override;
   StepResult forward_staged() override;
   Generator& step_generator() override { return *gen_; }

@@ -145,6 +145,9 @@ class StagesSteps {
   // without building the batch; nothing when it cannot (why_not_staged; an epoch's short last batch; a
   // carried state not settled yet), and the trainer then runs forward_step.
   virtual std::optional<std::string> staged_shape(int64_t index) const = 0;
+  // The key staged_shape(index) gives once a carried state has settled (nothing for a batch that is
+  // never staged): what the trainer plans an epoch's graphs by, before its first step.
+  virtual std::optional<std::string> planned_shape(int64_t index) const { return staged_shape(index); }
   // Copies step `index`'s inputs (and the carried state, after eager steps replaced it) into the
   // static tensors of its shape (made at its first staging), on the device's stream without a host
   // wait. Only for a step staged_shape answers for; forward_step may follow it instead of

@@ -77,13 +77,18 @@ struct TrainingStep::Captured {
   bool draws_known = false;
 };
 
-// At most this many batch shapes get a graph (each keeps its own activation memory); steps of other
-// shapes run eagerly. After kMaxFailedCaptures failed captures (train.cuda_graphs auto), no new shape
-// is tried.
-constexpr size_t kMaxGraphs = 16;
+// After kMaxFailedCaptures failed captures (train.cuda_graphs auto), no new graph key is tried.
 constexpr size_t kMaxFailedCaptures = 3;
 
 namespace {
+
+// The keys of the graphs a step replays: a one-batch step's by its shape; an accumulated step's per
+// batch (by shape, and whether it is the step's first) and its update's.
+std::string step_key(const std::string& shape) { return "the step of shape " + shape; }
+std::string batch_key(const std::string& shape, bool first_of_step) {
+  return std::string(first_of_step ? "the first" : "a later") + " batch of an accumulated step of shape " + shape;
+}
+const std::string kUpdateKey = "the update of an accumulated step";
 
 // Whether parameter p's .grad is its flat place itself (nn/flat_parameters.h), as a backward pass leaves it.
 bool gradient_in_flat_place(const Tensor& p) {
@@ -157,6 +162,9 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
   cuda_graphs_ = train.cuda_graphs;
   SRU_CHECK(cuda_graphs_ == "auto" || cuda_graphs_ == "on" || cuda_graphs_ == "off",
             "train.cuda_graphs must be auto, on or off, got '", cuda_graphs_, "'");
+  SRU_CHECK(train.cuda_graphs_max >= 1, "train.cuda_graphs_max must be >= 1, got ", train.cuda_graphs_max);
+  max_graphs_ = static_cast<size_t>(train.cuda_graphs_max);
+  accumulate_ = train.accumulate;
   if (cuda_graphs_ == "off") return;
   const Device device = task_.model().device();
   std::string why_eager;
@@ -255,6 +263,7 @@ TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t cou
 StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
                               const std::function<StepVotes()>& votes) {
   SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
+  if (make_graph_ && epoch != plan_.epoch) plan_graphs(epoch);
   if (make_graph_)
     if (std::optional<StepOutcome> replayed = count == 1 ? run_replayed(first, step, epoch, votes)
                                                          : run_replayed_accumulated(first, count, step, epoch, votes))
@@ -325,10 +334,9 @@ StepOutcome TrainingStep::updated(StepOutcome out, int64_t step) {
 std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t step, int64_t epoch,
                                                       const std::function<StepVotes()>& votes) {
   tasks::StagesSteps& staged = *task_.staged_steps();
-  const std::optional<std::string> shape = staged.staged_shape(index);
-  if (!shape) return std::nullopt;
-  const std::string key = "the step of shape " + *shape;
-  if (!ready_to_replay({key})) return std::nullopt;
+  const std::optional<std::vector<std::string>> keys = graph_keys(index, 1, false);
+  if (!keys || !ready_to_replay(*keys)) return std::nullopt;
+  const std::string& key = keys->front();
   const tasks::StagedStep staged_step = staged.stage_step(index);
   Generator& gen = staged.step_generator();
   StepOutcome out;
@@ -343,9 +351,65 @@ std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t ste
   return replayed_update(std::move(out), *c, step, votes);
 }
 
+std::optional<std::vector<std::string>> TrainingStep::graph_keys(int64_t first, int64_t count, bool planned) const {
+  const tasks::StagesSteps& staged = *task_.staged_steps();
+  std::vector<std::string> keys;
+  for (int64_t i = 0; i < count; ++i) {
+    const std::optional<std::string> shape = planned ? staged.planned_shape(first + i) : staged.staged_shape(first + i);
+    if (!shape) return std::nullopt;
+    keys.push_back(count == 1 ? step_key(*shape) : batch_key(*shape, i == 0));
+  }
+  if (count > 1) keys.push_back(kUpdateKey);
+  return keys;
+}
+
+void TrainingStep::plan_graphs(int64_t epoch) {
+  GraphPlan plan;
+  plan.epoch = epoch;
+  struct Count {
+    int64_t batches = 0, first_seen = 0;
+  };
+  std::map<std::string, Count> counts;
+  std::vector<std::vector<std::string>> stageable;  // the keys of each step that may replay
+  const int64_t batches = task_.steps_per_epoch();
+  for (int64_t first = 0; first < batches; first += accumulate_, ++plan.steps) {
+    const int64_t count = batches_of_step(first, batches, accumulate_);
+    if (count > 1 && !why_accumulated_eager_.empty()) continue;
+    std::optional<std::vector<std::string>> keys = graph_keys(first, count, true);
+    if (!keys) continue;
+    for (const std::string& key : *keys) {
+      const int64_t order = static_cast<int64_t>(counts.size());
+      ++counts.try_emplace(key, Count{0, order}).first->second.batches;
+    }
+    stageable.push_back(std::move(*keys));
+  }
+  // The most frequent keys, ties to the one met first.
+  std::vector<std::pair<std::string, Count>> ranked(counts.begin(), counts.end());
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.second.batches != b.second.batches ? a.second.batches > b.second.batches
+                                                : a.second.first_seen < b.second.first_seen;
+  });
+  for (size_t i = 0; i < ranked.size() && i < max_graphs_; ++i) plan.admitted.insert(ranked[i].first);
+  plan.keys = static_cast<int64_t>(counts.size());
+  for (const std::vector<std::string>& keys : stageable)
+    plan.covered_steps += std::all_of(keys.begin(), keys.end(), [&](const std::string& key) {
+      return plan.admitted.count(key) > 0 || captured_.count(key) > 0;
+    });
+  const double covered =
+      plan.steps > 0 ? 100.0 * static_cast<double>(plan.covered_steps) / static_cast<double>(plan.steps) : 0.0;
+  const std::string hint = plan.keys > static_cast<int64_t>(max_graphs_)
+                               ? "; a larger train.cuda_graphs_max or data.pad_to_multiple covers more" : "";
+  spdlog::log(plan_.epoch < 0 ? spdlog::level::info : spdlog::level::debug,
+              "train.cuda_graphs: epoch {}'s {} steps have {} graph keys (batch shapes); the {} most frequent may "
+              "get graphs (train.cuda_graphs_max {}), covering {:.1f}% of its steps{}", epoch + 1, plan.steps,
+              plan.keys, plan.admitted.size(), max_graphs_, covered, hint);
+  plan_ = std::move(plan);
+}
+
 bool TrainingStep::ready_to_replay(const std::vector<std::string>& keys) {
+  // Keys outside the epoch's plan (and not captured before) run eagerly, and so do failed ones.
   for (const std::string& key : keys)
-    if (failed_keys_.count(key)) return false;
+    if (failed_keys_.count(key) || (!captured_.count(key) && !plan_.admitted.count(key))) return false;
   // A key's first step runs eagerly, unstaged: its warm-up (cuBLAS plans, the allocator's cache).
   bool warm = true;
   size_t new_graphs = 0;
@@ -355,7 +419,7 @@ bool TrainingStep::ready_to_replay(const std::vector<std::string>& keys) {
     ++new_graphs;
   }
   if (new_graphs == 0) return true;
-  return warm && captured_.size() + new_graphs <= kMaxGraphs && failed_keys_.size() < kMaxFailedCaptures;
+  return warm && captured_.size() + new_graphs <= max_graphs_ && failed_keys_.size() < kMaxFailedCaptures;
 }
 
 TrainingStep::Captured* TrainingStep::graph_of(const std::string& key, int64_t step,
@@ -428,11 +492,6 @@ void TrainingStep::record_draws(Captured& c, uint64_t draws) {
 // forward_backward's accumulation followed by run()'s update.
 
 namespace {
-// The keys of an accumulated step's graphs (beside the one-batch steps' "the step of shape ...").
-std::string batch_key(const std::string& shape, bool first_of_step) {
-  return std::string(first_of_step ? "the first" : "a later") + " batch of an accumulated step of shape " + shape;
-}
-const std::string kUpdateKey = "the update of an accumulated step";
 // The factor that makes the summed gradients of `terms` loss terms their mean's (the mean over no
 // terms is 0, as forward_backward has it).
 double inverse_terms(int64_t terms) { return terms > 0 ? 1.0 / static_cast<double>(terms) : 0.0; }
@@ -442,14 +501,9 @@ std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first,
                                                                   int64_t epoch, const std::function<StepVotes()>& votes) {
   if (!why_accumulated_eager_.empty()) return std::nullopt;
   tasks::StagesSteps& staged = *task_.staged_steps();
-  std::vector<std::string> keys;
-  for (int64_t i = 0; i < count; ++i) {
-    const std::optional<std::string> shape = staged.staged_shape(first + i);
-    if (!shape) return std::nullopt;
-    keys.push_back(batch_key(*shape, i == 0));
-  }
-  keys.push_back(kUpdateKey);
-  if (!ready_to_replay(keys)) return std::nullopt;
+  const std::optional<std::vector<std::string>> step_keys = graph_keys(first, count, false);
+  if (!step_keys || !ready_to_replay(*step_keys)) return std::nullopt;
+  const std::vector<std::string>& keys = *step_keys;
   Generator& gen = staged.step_generator();
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);

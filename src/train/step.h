@@ -94,6 +94,18 @@ class TrainingStep {
   void replay_through(std::function<std::unique_ptr<StepGraph>()> make_graph);
   // Steps taken by replaying the captured step (train.cuda_graphs) so far.
   int64_t replayed_steps() const;
+  // The plan of the run's graphs for the latest epoch (train.cuda_graphs): its steps' graph keys,
+  // counted by the batches that need them before the epoch's first step, and the most frequent
+  // train.cuda_graphs_max admitted (a key outside them, and not captured in an earlier epoch, runs
+  // eagerly).
+  struct GraphPlan {
+    int64_t epoch = -1;
+    int64_t steps = 0;          // the epoch's steps
+    int64_t keys = 0;           // the distinct graph keys of those that may replay
+    int64_t covered_steps = 0;  // steps whose every key is admitted or captured
+    std::set<std::string> admitted;
+  };
+  const GraphPlan& graph_plan() const { return plan_; }
   ~TrainingStep();
 
  private:
@@ -114,7 +126,8 @@ class TrainingStep {
   StepOutcome not_updated(StepOutcome out, bool update_issued);
   // Captured steps (train.cuda_graphs; see step.cpp): step `index` by a replay of its shape's graph,
   // capturing it first when its shape ran eagerly once before; nullopt when the step runs eagerly (not
-  // stageable, a shape's first step, more shapes than kMaxGraphs, or its capture failed under auto).
+  // stageable, a shape's first step, a key outside the plan or past train.cuda_graphs_max, or its
+  // capture failed under auto).
   std::optional<StepOutcome> run_replayed(int64_t index, int64_t step, int64_t epoch,
                                           const std::function<StepVotes()>& votes);
   // The same for a step of `count` > 1 batches (train.accumulate): a graph per batch (by shape, and
@@ -122,6 +135,11 @@ class TrainingStep {
   std::optional<StepOutcome> run_replayed_accumulated(int64_t first, int64_t count, int64_t step, int64_t epoch,
                                                       const std::function<StepVotes()>& votes);
   struct Captured;
+  // The graph keys of the step of `count` batches from `first` (by the tasks' staged_shape, or with
+  // `planned` their planned_shape); nothing when a batch is not stageable.
+  std::optional<std::vector<std::string>> graph_keys(int64_t first, int64_t count, bool planned) const;
+  // The plan of epoch `epoch`'s graphs (plan_), before its first step.
+  void plan_graphs(int64_t epoch);
   // Whether a step whose graphs have these keys replays: each captured, or run eagerly once before (its
   // warm-up; counted here) and within the limits on graphs and failed captures.
   bool ready_to_replay(const std::vector<std::string>& keys);
@@ -152,6 +170,9 @@ class TrainingStep {
   std::unique_ptr<dist::GradientSync> sync_;  // data parallel only
   std::unique_ptr<WeightEma> ema_;
   std::string cuda_graphs_;  // train.cuda_graphs
+  size_t max_graphs_ = 64;   // train.cuda_graphs_max
+  int64_t accumulate_ = 1;   // train.accumulate: how the trainer groups an epoch's batches into steps
+  GraphPlan plan_;
   // Null: every step eager. Else a graph for a batch shape: a CUDA graph, or the CPU twin.
   std::function<std::unique_ptr<StepGraph>()> make_graph_;
   std::unique_ptr<ReplayInputs> replay_inputs_;  // what every graph's replay reads from memory

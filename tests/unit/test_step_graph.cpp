@@ -232,6 +232,70 @@ TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
   expect_same_training(eager, failed);
 }
 
+// The graphs go to an epoch's most frequent graph keys, counted before its first step (train.cuda_graphs_max
+// of them), not to the first keys met twice. The translation's batches are the same every epoch, in a new
+// order: with room for m graphs, the steps of the m most frequent shapes replay (each but its first, the
+// warm-up), the others run eagerly, and training is the eager one's to the bit. m is the smallest room
+// at which the m most frequent shapes are clear (no tie at the cut) and differ from the first m met twice.
+TEST(CapturedStep, TheGraphsGoToTheEpochsMostFrequentShapes) {
+  const int64_t epochs = 3;
+  // The first training seed (it shuffles the batches' order) and room m that tell the rules apart.
+  for (int64_t seed = 1; seed <= 20; ++seed) {
+    config::Config c = step_graph_translate_config();
+    c.train.seed = seed;
+    Generator gen(11);
+    auto task = tasks::make_task(c, gen);
+    std::vector<std::string> met;  // the steps' shapes, epoch after epoch
+    for (int64_t e = 0; e < epochs; ++e) {
+      task->start_epoch(e, 0);
+      for (int64_t i = 0; i < task->steps_per_epoch(); ++i) met.push_back(*task->staged_steps()->staged_shape(i));
+    }
+    const int64_t per_epoch = task->steps_per_epoch();
+    std::map<std::string, int64_t> count;
+    for (int64_t i = 0; i < per_epoch; ++i) ++count[met[static_cast<size_t>(i)]];
+    std::vector<int64_t> ranked;
+    for (const auto& [shape, n] : count) ranked.push_back(n);
+    std::sort(ranked.rbegin(), ranked.rend());
+    for (size_t m = 1; m < ranked.size(); ++m) {
+      if (ranked[m - 1] == ranked[m]) continue;
+      std::set<std::string> top;
+      for (const auto& [shape, n] : count)
+        if (n >= ranked[m - 1]) top.insert(shape);
+      int64_t expected = -static_cast<int64_t>(m), covered = 0;  // each shape's first step is its warm-up
+      for (size_t i = 0; i < met.size(); ++i)
+        if (top.count(met[i])) {
+          ++expected;
+          covered += i >= met.size() - static_cast<size_t>(per_epoch);
+        }
+      // The rule before the plan: the m graphs go to the first shapes met twice.
+      std::set<std::string> seen, first_met_twice;
+      int64_t first_come = 0;
+      for (const std::string& s : met) {
+        if (first_met_twice.count(s) || (seen.count(s) && first_met_twice.size() < m && first_met_twice.insert(s).second))
+          ++first_come;
+        seen.insert(s);
+      }
+      if (expected == first_come) continue;
+      SCOPED_TRACE("seed " + std::to_string(seed) + ", room for " + std::to_string(m) + " of " +
+                   std::to_string(count.size()) + " shapes");
+      c.train.cuda_graphs_max = static_cast<int64_t>(m);
+      const StepGraphTraining eager = train_step_graph(c, false, -1, epochs),
+                              replayed = train_step_graph(c, true, -1, epochs);
+      EXPECT_EQ(replayed.replayed, expected);
+      expect_same_training(eager, replayed);
+      EXPECT_EQ(replayed.plan.epoch, epochs - 1);
+      EXPECT_EQ(replayed.plan.steps, per_epoch);
+      EXPECT_EQ(replayed.plan.keys, static_cast<int64_t>(count.size()));
+      std::set<std::string> admitted_shapes;  // the keys name their shapes last
+      for (const std::string& key : replayed.plan.admitted) admitted_shapes.insert(key.substr(key.rfind(' ') + 1));
+      EXPECT_EQ(admitted_shapes, top);
+      EXPECT_EQ(replayed.plan.covered_steps, covered);
+      return;
+    }
+  }
+  FAIL() << "no seed and room tell the most frequent shapes from the first ones met twice";
+}
+
 // A parameter left out of the flat buffers (here one whose storage another tensor shares when the
 // optimiser lays them out) has no gradient place a replay could leave .grad at, so steps of several
 // batches run eagerly (why_not_accumulated), and training is the eager one's to the bit.
