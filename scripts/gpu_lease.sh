@@ -445,6 +445,16 @@ for graphs in auto off; do
     --set data.pad_to_multiple=8 --set train.cuda_graphs=$graphs --steps 100 --warmup-steps 340 --repeats 3 \
     --json "$out/train_epoch_classify_graphs_$graphs.json"
 done
+# The SQuAD reader at the paper's sizes (configs/squad.yaml: 6 bidirectional SRU layers of 128, 300-d
+# random embeddings in place of GloVe) on the shipped sample (11 batches of 32 an epoch), paragraphs and
+# questions padded to multiples of 32, replayed against eager (docs/gpu-notes.md "SQuAD captured").
+squad_sample=data/squad-sample/dev-v1.1.sample.json
+for graphs in auto off; do
+  bench "train_epoch_squad_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch --config=configs/squad.yaml \
+    --set train.device=cuda --set data.path=$squad_sample --set data.valid_path=$squad_sample --set data.vectors= \
+    --set data.pad_to_multiple=32 --set train.cuda_graphs=$graphs --steps 11 --warmup-steps 11 --repeats 3 \
+    --json "$out/train_epoch_squad_graphs_$graphs.json"
+done
 # The small SRU config with every step eager (train.cuda_graphs off): the graph's gain where a step is
 # short (~1.4 ms) and its launches weigh most.
 bench train_epoch_small_eager $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-small.yaml \

@@ -18,6 +18,7 @@
 #include "tasks/lm.h"
 #include "tasks/translate.h"
 #include "tasks/registry.h"
+#include "tasks/squad.h"
 #include "testing.h"
 #include "translate_testing.h"
 #include "train/step.h"
@@ -90,6 +91,32 @@ inline config::Config step_graph_translate_config(const std::string& device = "c
   return tiny_translate("step_graph", {"data.pad_to_multiple=4", "train.optimizer=adam", "train.lr=0.002",
                                        "train.clip_grad_norm=0.5", "train.label_smoothing=0.1",
                                        "train.on_nonfinite=skip", "train.device=" + device});
+}
+
+// The Document Reader on the shipped SQuAD sample (336 questions, 21 batches of 16 sorted by paragraph
+// length and reshuffled each epoch), paragraphs and questions padded to multiples of 32: a few batch
+// shapes, most met again within an epoch; bidirectional 2-layer SRUs, the three dropouts, clipping, Adamax.
+inline config::Config step_graph_squad_config(const std::string& device = "cpu") {
+  config::Config c = config::Config::defaults("squad", "sru");
+  const std::string sample = std::string(SRU_SOURCE_DIR) + "/data/squad-sample/dev-v1.1.sample.json";
+  c.data.path = sample;
+  auto& o = c.task_as<tasks::SquadOptions>();
+  o.valid_path = sample;
+  o.lowercase = true;
+  o.pad_to_multiple = 32;
+  c.data.batch_size = 16;
+  c.model.embedding_size = c.model.hidden_size = 8;
+  c.model.num_layers = 2;
+  c.model.bidirectional = true;
+  c.model.dropout = 0.2;
+  c.model.embedding_dropout = 0.1;
+  c.model.output_dropout = 0.1;
+  c.train.optimizer = "adamax";
+  c.train.lr = 0.002;
+  c.train.clip_grad_norm = 0.5;
+  c.train.on_nonfinite = "skip";
+  c.train.device = device;
+  return c;
 }
 
 struct StepGraphTraining {

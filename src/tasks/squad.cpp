@@ -238,34 +238,100 @@ void SquadTask::start_epoch(int64_t epoch, int64_t) {
   batches_ = epoch_batches(lengths, cfg_.data.batch_size, static_cast<uint64_t>(cfg_.train.seed), epoch);
 }
 
-StepResult SquadTask::forward_step(int64_t index) {
+std::pair<int64_t, int64_t> SquadTask::padded_lengths(int64_t index) const {
   SRU_CHECK(index >= 0 && index < static_cast<int64_t>(batches_.size()), "squad: training step ", index,
             " is outside the epoch's ", batches_.size(), " batches");
-  model_->train(true);
+  int64_t doc_length = 1, question_length = 1;
+  for (int64_t i : batches_[index]) {
+    const ReaderSplit::Example& e = train_.examples[trainable_[i]];
+    doc_length = std::max(doc_length, static_cast<int64_t>(train_.contexts[e.paragraph].size()));
+    question_length = std::max(question_length, static_cast<int64_t>(e.question_ids.size()));
+  }
+  return {round_up(doc_length, options_.pad_to_multiple), round_up(question_length, options_.pad_to_multiple)};
+}
+
+SquadTask::TrainingBatch SquadTask::training_batch(int64_t index) const {
+  const auto [doc_length, question_length] = padded_lengths(index);
   // Data parallel: this rank's questions of the batch, padded as the whole batch is.
   const std::vector<int64_t>& whole = batches_[index];
-  const BatchPart part = batch_part(static_cast<int64_t>(whole.size()), *comm_);
-  std::vector<int64_t> batch, starts, ends;
-  int64_t words = 0, doc_length = 0, question_length = 0;
+  TrainingBatch out;
+  out.part = batch_part(static_cast<int64_t>(whole.size()), *comm_);
+  out.questions = static_cast<int64_t>(whole.size());
+  std::vector<int64_t> mine;
   for (size_t k = 0; k < whole.size(); ++k) {
     const ReaderSplit::Example& e = train_.examples[trainable_[whole[k]]];
-    const int64_t d = static_cast<int64_t>(train_.contexts[e.paragraph].size());
-    const int64_t q = static_cast<int64_t>(e.question_ids.size());
-    words += d + q;
-    doc_length = std::max(doc_length, d);
-    question_length = std::max(question_length, q);
-    if (static_cast<int64_t>(k) < part.first || static_cast<int64_t>(k) >= part.first + part.count) continue;
-    batch.push_back(trainable_[whole[k]]);
-    starts.push_back(e.start);
-    ends.push_back(e.end);
+    out.words += static_cast<int64_t>(train_.contexts[e.paragraph].size() + e.question_ids.size());
+    if (static_cast<int64_t>(k) < out.part.first || static_cast<int64_t>(k) >= out.part.first + out.part.count) continue;
+    mine.push_back(trainable_[whole[k]]);
+    out.starts.push_back(e.start);
+    out.ends.push_back(e.end);
   }
-  const BatchShardScope shard(*gen_, part.shard);
-  const auto [start_scores, end_scores] = model_->forward(train_.batch(batch, doc_length, question_length));
+  out.batch = train_.batch(mine, doc_length, question_length);
+  return out;
+}
+
+Tensor SquadTask::span_loss(const ReaderBatch& batch, const Tensor& starts, const Tensor& ends) const {
+  const auto [start_scores, end_scores] = model_->forward(batch);
   const Device device = start_scores.device();
-  const Shape shape{static_cast<int64_t>(batch.size())};
-  const Tensor loss = add(training_cross_entropy(start_scores, Tensor::from_vector(starts, shape).to(device), cfg_.train),
-                          training_cross_entropy(end_scores, Tensor::from_vector(ends, shape).to(device), cfg_.train));
-  return {loss, words, part.share, static_cast<int64_t>(whole.size())};
+  return add(training_cross_entropy(start_scores, starts.to(device), cfg_.train),
+             training_cross_entropy(end_scores, ends.to(device), cfg_.train));
+}
+
+StepResult SquadTask::forward_step(int64_t index) {
+  model_->train(true);
+  const TrainingBatch t = training_batch(index);
+  const BatchShardScope shard(*gen_, t.part.shard);
+  const Shape shape{static_cast<int64_t>(t.starts.size())};
+  const Tensor loss = span_loss(t.batch, Tensor::from_vector(t.starts, shape), Tensor::from_vector(t.ends, shape));
+  return {loss, t.words, t.part.share, t.questions};
+}
+
+std::string SquadTask::why_not_staged() const {
+  if (options_.pad_to_multiple == 0)
+    return "data.pad_to_multiple is 0 (every batch padded to its longest paragraph and question: too many batch "
+           "shapes to capture)";
+  return encoder_not_capturable(model_->encoder(), cfg_.model.type, model_->device());
+}
+
+std::optional<std::string> SquadTask::staged_shape(int64_t index) const {
+  if (!why_not_staged().empty() || index < 0 || index >= static_cast<int64_t>(batches_.size())) return std::nullopt;
+  const auto [doc_length, question_length] = padded_lengths(index);
+  const int64_t rows = batch_part(static_cast<int64_t>(batches_[index].size()), *comm_).count;
+  return std::to_string(doc_length) + "x" + std::to_string(question_length) + "x" + std::to_string(rows);
+}
+
+StagedStep SquadTask::stage_step(int64_t index) {
+  const std::optional<std::string> shape = staged_shape(index);
+  SRU_CHECK(shape, "squad: training step ", index, " cannot be staged");
+  const TrainingBatch t = training_batch(index);
+  StagedBatch& s = staged_[*shape];
+  ReaderBatch& b = s.batch;
+  const Device device = model_->device();
+  const auto static_like = [&](Tensor& slot, const Tensor& host) {
+    if (!slot.defined()) slot = Tensor::zeros(host.shape(), host.dtype(), device);
+    slot.copy_(host);  // host-to-device through the runtime's staging buffer: queued, no host wait
+  };
+  for (auto [slot, host] : {std::pair{&b.doc, &t.batch.doc}, {&b.doc_features, &t.batch.doc_features},
+                            {&b.doc_mask, &t.batch.doc_mask}, {&b.doc_mask_bf, &t.batch.doc_mask_bf},
+                            {&b.question, &t.batch.question}, {&b.question_mask, &t.batch.question_mask},
+                            {&b.question_mask_bf, &t.batch.question_mask_bf}})
+    static_like(*slot, *host);
+  const Shape rows{static_cast<int64_t>(t.starts.size())};
+  static_like(s.starts, Tensor::from_vector(t.starts, rows));
+  static_like(s.ends, Tensor::from_vector(t.ends, rows));
+  staged_batch_ = &s;
+  staged_part_ = t.part;
+  staged_questions_ = t.questions;
+  return {*shape, t.words, t.questions};
+}
+
+StepResult SquadTask::forward_staged() {
+  SRU_CHECK(staged_batch_, "squad: forward_staged without a staged step");
+  model_->train(true);
+  const BatchShardScope shard(*gen_, staged_part_.shard);
+  // tokens: the trainer takes each step's from stage_step.
+  return {span_loss(staged_batch_->batch, staged_batch_->starts, staged_batch_->ends), 0, staged_part_.share,
+          staged_questions_};
 }
 
 data::SquadPredictions SquadTask::answer(const ReaderSplit& split, int64_t max_batches, bool distributed) {
@@ -396,7 +462,10 @@ std::vector<config::Section> squad_fields(SquadOptions& o) {
       bool_field("normalize_vectors", &o.normalize_vectors, "Scale pretrained vectors to unit L2 norm"),
       int_field("tune_partial", &o.tune_partial, "With data.vectors: fine-tune only the embeddings of this many most "
                 "frequent question words (and <unk>); 0 = all", 0),
-      int_field("max_span", &o.max_span, "Longest answer in tokens (DrQA's max_len)", 1)}}};
+      int_field("max_span", &o.max_span, "Longest answer in tokens (DrQA's max_len)", 1),
+      int_field("pad_to_multiple", &o.pad_to_multiple, "Round training batches' paragraph and question lengths up "
+                "to multiples of N (0 = each batch's longest): fewer batch shapes, so that CUDA graphs "
+                "(train.cuda_graphs) replay most steps; the padding is masked", 0)}}};
 }
 
 // srueval squad-score --data FILE --predictions FILE: the official metric of a predictions file alone.

@@ -15,14 +15,18 @@
 // task declares the scorer `srueval squad-score --data FILE --predictions FILE` (the official metric alone).
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/labeled_text.h"
 #include "data/squad.h"
 #include "data/squad_metric.h"
 #include "data/word_vectors.h"
+#include "tasks/batching.h"
 #include "tasks/registry.h"
 #include "tasks/squad_reader.h"
 #include "tasks/task.h"
@@ -38,6 +42,7 @@ struct SquadOptions {
   bool normalize_vectors = false;  // DrQA keeps GloVe's norms
   int64_t tune_partial = 1000;    // with vectors: fine-tune only this many most frequent question words
   int64_t max_span = 15;          // answers are at most this many tokens (DrQA's max_len)
+  int64_t pad_to_multiple = 0;    // training batches' paragraph and question lengths rounded up to multiples
 };
 
 // Paragraphs and questions as the reader reads them.
@@ -61,7 +66,7 @@ struct ReaderSplit {
   ReaderBatch batch(const std::vector<int64_t>& batch, int64_t min_doc = 1, int64_t min_question = 1) const;
 };
 
-class SquadTask : public Task, public EvaluatesFiles, public Predicts {
+class SquadTask : public Task, public EvaluatesFiles, public Predicts, public StagesSteps {
  public:
   SquadTask(const config::Config& cfg, Generator& gen, const TaskContext& context);
   nn::Module& model() override { return *model_; }
@@ -78,6 +83,15 @@ class SquadTask : public Task, public EvaluatesFiles, public Predicts {
   }
   std::string vocabulary_name() const override;
   nn::NamedTensors extra_state() override;
+
+  // Captured steps (train.cuda_graphs): static paragraph, question, feature, mask and answer tensors per
+  // batch shape (paragraph length x question length x questions), with data.pad_to_multiple set.
+  StagesSteps* staged_steps() override { return this; }
+  std::optional<std::string> staged_shape(int64_t index) const override;
+  StagedStep stage_step(int64_t index) override;
+  StepResult forward_staged() override;
+  Generator& step_generator() override { return *gen_; }
+  std::string why_not_staged() const override;
 
   EvaluatesFiles* file_evaluation() override { return this; }
   Predicts* prediction() override { return this; }
@@ -96,6 +110,19 @@ class SquadTask : public Task, public EvaluatesFiles, public Predicts {
   Metrics score(const data::SquadDataset& dataset, const data::SquadPredictions& predictions) const;
   // Builds vocab_ from the data (see the file comment); returns the vectors read for it, if any.
   data::WordVectors build_vocabulary();
+  // Training batch `index`: this rank's questions, padded as the whole batch is (its longest paragraph
+  // and question, rounded up to data.pad_to_multiple), their answers, and the batch's words.
+  struct TrainingBatch {
+    ReaderBatch batch;
+    std::vector<int64_t> starts, ends;
+    int64_t words = 0, questions = 0;  // of the whole batch (every rank's)
+    BatchPart part;
+  };
+  TrainingBatch training_batch(int64_t index) const;
+  // The paragraph and question lengths training batch `index` is padded to.
+  std::pair<int64_t, int64_t> padded_lengths(int64_t index) const;
+  // The loss of a batch: the cross-entropies of the answers' first and last tokens, summed.
+  Tensor span_loss(const ReaderBatch& batch, const Tensor& starts, const Tensor& ends) const;
 
   config::Config cfg_;
   SquadOptions options_;
@@ -107,6 +134,15 @@ class SquadTask : public Task, public EvaluatesFiles, public Predicts {
   ReaderSplit train_, valid_;
   std::vector<int64_t> trainable_;              // train_ examples with a target
   std::vector<std::vector<int64_t>> batches_;  // this epoch's, as indices into trainable_
+  // Captured steps' static tensors for one batch shape, on the model's device.
+  struct StagedBatch {
+    ReaderBatch batch;
+    Tensor starts, ends;
+  };
+  std::map<std::string, StagedBatch> staged_;
+  StagedBatch* staged_batch_ = nullptr;  // the last staged step's
+  BatchPart staged_part_;
+  int64_t staged_questions_ = 0;
 };
 
 TaskSpec squad_task();

@@ -50,6 +50,8 @@ class DocumentReader : public nn::Module {
   // Start and end scores (B, Ld), -inf at padded paragraph positions.
   std::pair<Tensor, Tensor> forward(const ReaderBatch& batch) const;
   nn::Embedding& embedding() { return *embedding_; }
+  // The paragraph's encoder (the question's is of the same type).
+  const nn::SequenceEncoder& encoder() const { return *doc_rnn_; }
 
   // Rows of the embedding set back to `values` (V, E) after every update (DrQA's partial fine-tuning:
   // only the most frequent question words are tuned). fixed[i] true = row i fixed.

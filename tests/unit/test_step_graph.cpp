@@ -232,6 +232,39 @@ TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
   expect_same_training(eager, failed);
 }
 
+// SQuAD with data.pad_to_multiple: the Document Reader's steps replay the graph of their shape (paragraph
+// length x question length x questions) from static paragraph, feature, mask, question and answer
+// tensors, every step of a shape met before (its first is the warm-up), training as the eager steps do
+// to the bit. Without the key nothing is staged, and `on` would name it.
+TEST(CapturedStep, SquadStepsReplayTheGraphOfTheirShape) {
+  const config::Config c = step_graph_squad_config();
+  const int64_t epochs = 2;
+  Generator gen(11);
+  auto task = tasks::make_task(c, gen);
+  ASSERT_TRUE(task->staged_steps());
+  std::set<std::string> seen;
+  int64_t expected = 0;
+  for (int64_t e = 0; e < epochs; ++e) {
+    task->start_epoch(e, 0);
+    for (int64_t i = 0; i < task->steps_per_epoch(); ++i) {
+      const std::optional<std::string> shape = task->staged_steps()->staged_shape(i);
+      ASSERT_TRUE(shape.has_value()) << "step " << i;
+      expected += !seen.insert(*shape).second;
+    }
+  }
+  ASSERT_GT(expected, 0);
+  const StepGraphTraining eager = train_step_graph(c, false, -1, epochs), replayed = train_step_graph(c, true, -1, epochs);
+  EXPECT_EQ(replayed.replayed, expected) << seen.size() << " shapes";
+  expect_same_training(eager, replayed);
+  for (size_t i = 0; i < replayed.value_reads.size(); ++i) EXPECT_EQ(replayed.value_reads[i], 1u) << "step " << i;
+  config::Config unpadded = c;
+  unpadded.task_as<tasks::SquadOptions>().pad_to_multiple = 0;
+  auto t = tasks::make_task(unpadded, gen);
+  t->start_epoch(0, 0);
+  EXPECT_NE(t->staged_steps()->why_not_staged().find("data.pad_to_multiple is 0"), std::string::npos);
+  EXPECT_FALSE(t->staged_steps()->staged_shape(0).has_value());
+}
+
 // The graphs go to an epoch's most frequent graph keys, counted before its first step (train.cuda_graphs_max
 // of them), not to the first keys met twice. The translation's batches are the same every epoch, in a new
 // order: with room for m graphs, the steps of the m most frequent shapes replay (each but its first, the
