@@ -60,6 +60,29 @@ inline config::Config step_graph_charlm_config(const std::string& encoder, const
   return c;
 }
 
+// The word LM (PTB's task) on the same sentences as words, with the v1 SRU and the Embed-SRU variants:
+// batches of 2 streams of bptt 8, dropout on the embeddings, between layers and inside, SGD with
+// clipping (the PTB configs' optimiser).
+inline config::Config step_graph_wordlm_config(const std::string& encoder) {
+  config::Config c = config::Config::defaults("wordlm", encoder);
+  const std::string text = last_word_sentences(60, 3);
+  c.data.path = temp_file("step_graph_wordlm_" + encoder + ".txt", text);
+  auto& lm = c.task_as<tasks::LMOptions>();
+  lm.valid_path = lm.test_path = temp_file("step_graph_wordlm_valid.txt", last_word_sentences(8, 4));
+  lm.bptt = 8;
+  c.data.batch_size = 2;
+  c.data.eval_batch_size = 2;
+  c.model.embedding_size = c.model.hidden_size = 8;
+  c.model.num_layers = 2;
+  c.model.dropout = 0.2;
+  c.model.embedding_dropout = 0.1;
+  c.train.optimizer = "sgd";
+  c.train.lr = 1.0;
+  c.train.clip_grad_norm = 0.5;
+  c.train.on_nonfinite = "skip";
+  return c;
+}
+
 // 42 sentences of 1-9 words in batches of 4 (bucketed by length, reshuffled each epoch: the last batch
 // of an epoch has 2), padded to a multiple of 4: a few batch shapes, each met again within 3 epochs; a
 // bidirectional 2-layer SRU (the gather of both directions' rows), dropout, label smoothing, clipping.

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "autograd/engine.h"
+#include "nn/attention.h"
 #include "nn/decoder.h"
 #include "nn/transformer_decoder.h"
 #include "ops/ops.h"
@@ -28,11 +29,13 @@ struct Variant {
   std::string decoder;
   bool pre_norm;
   FeedForwardKind ffn;
+  bool fused_attention = false;  // the fused attention's CPU twin (the CPU's default is the composed one)
 };
 
 std::string variant_name(const ::testing::TestParamInfo<Variant>& info) {
   std::string name = info.param.decoder + (info.param.pre_norm ? "_pre" : "_post") +
-                     (info.param.ffn == FeedForwardKind::Sru ? "_sru_ffn" : "");
+                     (info.param.ffn == FeedForwardKind::Sru ? "_sru_ffn" : "") +
+                     (info.param.fused_attention ? "_fused_attention" : "");
   for (char& c : name)
     if (c == '-') c = '_';
   return name;
@@ -44,12 +47,18 @@ std::vector<Variant> variants() {
     out.push_back({d.name, true, FeedForwardKind::Relu});
     out.push_back({d.name, false, FeedForwardKind::Relu});
     out.push_back({d.name, true, FeedForwardKind::Sru});
+    out.push_back({d.name, true, FeedForwardKind::Relu, true});
+    out.push_back({d.name, false, FeedForwardKind::Relu, true});
   }
   return out;
 }
 
 class DecoderContract : public ::testing::TestWithParam<Variant> {
  protected:
+  void SetUp() override {
+    nn::set_attention_kernel(GetParam().fused_attention ? nn::AttentionKernel::Fused : nn::AttentionKernel::Auto);
+  }
+  void TearDown() override { nn::set_attention_kernel(nn::AttentionKernel::Auto); }
   static constexpr int64_t kWidth = 8, kTarget = 5, kSource = 4, kBatch = 3;
 
   std::shared_ptr<Decoder> build(uint64_t seed = 1) const {

@@ -63,6 +63,21 @@ TEST(CapturedStep, TheHostTwinsReplaysTrainAsTheEagerStepsDo) {
 // A non-finite step inside the replays (step 4): the update skips itself, its count is taken back, the
 // carried state restarts from none (steps 5 and 6 eager, as at an epoch's start), and the steps after
 // it match eager training.
+// The word LM's encoders (the SRU, Embed-SRU and Super-Embed-SRU) replay their captured step the same
+// way: bit-identical to eager training, one value read a step.
+TEST(CapturedStep, WordLmStepsReplayAsTheEagerStepsDo) {
+  for (const std::string& encoder : {"sru", "embed-sru", "super-embed-sru"}) {
+    SCOPED_TRACE(encoder);
+    const config::Config c = step_graph_wordlm_config(encoder);
+    const StepGraphTraining eager = train_step_graph(c, false), replayed = train_step_graph(c, true);
+    EXPECT_GT(eager.steps, 6);
+    EXPECT_EQ(eager.replayed, 0);
+    EXPECT_GE(replayed.replayed, eager.steps / 2);
+    expect_same_training(eager, replayed);
+    for (size_t i = 0; i < replayed.value_reads.size(); ++i) EXPECT_EQ(replayed.value_reads[i], 1u) << "step " << i;
+  }
+}
+
 TEST(CapturedStep, ANonFiniteReplayedStepIsSkippedAsAnEagerOne) {
   const config::Config c = step_graph_charlm_config("sru");
   const StepGraphTraining eager = train_step_graph(c, false, 4), replayed = train_step_graph(c, true, 4);
