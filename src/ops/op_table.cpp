@@ -177,7 +177,25 @@ std::vector<OpEntry> build() {
                         {one_fixed("q (3, 2, 2 x 4), k (5, 2, 2 x 4), v (5, 2, 2 x 3), key padding",
                                    {in({3, 2, 8}), in({5, 2, 8}), in({5, 2, 6})}, key_padding, padded),
                          one("q (4, 2, 2 x 4), k, v (5, 2, 2 x 4), causal, memory 1, window 2",
-                             {in({4, 2, 8}), in({5, 2, 8}), in({5, 2, 8})}, causal)},
+                             {in({4, 2, 8}), in({5, 2, 8}), in({5, 2, 8})}, causal),
+                         one("one query (1, 2, 2 x 4), k, v (5, 2, 2 x 4)", {in({1, 2, 8}), in({5, 2, 8}), in({5, 2, 8})},
+                             [](const Inputs& x) {
+                               return fused_attention(x[0], x[1], x[2], 2, AttentionPattern{}, Tensor(), 0.5);
+                             }),
+                         // Split heads, as the decoding cache holds them: (B*H, L, d).
+                         one("head-major q (4, 3, 4), k (4, 5, 4), v (4, 5, 3), 2 heads",
+                             {in({4, 3, 4}), in({4, 5, 4}), in({4, 5, 3})},
+                             [](const Inputs& x) {
+                               return fused_attention(x[0], x[1], x[2], 2, AttentionPattern{}, Tensor(), 0.5, 0.0, false,
+                                                      default_generator(), HeadsLayout::HeadMajor);
+                             }),
+                         // Dropout on the weights in training: a generator of its own per call, so every
+                         // evaluation drops the same weights (what the gradient check needs).
+                         one("q (3, 2, 2 x 4), k, v (5, 2, 2 x 4), dropout 0.3", {in({3, 2, 8}), in({5, 2, 8}), in({5, 2, 8})},
+                             [](const Inputs& x) {
+                               Generator gen(5);
+                               return fused_attention(x[0], x[1], x[2], 2, AttentionPattern{}, Tensor(), 0.5, 0.3, true, gen);
+                             })},
                         // The goal shape (L 512, 8 heads of 64), B 16: scripts/gpu_peer_bench.py attention.
                         one("q, k, v (512, 16, 8 x 64) causal", {in({512, 16, 512}), in({512, 16, 512}), in({512, 16, 512})},
                             [](const Inputs& x) {
