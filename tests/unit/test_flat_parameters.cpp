@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "autograd/engine.h"
 #include "config/config.h"
@@ -157,6 +158,24 @@ TEST(FlatParameters, GradientsMeetingInThePlaceSumAsElsewhere) {
   autograd::backward(loss(v));
   EXPECT_TRUE(w.grad().same_data(Tensor(w.impl()->grad_home)));
   EXPECT_EQ(w.grad().to_vector<double>(), v.grad().to_vector<double>());
+}
+
+// The flat layout changes where the values live, not what a checkpoint holds: the same model saved
+// before and after flatten_parameters (two groups: f32 and f64) writes the same bytes.
+TEST(FlatParameters, AFlatModelSavesTheBytesOfThePlainOne) {
+  TwoLayers plain, flat;
+  flat.flatten_parameters();
+  const std::string plain_path = sru::testing::tmp_dir() + "flat_vs_plain.plain.safetensors",
+                    flat_path = sru::testing::tmp_dir() + "flat_vs_plain.flat.safetensors";
+  nn::save_state(plain, plain_path);
+  nn::save_state(flat, flat_path);
+  const auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string a = bytes(plain_path), b = bytes(flat_path);
+  EXPECT_GT(a.size(), 100u);
+  EXPECT_TRUE(a == b) << a.size() << " vs " << b.size() << " bytes";
 }
 
 TEST(FlatParameters, CheckpointLoadAndTheWeightAverageKeepTheViews) {
