@@ -110,9 +110,9 @@ std::vector<Section> Config::schema() {
                      "eager when the step cannot be captured (a warning says why); on: the same, but an error naming "
                      "the reason where auto would train eagerly; off: every step eager", {"auto", "on", "off"}),
         int_field("cuda_graphs_max", &train.cuda_graphs_max, "Most CUDA graphs a run keeps (train.cuda_graphs): "
-                  "each epoch's batch shapes are counted and the most frequent get graphs (the log says what share "
-                  "of the epoch's steps they cover); graphs share one memory pool, so each costs a capture and its "
-                  "nodes, not a step's activations", 1),
+                  "each epoch's batch shapes are counted and the most frequent get graphs while there is room (graphs "
+                  "are kept for the run; the log says what share of the epoch's steps they cover); graphs share "
+                  "one memory pool, so each costs a capture and its nodes, not a step's activations", 1),
         int_field("early_stop_patience", &train.early_stop_patience,
                   "Stop after this many evaluations without improvement (0 = off)", 0),
         real_field("dist_bucket_mb", &train.dist_bucket_mb, "Data parallel: MiB of gradients per all-reduce; the "

@@ -263,7 +263,7 @@ TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t cou
 StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
                               const std::function<StepVotes()>& votes) {
   SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
-  if (make_graph_ && epoch != plan_.epoch) plan_graphs(epoch);
+  if (make_graph_ && epoch != plan_.epoch) plan_graphs(epoch, first);
   if (make_graph_)
     if (std::optional<StepOutcome> replayed = count == 1 ? run_replayed(first, step, epoch, votes)
                                                          : run_replayed_accumulated(first, count, step, epoch, votes))
@@ -363,7 +363,7 @@ std::optional<std::vector<std::string>> TrainingStep::graph_keys(int64_t first, 
   return keys;
 }
 
-void TrainingStep::plan_graphs(int64_t epoch) {
+void TrainingStep::plan_graphs(int64_t epoch, int64_t from) {
   GraphPlan plan;
   plan.epoch = epoch;
   struct Count {
@@ -372,7 +372,7 @@ void TrainingStep::plan_graphs(int64_t epoch) {
   std::map<std::string, Count> counts;
   std::vector<std::vector<std::string>> stageable;  // the keys of each step that may replay
   const int64_t batches = task_.steps_per_epoch();
-  for (int64_t first = 0; first < batches; first += accumulate_, ++plan.steps) {
+  for (int64_t first = from; first < batches; first += accumulate_, ++plan.steps) {
     const int64_t count = batches_of_step(first, batches, accumulate_);
     if (count > 1 && !why_accumulated_eager_.empty()) continue;
     std::optional<std::vector<std::string>> keys = graph_keys(first, count, true);
@@ -383,26 +383,34 @@ void TrainingStep::plan_graphs(int64_t epoch) {
     }
     stageable.push_back(std::move(*keys));
   }
-  // The most frequent keys, ties to the one met first.
-  std::vector<std::pair<std::string, Count>> ranked(counts.begin(), counts.end());
+  // The keys with a graph keep it; the room left goes to the most frequent others (ties: the one met
+  // first), not to keys whose capture failed.
+  std::vector<std::pair<std::string, Count>> ranked;
+  for (const auto& [key, count] : counts) {
+    if (captured_.count(key))
+      plan.admitted.insert(key);
+    else if (!failed_keys_.count(key))
+      ranked.emplace_back(key, count);
+  }
   std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
     return a.second.batches != b.second.batches ? a.second.batches > b.second.batches
                                                 : a.second.first_seen < b.second.first_seen;
   });
-  for (size_t i = 0; i < ranked.size() && i < max_graphs_; ++i) plan.admitted.insert(ranked[i].first);
+  const size_t room = max_graphs_ > captured_.size() ? max_graphs_ - captured_.size() : 0;
+  for (size_t i = 0; i < ranked.size() && i < room; ++i) plan.admitted.insert(ranked[i].first);
   plan.keys = static_cast<int64_t>(counts.size());
   for (const std::vector<std::string>& keys : stageable)
     plan.covered_steps += std::all_of(keys.begin(), keys.end(), [&](const std::string& key) {
-      return plan.admitted.count(key) > 0 || captured_.count(key) > 0;
+      return plan.admitted.count(key) > 0;
     });
   const double covered =
       plan.steps > 0 ? 100.0 * static_cast<double>(plan.covered_steps) / static_cast<double>(plan.steps) : 0.0;
-  const std::string hint = plan.keys > static_cast<int64_t>(max_graphs_)
+  const std::string hint = plan.covered_steps < static_cast<int64_t>(stageable.size())
                                ? "; a larger train.cuda_graphs_max or data.pad_to_multiple covers more" : "";
   spdlog::log(plan_.epoch < 0 ? spdlog::level::info : spdlog::level::debug,
-              "train.cuda_graphs: epoch {}'s {} steps have {} graph keys (batch shapes); the {} most frequent may "
-              "get graphs (train.cuda_graphs_max {}), covering {:.1f}% of its steps{}", epoch + 1, plan.steps,
-              plan.keys, plan.admitted.size(), max_graphs_, covered, hint);
+              "train.cuda_graphs: epoch {}'s {} steps (from batch {}) have {} graph keys (batch shapes); {} of them "
+              "have or may get a graph (train.cuda_graphs_max {}), covering {:.1f}% of the steps{}", epoch + 1,
+              plan.steps, from, plan.keys, plan.admitted.size(), max_graphs_, covered, hint);
   plan_ = std::move(plan);
 }
 

@@ -95,15 +95,16 @@ class TrainingStep {
   // Steps taken by replaying the captured step (train.cuda_graphs) so far.
   int64_t replayed_steps() const;
   // The plan of the run's graphs for the latest epoch (train.cuda_graphs): its steps' graph keys,
-  // counted by the batches that need them before the epoch's first step, and the most frequent
-  // train.cuda_graphs_max admitted (a key outside them, and not captured in an earlier epoch, runs
-  // eagerly).
+  // counted by the batches that need them before the epoch's first step; the keys with a graph keep
+  // it, and the room left of train.cuda_graphs_max goes to the most frequent others (a key outside the
+  // plan runs eagerly; graphs are kept for the run, so once the room is used the first epochs' shapes
+  // keep it).
   struct GraphPlan {
     int64_t epoch = -1;
-    int64_t steps = 0;          // the epoch's steps
+    int64_t steps = 0;          // the epoch's steps from its first batch run (a resumed epoch's from there)
     int64_t keys = 0;           // the distinct graph keys of those that may replay
-    int64_t covered_steps = 0;  // steps whose every key is admitted or captured
-    std::set<std::string> admitted;
+    int64_t covered_steps = 0;  // steps whose every key is admitted
+    std::set<std::string> admitted;  // keys with a graph, or room for one
   };
   const GraphPlan& graph_plan() const { return plan_; }
   ~TrainingStep();
@@ -138,8 +139,9 @@ class TrainingStep {
   // The graph keys of the step of `count` batches from `first` (by the tasks' staged_shape, or with
   // `planned` their planned_shape); nothing when a batch is not stageable.
   std::optional<std::vector<std::string>> graph_keys(int64_t first, int64_t count, bool planned) const;
-  // The plan of epoch `epoch`'s graphs (plan_), before its first step.
-  void plan_graphs(int64_t epoch);
+  // The plan of epoch `epoch`'s graphs (plan_), before its first step, which starts at batch `from` (a
+  // resumed epoch starts later).
+  void plan_graphs(int64_t epoch, int64_t from);
   // Whether a step whose graphs have these keys replays: each captured, or run eagerly once before (its
   // warm-up; counted here) and within the limits on graphs and failed captures.
   bool ready_to_replay(const std::vector<std::string>& keys);

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "autograd/engine.h"
+#include "core/kernel_count.h"
 #include "nn/attention.h"
 #include "nn/decoder.h"
 #include "nn/transformer_decoder.h"
@@ -141,6 +142,25 @@ TEST_P(DecoderContract, EveryParameterGetsAGradientInTraining) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, DecoderContract, ::testing::ValuesIn(variants()), variant_name);
+
+// The *_fused_attention variants do reach the fused op (its kernel's marks in the host profile), in
+// the teacher-forced pass and in a decoding step.
+TEST_P(DecoderContract, TheFusedVariantsRunTheFusedAttention) {
+  if (!GetParam().fused_attention) GTEST_SKIP() << "a composed-attention variant";
+  const auto d = build();
+  const Tensor x = random({kTarget, kBatch, kWidth}, 10), memory = random({kSource, kBatch, kWidth}, 11);
+  const auto fused_marks = [](const std::vector<HostProfileEntry>& profile) {
+    for (const HostProfileEntry& e : profile)
+      if (e.name == std::string("fused_attention_forward")) return e.marks;
+    return uint64_t{0};
+  };
+  start_host_profile();
+  d->forward(x, Tensor(), memory, memory_padding());
+  EXPECT_GT(fused_marks(stop_host_profile()), 0u) << "teacher-forced pass";
+  start_host_profile();
+  stepped(*d, slice(x, 0, 0, 1), memory, memory_padding());
+  EXPECT_GT(fused_marks(stop_host_profile()), 0u) << "decoding step";
+}
 
 TEST(TransformerDecoder, KeepsTheTranslationModelsNamesAndTheSsruReplacesSelfAttention) {
   DecoderArgs a;

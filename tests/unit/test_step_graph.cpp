@@ -60,9 +60,6 @@ TEST(CapturedStep, TheHostTwinsReplaysTrainAsTheEagerStepsDo) {
   }
 }
 
-// A non-finite step inside the replays (step 4): the update skips itself, its count is taken back, the
-// carried state restarts from none (steps 5 and 6 eager, as at an epoch's start), and the steps after
-// it match eager training.
 // The word LM's encoders (the SRU, Embed-SRU and Super-Embed-SRU) replay their captured step the same
 // way: bit-identical to eager training, one value read a step.
 TEST(CapturedStep, WordLmStepsReplayAsTheEagerStepsDo) {
@@ -78,6 +75,9 @@ TEST(CapturedStep, WordLmStepsReplayAsTheEagerStepsDo) {
   }
 }
 
+// A non-finite step inside the replays (step 4): the update skips itself, its count is taken back, the
+// carried state restarts from none (steps 5 and 6 eager, as at an epoch's start), and the steps after
+// it match eager training.
 TEST(CapturedStep, ANonFiniteReplayedStepIsSkippedAsAnEagerOne) {
   const config::Config c = step_graph_charlm_config("sru");
   const StepGraphTraining eager = train_step_graph(c, false, 4), replayed = train_step_graph(c, true, 4);
@@ -342,6 +342,21 @@ TEST(CapturedStep, TheGraphsGoToTheEpochsMostFrequentShapes) {
     }
   }
   FAIL() << "no seed and room tell the most frequent shapes from the first ones met twice";
+}
+
+// Graphs are kept for the run: once train.cuda_graphs_max of them exist, a later epoch's plan has no
+// room for another key, however frequent, so what it counts as covered is exactly what replays. The
+// classifier's batches are re-formed every epoch (new shapes among them); with room for one graph, the
+// last epoch's replays (those of 3 epochs less those of 2) equal its plan's covered steps.
+TEST(CapturedStep, APlanCountsOnlyKeysThatHaveOrCanGetAGraph) {
+  config::Config c = step_graph_classify_config("sru");
+  c.train.cuda_graphs_max = 1;
+  const StepGraphTraining two = train_step_graph(c, true, -1, 2), three = train_step_graph(c, true, -1, 3),
+                          eager = train_step_graph(c, false, -1, 3);
+  expect_same_training(eager, three);
+  EXPECT_LE(three.plan.admitted.size(), 1u);
+  EXPECT_GT(three.replayed, 0);
+  EXPECT_EQ(three.replayed - two.replayed, three.plan.covered_steps);
 }
 
 // A parameter left out of the flat buffers (here one whose storage another tensor shares when the
