@@ -320,7 +320,8 @@ if [ "$mode" = focus ]; then
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0
 fi
-# 1. The paper-size configs at every precision, ours and the peers' at theirs, side by side.
+# 1. The paper-size configs at every precision, ours and the peers' at theirs, side by side; with
+# --idle-share, as many steps again under CUPTI's activity records: the GPU's idle share of a step.
 paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
 # The host profile (`srubench --host-profile`, a second pass after the timed one) of the rows to explain.
 declare -A host_profile_at_bf16=([bf16]=--host-profile) host_profile_at_tf32=([tf32]=--host-profile)
@@ -328,7 +329,7 @@ for precision in bf16 tf32 fp32; do
   # shellcheck disable=SC2086  # the host-profile flag or nothing
   bench "train_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
     --set train.device=cuda --set train.precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 \
-    --repeats 3 ${host_profile_at_bf16[$precision]:-} --json "$out/train_epoch_$precision.json"
+    --repeats 3 ${host_profile_at_bf16[$precision]:-} --idle-share --json "$out/train_epoch_$precision.json"
 done
 # The bf16 rows again with every step eager (train.cuda_graphs off; the rows above replay the captured
 # step where it captures): what the graph gains (issue 38 item 5, docs/gpu-notes.md).
@@ -356,7 +357,7 @@ if [ -s $m30k/train.en.gz ]; then
     bench "translate_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
       --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
       --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 \
-      ${host_profile_at_tf32[$precision]:-} --json "$out/translate_epoch_$precision.json"
+      ${host_profile_at_tf32[$precision]:-} --idle-share --json "$out/translate_epoch_$precision.json"
   done
   # The same step with the composed attention (srubench --attention composed): the fused attention's
   # share of the step, measured in this call.

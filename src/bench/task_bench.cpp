@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
+
+#include <spdlog/spdlog.h>
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
 #include "config/config.h"
 #include "core/host_sync.h"
 #include "core/kernel_count.h"
+#include "core/cuda/device_busy.h"
 #include "core/cuda/runtime.h"
 #include "core/error.h"
 #include "core/rng.h"
@@ -25,6 +29,20 @@
 namespace sru::bench {
 
 namespace {
+// Runs `steps` more steps (which end synchronised) with CUPTI's activity records on and adds the GPU's
+// idle share of their wall time and its busy ms per step to the row; without CUPTI a warning says why.
+template <typename F>
+void add_idle_share(Row& row, const F& run_steps, int64_t steps) {
+  std::string why_not;
+  const std::optional<sru::cuda::DeviceBusy> busy = sru::cuda::measure_device_busy(run_steps, &why_not);
+  if (!busy) {
+    spdlog::warn("srubench train-epoch --idle-share: {}", why_not);
+    return;
+  }
+  row.set("idle_share", busy->idle_share());
+  row.set("busy_ms_per_step", busy->busy_ms / static_cast<double>(std::max<int64_t>(steps, 1)));
+}
+
 // Runs `steps` steps under the host profile and prints its table: the host time charged to each op's
 // marks (from its mark to the next: allocation, autograd records, argument checks and the launch), per
 // step, largest first, then the rest and the total.
@@ -138,6 +156,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
       const double peak = static_cast<double>(sru::cuda::allocator_stats(device.index).peak_allocated);
       row.set("peak_device_mb", peak / (1 << 20));
     }
+    if (o.idle_share && device.is_cuda()) add_idle_share(row, [&] { run_steps(steps); }, steps);
     report.add(row);
     if (o.host_profile) print_host_profile(row.impl, [&] { run_steps(steps); }, steps, o.host_profile_top);
   }

@@ -21,6 +21,10 @@ struct EpochBenchOptions {
   // of host time per op, the `host_profile_top` largest.
   bool host_profile = false;
   int host_profile_top = 30;
+  // On a GPU, after the timed repeats, `steps` more steps with CUPTI's activity records on
+  // (core/cuda/device_busy.h): the row's idle_share, the share of those steps' wall time in which no
+  // kernel, copy or memset ran.
+  bool idle_share = false;
 };
 
 // Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "autograd/engine.h"
+#include "core/cuda/device_busy.h"
 #include "core/host_sync.h"
 #include "nn/lstm.h"
 #include "nn/sru.h"
@@ -81,4 +82,21 @@ TEST(HostWaits, TimedDeviceWaitsAreCountedNamedAndTimed) {
   EXPECT_EQ(recorder.counts().device_waits, 1u);
   EXPECT_GE(recorder.counts().device_wait_ns, 3'000'000u);
   EXPECT_EQ(recorder.events(), std::vector<std::string>{"device wait: a test's wait"});
+}
+
+// srubench train-epoch --idle-share (core/cuda/device_busy.h): the GPU's busy time is the union of its
+// activity intervals within the measured window, so overlapping kernels (several streams, a copy beside
+// a kernel) count once, nested ones not at all, and the parts outside the window are left out.
+TEST(DeviceBusy, TheBusyTimeIsTheUnionOfTheIntervalsInsideTheWindow) {
+  using cuda::union_length;
+  EXPECT_EQ(union_length({}, 0, 100), 0u);
+  EXPECT_EQ(union_length({{10, 20}, {30, 45}}, 0, 100), 25u);                       // disjoint
+  EXPECT_EQ(union_length({{30, 45}, {10, 20}, {15, 35}}, 0, 100), 35u);             // overlapping, unsorted
+  EXPECT_EQ(union_length({{10, 50}, {20, 30}, {25, 40}}, 0, 100), 40u);             // nested
+  EXPECT_EQ(union_length({{0, 20}, {90, 130}, {40, 40}}, 10, 100), 20u);            // clipped; empty
+  EXPECT_EQ(union_length({{0, 5}, {120, 130}}, 10, 100), 0u);                       // outside the window
+  cuda::DeviceBusy busy;
+  busy.busy_ms = 3;
+  busy.wall_ms = 4;
+  EXPECT_DOUBLE_EQ(busy.idle_share(), 0.25);
 }

@@ -1,6 +1,7 @@
 // The CUDA entry points for builds without the CUDA backend: the device query says there is no
 // device, and the runtime functions throw (no tensor can be created on a CUDA device in such a build,
 // so they are reached only through a programming error).
+#include "core/cuda/device_busy.h"
 #include "core/cuda/device_info.h"
 #include "core/cuda/runtime.h"
 #include "core/error.h"
@@ -34,6 +35,10 @@ void synchronize(int) {}
 std::vector<double> read_scalars(int, const std::vector<Tensor>&) { no_backend(); }
 unsigned long long* reserve_error_slot(int, ErrorDescriber) { no_backend(); }
 double time_on_stream_ms(int, const std::function<void()>&) { no_backend(); }
+std::optional<DeviceBusy> measure_device_busy(const std::function<void()>&, std::string* why_not) {
+  if (why_not) *why_not = "this build has no CUDA backend";
+  return std::nullopt;
+}
 void fill(const Tensor&, double) { no_backend(); }
 void add_scaled(const Tensor&, const Tensor&, double) { no_backend(); }
 void scale(const Tensor&, double) { no_backend(); }
