@@ -136,7 +136,7 @@ BenchCommand add_train_epoch(CLI::App& cli, Options& o, SharedOptions& shared) {
   cmd->add_flag("--idle-share", epoch.idle_share,
                 "On a GPU, then as many steps again with CUPTI's activity records on (libcupti loaded at run "
                 "time): the columns idle_share (the share of those steps' wall time in which no kernel, copy or "
-                "memset ran) and busy_ms_per_step");
+                "memset ran), busy_ms_per_step and cupti_records_per_step");
   return {cmd, false, [&o](sru::bench::Report& r, sru::Device) { sru::bench::bench_train_epoch(r, o.epoch); }};
 }
 

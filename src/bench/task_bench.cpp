@@ -29,6 +29,16 @@
 namespace sru::bench {
 
 namespace {
+// The config at `path` with the overrides; fold 0 of a cross-validation config.
+sru::config::Config epoch_config(const std::string& path, std::vector<std::string> overrides) {
+  sru::config::Config cfg = sru::config::load_config(path, overrides);
+  if (const auto plan = sru::tasks::cross_validation_plan(cfg)) {
+    overrides.push_back(plan->fold_key + "=0");
+    cfg = sru::config::load_config(path, overrides);
+  }
+  return cfg;
+}
+
 // Runs `steps` more steps (which end synchronised) with CUPTI's activity records on and adds the GPU's
 // idle share of their wall time and its busy ms per step to the row; without CUPTI a warning says why.
 template <typename F>
@@ -39,8 +49,11 @@ void add_idle_share(Row& row, const F& run_steps, int64_t steps) {
     spdlog::warn("srubench train-epoch --idle-share: {}", why_not);
     return;
   }
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
   row.set("idle_share", busy->idle_share());
-  row.set("busy_ms_per_step", busy->busy_ms / static_cast<double>(std::max<int64_t>(steps, 1)));
+  row.set("busy_ms_per_step", busy->busy_ms / n);
+  // Beside kernels_per_step: far fewer records than dispatches would say CUPTI missed work.
+  row.set("cupti_records_per_step", static_cast<double>(busy->records) / n);
 }
 
 // Runs `steps` steps under the host profile and prints its table: the host time charged to each op's
@@ -85,18 +98,16 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
   sru::dist::Communicator& comm = sru::dist::world();
   double first_seconds = 0;
   for (const std::string& path : o.configs) {
-    std::vector<std::string> overrides = o.overrides;
-    sru::config::Config cfg = sru::config::load_config(path, overrides);
-    if (const auto plan = sru::tasks::cross_validation_plan(cfg)) {
-      overrides.push_back(plan->fold_key + "=0");
-      cfg = sru::config::load_config(path, overrides);
-    }
+    const sru::config::Config cfg = epoch_config(path, o.overrides);
     sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
     auto task = sru::tasks::make_task(cfg, gen, {true, nullptr, &comm});
     sru::train::check_data_parallel(cfg, *task, comm);
     comm.set_timeout(cfg.train.dist_timeout_s);
     const sru::Device device = sru::train::resolve_train_device(cfg.train.device, comm);
     sru::train::apply_precision(cfg.train, device);
+    if (o.idle_share && device.is_cuda())  // CUPTI hooked in before the run makes its CUDA graphs
+      if (const std::string why = sru::cuda::prepare_device_busy(); !why.empty())
+        spdlog::warn("srubench train-epoch --idle-share: {}", why);
     task->model().to(device);
     comm.use_device(device);
     const auto optimizer = sru::train::make_optimizer(cfg.train, task->model());

@@ -24,6 +24,7 @@ struct Cupti {
   CUptiResult (*flush_all)(uint32_t) = nullptr;
   CUptiResult (*next_record)(uint8_t*, size_t, CUpti_Activity**) = nullptr;
   CUptiResult (*timestamp)(uint64_t*) = nullptr;
+  CUptiResult (*dropped)(CUcontext, uint32_t, size_t*) = nullptr;
   std::string error;  // why it could not be loaded, or ""
 };
 
@@ -47,6 +48,7 @@ const Cupti& cupti() {
     find(c.flush_all, "cuptiActivityFlushAll");
     find(c.next_record, "cuptiActivityGetNextRecord");
     find(c.timestamp, "cuptiGetTimestamp");
+    find(c.dropped, "cuptiActivityGetNumDroppedRecords");
     return c;
   }();
   return loaded;
@@ -93,19 +95,34 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                          CUPTI_ACTIVITY_KIND_MEMSET};
 
+// Loads libcupti and registers the buffer callbacks, once; "" or why not (remembered for later calls).
+std::string prepared_cupti() {
+  static const std::string error = [] {
+    const Cupti& c = cupti();
+    if (!c.error.empty()) return c.error;
+    const CUptiResult status = c.register_callbacks(buffer_requested, buffer_completed);
+    if (status != CUPTI_SUCCESS) return "cuptiActivityRegisterCallbacks failed (" + std::to_string(status) + ")";
+    // One enable and disable cycle, so that CUPTI has hooked the driver before any CUDA graph of the
+    // run is made (graphs instantiated before CUPTI was set up may go unrecorded).
+    for (CUpti_ActivityKind kind : kKinds) c.enable(kind);
+    for (CUpti_ActivityKind kind : kKinds) c.disable(kind);
+    return std::string();
+  }();
+  return error;
+}
+
 }  // namespace
 
+std::string prepare_device_busy() { return prepared_cupti(); }
+
 std::optional<DeviceBusy> measure_device_busy(const std::function<void()>& work, std::string* why_not) {
-  const Cupti& c = cupti();
   const auto refuse = [&](const std::string& why) -> std::optional<DeviceBusy> {
     if (why_not) *why_not = why;
     return std::nullopt;
   };
-  if (!c.error.empty()) return refuse(c.error);
-  static std::once_flag registered;
+  if (const std::string error = prepared_cupti(); !error.empty()) return refuse(error);
+  const Cupti& c = cupti();
   CUptiResult status = CUPTI_SUCCESS;
-  std::call_once(registered, [&] { status = c.register_callbacks(buffer_requested, buffer_completed); });
-  if (status != CUPTI_SUCCESS) return refuse("cuptiActivityRegisterCallbacks failed (" + std::to_string(status) + ")");
   {
     const std::lock_guard<std::mutex> lock(intervals_mutex);
     intervals.clear();
@@ -120,8 +137,13 @@ std::optional<DeviceBusy> measure_device_busy(const std::function<void()>& work,
   c.timestamp(&from);
   work();
   c.timestamp(&to);
-  c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // every record of work's activity to buffer_completed
+  // Every record of work's activity to buffer_completed, then no more recording.
+  const CUptiResult flushed = c.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   for (CUpti_ActivityKind kind : kKinds) c.disable(kind);
+  if (flushed != CUPTI_SUCCESS) return refuse("cuptiActivityFlushAll failed (" + std::to_string(flushed) + ")");
+  size_t dropped = 0;
+  if (c.dropped(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped > 0)
+    return refuse(std::to_string(dropped) + " activity records were dropped (the busy time would be short)");
   const std::lock_guard<std::mutex> lock(intervals_mutex);
   DeviceBusy out;
   out.busy_ms = static_cast<double>(union_length(intervals, from, to)) / 1e6;

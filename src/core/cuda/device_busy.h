@@ -27,6 +27,9 @@ struct DeviceBusy {
 // recording on, and returns the busy time; nullopt, with the reason in *why_not, where CUPTI cannot be
 // loaded or enabled (no libcupti, a build without CUDA). One measurement at a time.
 std::optional<DeviceBusy> measure_device_busy(const std::function<void()>& work, std::string* why_not);
+// Loads CUPTI and hooks it into the driver ahead of the measurement, before any CUDA graph of the run is
+// made (graphs instantiated earlier may go unrecorded); "" or why it cannot be.
+std::string prepare_device_busy();
 
 // The length of the union of the [start, end) intervals, clipped to [from, to): the time in which at
 // least one of them ran (kernels of several streams overlap; a copy may overlap a kernel).

@@ -39,6 +39,7 @@ std::optional<DeviceBusy> measure_device_busy(const std::function<void()>&, std:
   if (why_not) *why_not = "this build has no CUDA backend";
   return std::nullopt;
 }
+std::string prepare_device_busy() { return "this build has no CUDA backend"; }
 void fill(const Tensor&, double) { no_backend(); }
 void add_scaled(const Tensor&, const Tensor&, double) { no_backend(); }
 void scale(const Tensor&, double) { no_backend(); }
