@@ -307,18 +307,14 @@ StagedStep SquadTask::stage_step(int64_t index) {
   StagedBatch& s = staged_[*shape];
   ReaderBatch& b = s.batch;
   const Device device = model_->device();
-  const auto static_like = [&](Tensor& slot, const Tensor& host) {
-    if (!slot.defined()) slot = Tensor::zeros(host.shape(), host.dtype(), device);
-    slot.copy_(host);  // host-to-device through the runtime's staging buffer: queued, no host wait
-  };
   for (auto [slot, host] : {std::pair{&b.doc, &t.batch.doc}, {&b.doc_features, &t.batch.doc_features},
                             {&b.doc_mask, &t.batch.doc_mask}, {&b.doc_mask_bf, &t.batch.doc_mask_bf},
                             {&b.question, &t.batch.question}, {&b.question_mask, &t.batch.question_mask},
                             {&b.question_mask_bf, &t.batch.question_mask_bf}})
-    static_like(*slot, *host);
+    stage_into(*slot, *host, device);
   const Shape rows{static_cast<int64_t>(t.starts.size())};
-  static_like(s.starts, Tensor::from_vector(t.starts, rows));
-  static_like(s.ends, Tensor::from_vector(t.ends, rows));
+  stage_into(s.starts, Tensor::from_vector(t.starts, rows), device);
+  stage_into(s.ends, Tensor::from_vector(t.ends, rows), device);
   staged_batch_ = &s;
   staged_part_ = t.part;
   staged_questions_ = t.questions;

@@ -83,6 +83,11 @@ std::string checkpoint_string(const safetensors::File& file, const std::string& 
   return tensor_string(*t, name);
 }
 
+void stage_into(Tensor& slot, const Tensor& host, Device device) {
+  if (!slot.defined()) slot = Tensor::zeros(host.shape(), host.dtype(), device);
+  slot.copy_(host);
+}
+
 Tensor training_cross_entropy(const Tensor& logits, const Tensor& target, const config::TrainConfig& train,
                               int64_t ignore_index) {
   return cross_entropy(logits, target, ignore_index, Reduction::Mean, train.label_smoothing);

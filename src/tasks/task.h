@@ -45,6 +45,9 @@ struct StepResult {
   int64_t terms = 0;
   int64_t loss_terms() const { return terms > 0 ? terms : tokens; }
 };
+// Copies `host` into the static tensor `slot` on `device`, made with host's shape and dtype at its first
+// staging: a host-to-device copy through the runtime's staging buffer, queued without a host wait.
+void stage_into(Tensor& slot, const Tensor& host, Device device);
 
 // The training loss of a task's classes: cross-entropy over logits (N, C) with the run's
 // train.label_smoothing (ops/softmax.h), mean over the rows whose target is not ignore_index. Every

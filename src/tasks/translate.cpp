@@ -243,18 +243,9 @@ StagedStep TranslateTask::stage_step(int64_t index) {
       std::to_string(b.source.size(1)) + "x" + std::to_string(b.source.size(0)) + "x" + std::to_string(b.target_in.size(0));
   SRU_CHECK(shape == *shape_key, cfg_.task, ": staged shape ", shape, " is not the one announced, ", *shape_key);
   PairBatch& s = staged_[shape];
-  if (!s.source.defined()) {
-    const Device device = model_->device();
-    for (auto [staged, from] : {std::pair{&s.source, &b.source}, {&s.source_pad, &b.source_pad},
-                                {&s.target_in, &b.target_in}, {&s.target_pad, &b.target_pad}, {&s.target_out, &b.target_out}})
-      *staged = Tensor::zeros(from->shape(), from->dtype(), device);
-  }
-  // Host-to-device copies through the runtime's staging buffer: queued, no host wait.
-  s.source.copy_(b.source);
-  s.source_pad.copy_(b.source_pad);
-  s.target_in.copy_(b.target_in);
-  s.target_pad.copy_(b.target_pad);
-  s.target_out.copy_(b.target_out);
+  for (auto [staged, from] : {std::pair{&s.source, &b.source}, {&s.source_pad, &b.source_pad},
+                              {&s.target_in, &b.target_in}, {&s.target_pad, &b.target_pad}, {&s.target_out, &b.target_out}})
+    stage_into(*staged, *from, model_->device());
   staged_batch_ = &s;
   staged_step_ = std::move(t);
   return {shape, staged_step_.whole_tokens};

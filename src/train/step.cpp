@@ -263,11 +263,12 @@ TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t cou
 StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
                               const std::function<StepVotes()>& votes) {
   SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
-  if (make_graph_ && epoch != plan_.epoch) plan_graphs(epoch, first);
-  if (make_graph_)
+  if (make_graph_) {
+    if (epoch != plan_.epoch) plan_graphs(epoch, first);
     if (std::optional<StepOutcome> replayed = count == 1 ? run_replayed(first, step, epoch, votes)
                                                          : run_replayed_accumulated(first, count, step, epoch, votes))
       return *replayed;
+  }
   StepOutcome out;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   // Backward, clipping and (in one process) the update run before the loss is looked at, so that the
