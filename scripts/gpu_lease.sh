@@ -241,6 +241,17 @@ bench() {  # NAME COMMAND...
   pack_logs
 }
 data=data/enwik8-sample/enwik8.head1M
+# Sentences of MR's lengths (3-56 words of a 5,000-word vocabulary, 10,662 of them) for the classifier's
+# rows: the protocol of configs/classify/mr.yaml without the dataset.
+synthetic_mr() {
+  python3 -c "
+import random
+r = random.Random(1)
+with open('$out/synthetic_mr.txt', 'w') as f:
+    for i in range(10662):
+        f.write('%d %s\\n' % (i % 2, ' '.join('w%d' % r.randrange(5000) for _ in range(r.randint(3, 56)))))
+"
+}
 # The wmt configs on Multi30k (carry data/multi30k: scripts/get_data.sh multi30k --mirror DIR), one update
 # a batch of up to 5,120 target tokens.
 m30k=data/multi30k
@@ -250,7 +261,7 @@ translate_sets=(--set "data.path=$m30k/train.en.gz" --set "data.target_path=$m30
   --set data.vocab_size=8000 --set train.accumulate=1 --set train.device=cuda)
 # PyTorch's own 16-bit conversions and safetensors writer, for tests/unit/test_float16.cpp to read ours
 # against (the committed tests/data/fixtures/torch_float16.safetensors comes from here).
-bench torch_float16 python3 tests/data/fixtures/make_torch_float16.py "$final_out/torch_float16.safetensors"
+[ "$mode" = run ] && bench torch_float16 python3 tests/data/fixtures/make_torch_float16.py "$final_out/torch_float16.safetensors"
 # Where a paper-size step's time goes: every kernel of 3 steps (1 warm-up + 2) under Nsight Compute,
 # grouped by name (scripts/ncu_kernel_table.py), against the step time measured above.
 profile_step() {  # NAME TIMED_JSON IMPL STEPS SRUBENCH-ARGS...
@@ -266,56 +277,77 @@ print(r["s_per_epoch"] / r["steps_per_epoch"] * 1000)' "$timed" "$impl" 2> /dev/
 # The float32 row kernels (softmax, cross-entropy, layer norm: its row in registers since 2026-11-28
 # afternoon), dropout's four-element accesses and the SSRU recurrence (docs/gpu-notes.md): the op
 # table's bench cases, first in both modes, as they take seconds.
-for op in softmax cross_entropy layer_norm dropout ssru_recurrence fused_attention; do
-  bench "ops_$op" $build/srubench ops --device cuda --only $op --repeats 20 --json "$out/ops_$op.json"
-done
-bench ops_fused_attention_bf16 $build/srubench ops --device cuda --only fused_attention --dtype bf16 --repeats 20 \
-  --json "$out/ops_fused_attention_bf16.json"
-# The same on the SIMT kernels (SRU_ATTENTION_SIMT=1): what the bf16 tensor-core kernels gain (heads of 64).
-bench ops_fused_attention_bf16_simt env SRU_ATTENTION_SIMT=1 $build/srubench ops --device cuda --only fused_attention \
-  --dtype bf16 --repeats 20 --json "$out/ops_fused_attention_bf16_simt.json"
-# The fused attention's peer at the same shape (L 512, B 16, 8 heads of 64, causal), fp32 and bf16.
-[ "$mode" != profile ] && bench peer_attention python3 scripts/gpu_peer_bench.py --repeats 20 --json "$out/peer_attention.json" \
-  attention --causal --batch 16 --heads 8 --length 512 --dim 64 --dtypes fp32 bf16
+if [ "$mode" = run ]; then
+  for op in softmax cross_entropy layer_norm dropout ssru_recurrence fused_attention; do
+    bench "ops_$op" $build/srubench ops --device cuda --only $op --repeats 20 --json "$out/ops_$op.json"
+  done
+  bench ops_fused_attention_bf16 $build/srubench ops --device cuda --only fused_attention --dtype bf16 --repeats 20 \
+    --json "$out/ops_fused_attention_bf16.json"
+  # The same on the SIMT kernels (SRU_ATTENTION_SIMT=1): what the bf16 tensor-core kernels gain (heads of 64).
+  bench ops_fused_attention_bf16_simt env SRU_ATTENTION_SIMT=1 $build/srubench ops --device cuda --only fused_attention \
+    --dtype bf16 --repeats 20 --json "$out/ops_fused_attention_bf16_simt.json"
+  # The fused attention's peer at the same shape (L 512, B 16, 8 heads of 64, causal), fp32 and bf16.
+  bench peer_attention python3 scripts/gpu_peer_bench.py --repeats 20 --json "$out/peer_attention.json" \
+    attention --causal --batch 16 --heads 8 --length 512 --dim 64 --dtypes fp32 bf16
+fi
+# The classifier and the SQuAD reader, their steps replayed as CUDA graphs against every step eager.
+replayed_against_eager_rows() {
+  # The MR classifier's protocol (configs/classify/mr.yaml: 2 x 128 SRU, batch 32, fixed batches) on
+  # synthetic sentences of MR's lengths, padded to multiples of 8: CUDA graphs per batch shape against
+  # every step eager. Warm-up covers an epoch's 333 batches, so the timed steps replay.
+  synthetic_mr
+  for graphs in auto off; do
+    bench "train_epoch_classify_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/classify/mr.yaml --set train.device=cuda --set data.path=$out/synthetic_mr.txt \
+      --set data.pad_to_multiple=8 --set train.cuda_graphs=$graphs --steps 100 --warmup-steps 340 --repeats 3 \
+      --json "$out/train_epoch_classify_graphs_$graphs.json"
+  done
+  # The SQuAD reader at the paper's sizes (configs/squad.yaml: 6 bidirectional SRU layers of 128, 300-d
+  # random embeddings in place of GloVe) on the shipped sample (11 batches of 32 an epoch), paragraphs and
+  # questions padded to multiples of 32, replayed against eager (docs/gpu-notes.md "SQuAD captured").
+  squad_sample=data/squad-sample/dev-v1.1.sample.json
+  for graphs in auto off; do
+    bench "train_epoch_squad_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch --config=configs/squad.yaml \
+      --set train.device=cuda --set data.path=$squad_sample --set data.valid_path=$squad_sample --set data.vectors= \
+      --set data.pad_to_multiple=32 --set train.cuda_graphs=$graphs --steps 11 --warmup-steps 11 --repeats 3 \
+      --json "$out/train_epoch_squad_graphs_$graphs.json"
+  done
+}
 if [ "$mode" = focus ]; then
-  # The changes of 2026-11-28 after the lease (docs/gpu-notes.md, their predictions): the translation step
-  # without the host-built position table and with dropout drawn in its kernel, and the cuDNN LSTM
-  # without device sequence lengths and at bf16 (CUDNN_DATA_BFLOAT16); each with the host profile,
-  # beside its PyTorch peer in this call.
-  [ -s $m30k/train.en.gz ] && for precision in tf32 bf16; do
-    bench "translate_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
+  # After the lease of 2026-11-29 evening (docs/gpu-notes.md): the attention kernel a GPU should take by
+  # default (fused vs composed at bf16, where the tf32 rows put composed ahead), with the idle share;
+  # then the rows that call's deadline left out (the small configs, classification and SQuAD replayed
+  # against eager, the layer grid at bf16) and the LSTM stack in one cuDNN call.
+  [ -s $m30k/train.en.gz ] && for kernel in fused composed; do
+    bench "translate_epoch_${kernel}_bf16" $build/srubench --warm-up-seconds 0 --attention $kernel train-epoch \
       --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
-      --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 --host-profile \
-      --json "$out/translate_epoch_$precision.json"
+      --set train.precision=bf16 --steps 20 --warmup-steps 3 --repeats 3 --idle-share \
+      --json "$out/translate_epoch_${kernel}_bf16.json"
+    bench "translate_epoch_pad4_graphs_${kernel}_bf16" $build/srubench --warm-up-seconds 0 --attention $kernel train-epoch \
+      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
+      --set data.pad_to_multiple=4 --set train.cuda_graphs=auto --steps 20 --warmup-steps 200 --repeats 3 --idle-share \
+      --json "$out/translate_epoch_pad4_graphs_${kernel}_bf16.json"
   done
-  [ -s $m30k/train.en.gz ] && for peer in "--matmul-precision high" "--amp bf16"; do
-    name=peer_translate_$(echo "$peer" | awk '{print $2}')
-    # shellcheck disable=SC2086  # $peer is an option and its value
-    bench "$name" python3 scripts/gpu_peer_bench.py $peer --repeats 3 --json "$out/$name.json" \
-      translate --config configs/translate/wmt-base.yaml --vocab 8000 --steps 20
+  [ -s $m30k/train.en.gz ] && bench translate_epoch_composed_tf32 $build/srubench --warm-up-seconds 0 --attention composed \
+    train-epoch --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
+    --set train.precision=tf32 --steps 20 --warmup-steps 3 --repeats 3 --idle-share --json "$out/translate_epoch_composed_tf32.json"
+  small=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml)
+  bench train_epoch_small $build/srubench --warm-up-seconds 0 train-epoch "${small[@]/#/--config=}" --set train.device=cuda \
+    --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --idle-share --json "$out/train_epoch_small.json"
+  bench train_epoch_small_eager $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-small.yaml \
+    --set train.device=cuda --set train.cuda_graphs=off --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 \
+    --json "$out/train_epoch_small_eager.json"
+  replayed_against_eager_rows
+  # The LSTM stack in one cuDNN call (no dropout between layers) against one call per layer (the paper
+  # config's dropout 0.2; the `run` rows), the same model and step otherwise (issue 38 item 6).
+  for precision in bf16 tf32; do
+    bench "train_epoch_lstm_stack_$precision" $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-lstm.yaml \
+      --set train.device=cuda --set train.precision=$precision --set model.dropout=0 --set data.path=$data --steps 20 \
+      --warmup-steps 3 --repeats 3 --idle-share --json "$out/train_epoch_lstm_stack_$precision.json"
   done
-  for precision in tf32 bf16; do
-    bench "train_epoch_lstm_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
-      --config=configs/enwik8-lstm.yaml --config=configs/enwik8.yaml --set train.device=cuda \
-      --set train.precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --host-profile \
-      --json "$out/train_epoch_lstm_$precision.json"
-  done
-  # The LSTM stack in one cuDNN call (no dropout between layers) against one call per layer (dropout
-  # 0.2 drawn as the CPU does), the same model and step otherwise (docs/gpu-notes.md, issue 38 item 6).
-  bench train_epoch_lstm_stack_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-lstm.yaml \
-    --set train.device=cuda --set train.precision=bf16 --set model.dropout=0 --set data.path=$data --steps 20 \
-    --warmup-steps 3 --repeats 3 --host-profile --json "$out/train_epoch_lstm_stack_bf16.json"
-  for peer in "--matmul-precision high" "--amp fp16"; do
-    name=peer_train_$(echo "$peer" | awk '{print $2}')
-    # shellcheck disable=SC2086  # $peer is an option and its value
-    bench "$name" python3 scripts/gpu_peer_bench.py $peer --sru-src $carry/sru_ref --repeats 3 --json "$out/$name.json" \
-      train --config configs/enwik8-lstm.yaml configs/enwik8.yaml --data $data --steps 20
-  done
-  command -v ncu > /dev/null && [ -s $m30k/train.en.gz ] && profile_step wmt_base_tf32 "$out/translate_epoch_tf32.json" \
-    wmt-base 2 --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=tf32
-  # The char-LM at bf16: the batch sums and bf16 gradient sums (their kernels' rows).
-  command -v ncu > /dev/null && profile_step bf16 "$out/train_epoch_lstm_bf16.json" enwik8 3 \
-    --config=configs/enwik8.yaml --set train.device=cuda --set train.precision=bf16 --set data.path=$data
+  bench sru_vs_lstm_bf16 $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --precision bf16 \
+    --lengths 32 128 256 --hidden 256 512 1024 --batch 32 --repeats 20 --impls gemm recurrence copy sru_fused lstm_cudnn \
+    --json "$out/sru_vs_lstm_bf16.json"
   say "done"
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0
@@ -430,32 +462,7 @@ fi
 small=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml)
 bench train_epoch_small $build/srubench --warm-up-seconds 0 train-epoch "${small[@]/#/--config=}" --set train.device=cuda \
   --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_small.json"
-# The MR classifier's protocol (configs/classify/mr.yaml: 2 x 128 SRU, batch 32, fixed batches) on
-# synthetic sentences of MR's lengths, padded to multiples of 8: CUDA graphs per batch shape against
-# every step eager. Warm-up covers an epoch's 333 batches, so the timed steps replay.
-python3 -c "
-import random
-r = random.Random(1)
-with open('$out/synthetic_mr.txt', 'w') as f:
-    for i in range(10662):
-        f.write('%d %s\n' % (i % 2, ' '.join('w%d' % r.randrange(5000) for _ in range(r.randint(3, 56)))))
-"
-for graphs in auto off; do
-  bench "train_epoch_classify_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
-    --config=configs/classify/mr.yaml --set train.device=cuda --set data.path=$out/synthetic_mr.txt \
-    --set data.pad_to_multiple=8 --set train.cuda_graphs=$graphs --steps 100 --warmup-steps 340 --repeats 3 \
-    --json "$out/train_epoch_classify_graphs_$graphs.json"
-done
-# The SQuAD reader at the paper's sizes (configs/squad.yaml: 6 bidirectional SRU layers of 128, 300-d
-# random embeddings in place of GloVe) on the shipped sample (11 batches of 32 an epoch), paragraphs and
-# questions padded to multiples of 32, replayed against eager (docs/gpu-notes.md "SQuAD captured").
-squad_sample=data/squad-sample/dev-v1.1.sample.json
-for graphs in auto off; do
-  bench "train_epoch_squad_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch --config=configs/squad.yaml \
-    --set train.device=cuda --set data.path=$squad_sample --set data.valid_path=$squad_sample --set data.vectors= \
-    --set data.pad_to_multiple=32 --set train.cuda_graphs=$graphs --steps 11 --warmup-steps 11 --repeats 3 \
-    --json "$out/train_epoch_squad_graphs_$graphs.json"
-done
+replayed_against_eager_rows
 # The small SRU config with every step eager (train.cuda_graphs off): the graph's gain where a step is
 # short (~1.4 ms) and its launches weigh most.
 bench train_epoch_small_eager $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-small.yaml \

@@ -21,7 +21,8 @@ class CharLmSteps {
  public:
   // Every op of a step: embedding, dropout, layer norm, the SRU with rescale (scale_x read by the
   // kernel) or the LSTM, the output layer, cross-entropy; batches of 4 streams x 12 bytes.
-  CharLmSteps(const std::string& type, Device device) {
+  // cuda_graphs: train.cuda_graphs (on a GPU, "auto" captures the step of the repeating shape).
+  CharLmSteps(const std::string& type, Device device, const std::string& cuda_graphs = "auto") {
     const std::string path = sru::testing::tmp_dir() + "host_waits_" + type + ".bin";
     {
       Generator gen(7);
@@ -41,6 +42,7 @@ class CharLmSteps {
       sru.rescale = sru.layer_norm = true;
     }
     cfg_.train.clip_grad_norm = 0.5;
+    cfg_.train.cuda_graphs = cuda_graphs;
     task_ = tasks::make_task(cfg_, gen_);
     task_->model().to(device);
     optimizer_ = train::make_optimizer(cfg_.train, task_->model());
@@ -52,6 +54,7 @@ class CharLmSteps {
     const int64_t index = taken_ % task_->steps_per_epoch();
     return step_->run(index, ++taken_, 0);
   }
+  const train::TrainingStep& step() const { return *step_; }
 
  private:
   config::Config cfg_;

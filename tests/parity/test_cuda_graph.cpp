@@ -285,7 +285,8 @@ TEST(CudaGraph, SquadStepsReplayTheGraphOfTheirShape) {
 // train.accumulate 3 on a GPU with the key on: a graph per batch of a step (by shape, first or later)
 // and one for the update, the step's loss weights and 1 / terms read from memory: the replayed steps
 // of the char-LM (SRU at bf16) and of translation take the eager run's losses, norms and weights to
-// 1e-6 relative, as many replayed as through the CPU twin, a replayed char-LM step four launches.
+// 1e-6 relative, as many replayed as through the CPU twin, a replayed char-LM step four launches (five
+// where it first stages a carried state).
 TEST(CudaGraph, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
 #if !defined(SRU_WITH_CUDA)
   GTEST_SKIP() << "built without the CUDA backend";
@@ -304,8 +305,11 @@ TEST(CudaGraph, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
     const StepGraphTraining replayed = train_step_graph(c, false, -1, epochs);
     EXPECT_EQ(replayed.replayed, replays);
     expect_training_within_1e6(eager, replayed);
+    // Step 6, the first replay after the epoch's eager first step, copies that step's carried state
+    // into the graph's static one first (LanguageModelTask::stage_carried_state; counted on the CPU
+    // by CapturedStep.AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate).
     if (c.task == "charlm")
-      for (size_t i : {3, 6, 7, 8}) EXPECT_EQ(replayed.dispatches[i], 4u) << "step " << i;
+      for (size_t i : {3, 6, 7, 8}) EXPECT_EQ(replayed.dispatches[i], i == 6 ? 5u : 4u) << "step " << i;
   }
 #endif
 }

@@ -636,7 +636,8 @@ TEST(CudaParity, WholeBufferUpdateAndNormThroughTheSegmentTable) {
     EXPECT_TRUE(std::isnan(nan_norm.to(Device::cpu()).to_vector<double>()[1]));
     gpu_opt.step(0.01, nan_norm);
     EXPECT_EQ(gpu_flat->groups()[0].values.to(Device::cpu()).to_vector<float>(), before);
-    nn::NamedTensors loose{{"w", rand_leaf({5000}, 3).detach().to(kCuda).set_requires_grad(true)}};
+    // (Named to match the options' weight-decay exclusion, which must name some parameter.)
+    nn::NamedTensors loose{{"loose.bias", rand_leaf({5000}, 3).detach().to(kCuda).set_requires_grad(true)}};
     const Tensor loose_before = loose[0].second.clone();
     optim::Optimizer per_tensor(loose, o);
     loose[0].second.set_grad(Tensor::full({5000}, std::nan(""), DType::F32, kCuda));

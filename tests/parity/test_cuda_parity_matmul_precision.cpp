@@ -252,14 +252,22 @@ TEST(CudaParity, LinearBiasRidesInTheGemmEpilogue) {
   GTEST_SKIP() << "built without the CUDA backend";
 #else
   SKIP_WITHOUT_CUDA();
-  const Tensor x = rand_leaf({7, 5, 24}, 111), w = rand_leaf({40, 24}, 112), b = rand_leaf({40}, 113);
-  const Tensor offset_x = rand_leaf({7 * 5 * 24 + 1}, 114);  // x at offset 1: 4-byte aligned only
+  // Inputs that bf16 holds exactly: every product is exact in float32 at each precision, so the GPU's
+  // pre-activations differ from the CPU's by the order of the sums only, and the ReLU's mask (y > 0)
+  // does not flip on an element near zero (a flip moves that row's whole gradient, which no tolerance
+  // on rounding covers: the tf32 run of 2026-11-29 did, by 0.07-0.12 on three elements).
+  const auto exact_leaf = [](const Shape& shape, uint64_t seed) {
+    return rand_leaf(shape, seed).detach().to(DType::BF16).to(DType::F32).set_requires_grad(true);
+  };
+  const Tensor x = exact_leaf({7, 5, 24}, 111), w = exact_leaf({40, 24}, 112), b = exact_leaf({40}, 113);
+  const Tensor offset_x = exact_leaf({7 * 5 * 24 + 1}, 114);  // x at offset 1: 4-byte aligned only
   for (MatmulPrecision p : {MatmulPrecision::Highest, MatmulPrecision::High, MatmulPrecision::Medium}) {
     SCOPED_TRACE(precision_name(p));
     const PrecisionScope scope(p);
     const double tol = p == MatmulPrecision::Highest ? 1e-5 : 2e-2;
     for (bool with_relu : {false, true})
       for (bool shifted : {false, true}) {
+        SCOPED_TRACE(std::string(with_relu ? "with the ReLU, " : "") + (shifted ? "offset input" : "aligned input"));
         const uint64_t before = cuda::linear_epilogue_calls();
         expect_parity(one([&](const Inputs& v) {
                         const Tensor input = shifted ? v[3].narrow0(1, 7 * 5 * 24).view({7, 5, 24}) : v[0];
@@ -295,7 +303,8 @@ TEST(CudaParity, LinearBiasGradientRidesInTheWeightGradientGemm) {
       const Tensor wd = fresh_copy(w, device), bd = fresh_copy(b, device);
       const uint64_t before = cuda::linear_bias_gradient_epilogue_calls();
       for (const Tensor& x : {x1, x2})  // two passes: the second adds into .grad
-        autograd::backward(sum(mul(linear(x.detach().to(device), wd, bd).to(DType::F32), dy.detach().to(device))));
+        // (cast, not Tensor::to: at medium the Linear's output is bf16 and the conversion must be recorded.)
+        autograd::backward(sum(mul(cast(linear(x.detach().to(device), wd, bd), DType::F32), dy.detach().to(device))));
       calls[on_gpu] = cuda::linear_bias_gradient_epilogue_calls() - before;
       grads[on_gpu] = {wd.grad().to(Device::cpu()), bd.grad().to(Device::cpu())};
     }
