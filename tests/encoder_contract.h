@@ -72,6 +72,14 @@ inline std::shared_ptr<nn::SequenceEncoder> build_encoder(const EncoderVariant& 
   return encoder;
 }
 
+// The variants whose encoders attend (the fused-attention suites run these).
+inline std::vector<EncoderVariant> attending_variants() {
+  std::vector<EncoderVariant> out;
+  for (const EncoderVariant& v : encoder_variants())
+    if (v.encoder == "transformer" || v.encoder == "srupp") out.push_back(v);
+  return out;
+}
+
 struct ContractInput {
   Tensor x, tokens;  // (L, B, width), (L, B) i64
 };

@@ -26,6 +26,7 @@
 #include "train/convert.h"
 #include "train/ema.h"
 #include "train/run_files.h"
+#include "train/trainer.h"
 
 namespace {
 
@@ -243,6 +244,7 @@ void generate(sru::tasks::Task& task, EvalArgs& a, nlohmann::ordered_json& out) 
 int run_checkpoint(EvalArgs& a) {
   const sru::train::LoadedCheckpoint ckpt = sru::train::read_checkpoint(a.checkpoint, a.overrides);
   sru::set_matmul_precision(sru::parse_precision(a.precision, "--precision"));
+  sru::train::apply_attention_kernel(ckpt.config.train);  // as trained, or --set train.attention=...
   sru::Generator gen(a.seed);
   const bool on_file = !a.text_file.empty() || !a.predict_file.empty() || !a.translate_input.empty();
   auto task = sru::tasks::make_task(ckpt.config, gen, {/*load_data=*/!on_file, &ckpt.file});

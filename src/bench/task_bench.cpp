@@ -105,6 +105,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     comm.set_timeout(cfg.train.dist_timeout_s);
     const sru::Device device = sru::train::resolve_train_device(cfg.train.device, comm);
     sru::train::apply_precision(cfg.train, device);
+    sru::train::apply_attention_kernel(cfg.train);
     if (o.idle_share && device.is_cuda())  // CUPTI hooked in before the run makes its CUDA graphs
       if (const std::string why = sru::cuda::prepare_device_busy(); !why.empty())
         spdlog::warn("srubench train-epoch --idle-share: {}", why);

@@ -103,12 +103,8 @@ std::atomic<AttentionKernel> process_attention_kernel{AttentionKernel::Auto};
 // Auto takes the fused op only where it supports the heads.
 bool use_fused(AttentionKernel kernel, const Tensor& q, int64_t dh, int64_t dv) {
   if (kernel != AttentionKernel::Auto) return kernel == AttentionKernel::Fused;
-  const bool supported = fused_attention_supports(dh, dv, q.dtype(), q.device());
-  switch (attention_kernel()) {
-    case AttentionKernel::Fused: return supported;
-    case AttentionKernel::Composed: return false;
-    default: return supported && q.device().is_cuda();
-  }
+  // Auto's rule is composed (nn/attention.h); the process's Fused takes the fused op where it can.
+  return attention_kernel() == AttentionKernel::Fused && fused_attention_supports(dh, dv, q.dtype(), q.device());
 }
 
 // The fused op in `layout` with the mask's pattern and key padding.

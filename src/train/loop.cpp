@@ -96,6 +96,7 @@ void Trainer::setup() {
   comm_.set_timeout(c.train.dist_timeout_s);
   train_device_ = resolve_train_device(c.train.device, comm_);
   apply_precision(c.train, train_device_);
+  apply_attention_kernel(c.train);
   set_num_threads(threads_for(c.train.threads, comm_));
 
   gen_.manual_seed(static_cast<uint64_t>(c.train.seed));

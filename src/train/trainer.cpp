@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/cuda/device_info.h"
+#include "nn/attention.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/matmul.h"
 #include "tasks/registry.h"
@@ -72,6 +73,11 @@ void apply_precision(const config::TrainConfig& train, Device device) {
       spdlog::info("train.precision bf16 on the CPU: product operands rounded to BF16 in software, as the GPU's "
                    "(the same numbers, slower than fp32 here: this processor has no AVX512-BF16)");
   }
+}
+
+void apply_attention_kernel(const config::TrainConfig& train) {
+  const nn::AttentionKernel kernel = nn::parse_attention_kernel(train.attention, "train.attention");
+  if (kernel != nn::AttentionKernel::Auto) nn::set_attention_kernel(kernel);
 }
 
 int threads_for(int64_t requested, const dist::Communicator& comm) {

@@ -30,6 +30,9 @@ Device resolve_train_device(const std::string& requested, const dist::Communicat
 // Sets the process's matmul precision (ops/matmul.h) to train.precision; says once what tf32 and bf16
 // mean when the device is the CPU.
 void apply_precision(const config::TrainConfig& train, Device device);
+// train.attention other than auto: the process's attention kernel (nn::set_attention_kernel); auto
+// leaves the process's choice (srubench --attention, else nn/attention.h's rule).
+void apply_attention_kernel(const config::TrainConfig& train);
 // This process's CPU threads: train.threads, or for 0 the machine's cores shared by its ranks.
 int threads_for(int64_t requested, const dist::Communicator& comm);
 // Refuses what data-parallel training cannot do, on every rank alike: several ranks with a task that

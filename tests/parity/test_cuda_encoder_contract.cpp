@@ -32,5 +32,29 @@ TEST_P(CudaEncoderContract, Bf16PrecisionAnswersInFloat32) {
 INSTANTIATE_TEST_SUITE_P(Registered, CudaEncoderContract, ::testing::ValuesIn(encoder_variants()),
                          [](const ::testing::TestParamInfo<EncoderVariant>& info) { return info.param.name(); });
 
+// The attending encoders through the fused attention's CUDA kernels (nn::AttentionKernel::Fused; the
+// default is composed, nn/attention.h), as the CPU suite runs its twin.
+class CudaEncoderContractFusedAttention : public ::testing::TestWithParam<EncoderVariant> {
+ protected:
+  void SetUp() override { nn::set_attention_kernel(nn::AttentionKernel::Fused); }
+  void TearDown() override { nn::set_attention_kernel(nn::AttentionKernel::Auto); }
+};
+
+TEST_P(CudaEncoderContractFusedAttention, ChunksEqualTheWholeSequence) {
+  SKIP_WITHOUT_CUDA();
+  check_chunks_equal_whole(GetParam(), kCuda);
+}
+TEST_P(CudaEncoderContractFusedAttention, TokenByTokenEqualsOnePass) {
+  SKIP_WITHOUT_CUDA();
+  check_token_by_token_equals_whole(GetParam(), kCuda);
+}
+TEST_P(CudaEncoderContractFusedAttention, ReorderThenStepEqualsRecomputing) {
+  SKIP_WITHOUT_CUDA();
+  check_reorder_then_step(GetParam(), kCuda);
+}
+
+INSTANTIATE_TEST_SUITE_P(Registered, CudaEncoderContractFusedAttention, ::testing::ValuesIn(attending_variants()),
+                         [](const ::testing::TestParamInfo<EncoderVariant>& info) { return info.param.name(); });
+
 }  // namespace
 }  // namespace sru::testing

@@ -22,9 +22,9 @@ INSTANTIATE_TEST_SUITE_P(Registered, EncoderContract, ::testing::ValuesIn(encode
 TEST(EncoderContractCoverage, EveryEncoderHasAStreamingVariant) { check_every_encoder_streams_somewhere(Device::cpu()); }
 
 // The same contract through the fused attention's CPU twin (nn::AttentionKernel::Fused) for the encoders
-// that attend: the CPU's default is the composed attention, so without this suite the fused op's
-// chunked, stepped and reordered calls (the decoding cache's head-major buffers, SRU++'s bounded
-// memory) would run only on a GPU.
+// that attend: the default is the composed attention, so without this suite the fused op's chunked,
+// stepped and reordered calls (the decoding cache's head-major buffers, SRU++'s bounded memory) would
+// not run (on a GPU: CudaEncoderContractFusedAttention).
 class EncoderContractFusedAttention : public ::testing::TestWithParam<EncoderVariant> {
  protected:
   void SetUp() override { nn::set_attention_kernel(nn::AttentionKernel::Fused); }
@@ -41,13 +41,6 @@ TEST_P(EncoderContractFusedAttention, PaddingDoesNotChangeOtherRows) {
 TEST_P(EncoderContractFusedAttention, ReorderThenStepEqualsRecomputing) { check_reorder_then_step(GetParam(), Device::cpu()); }
 TEST_P(EncoderContractFusedAttention, Bf16PrecisionAnswersInFloat32) {
   check_bf16_precision_answers_in_float32(GetParam(), Device::cpu());
-}
-
-std::vector<EncoderVariant> attending_variants() {
-  std::vector<EncoderVariant> out;
-  for (const EncoderVariant& v : encoder_variants())
-    if (v.encoder == "transformer" || v.encoder == "srupp") out.push_back(v);
-  return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Registered, EncoderContractFusedAttention, ::testing::ValuesIn(attending_variants()),

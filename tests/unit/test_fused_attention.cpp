@@ -14,6 +14,7 @@
 #include "ops/attention.h"
 #include "ops/ops.h"
 #include "testing.h"
+#include "train/trainer.h"
 
 using namespace sru;
 using namespace sru::nn;
@@ -179,4 +180,30 @@ TEST(FusedAttention, TheProcessWideKernelDecidesAuto) {
   EXPECT_EQ(parse_attention_kernel("composed", "--attention"), AttentionKernel::Composed);
   EXPECT_NE(error_of([] { parse_attention_kernel("flash", "--attention"); }).find("--attention: 'flash' is not"),
             std::string::npos);
+}
+
+// train.attention sets the process's kernel for a run (srutrain, srueval, srubench train-epoch); auto
+// leaves what the program chose (srubench --attention), and the default is the composed attention on
+// every device.
+TEST(FusedAttention, TheTrainAttentionKeySetsTheProcessKernel) {
+  EXPECT_EQ(attention_kernel(), AttentionKernel::Auto);
+  const Tensor q = leaf_of({5, 2, 8}, 11, DType::F32), k = leaf_of({6, 2, 8}, 12, DType::F32),
+               v = leaf_of({6, 2, 8}, 13, DType::F32);
+  const auto attend = [&] { return attend_projected(q, k, v, 2, AttentionMask::none(), 0.5).to_vector<float>(); };
+  const std::vector<float> by_default = attend();
+  config::TrainConfig train;
+  train.attention = "fused";
+  train::apply_attention_kernel(train);
+  EXPECT_EQ(attention_kernel(), AttentionKernel::Fused);
+  const std::vector<float> fused = attend();
+  EXPECT_NE(fused, by_default);
+  train.attention = "auto";
+  train::apply_attention_kernel(train);
+  EXPECT_EQ(attention_kernel(), AttentionKernel::Fused) << "auto overrode the program's choice";
+  train.attention = "composed";
+  train::apply_attention_kernel(train);
+  EXPECT_EQ(attend(), by_default);
+  set_attention_kernel(AttentionKernel::Auto);
+  train.attention = "flash";
+  EXPECT_NE(error_of([&] { train::apply_attention_kernel(train); }).find("train.attention: 'flash'"), std::string::npos);
 }
