@@ -363,11 +363,14 @@ for precision in bf16 tf32 fp32; do
     --set train.device=cuda --set train.precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 \
     --repeats 3 ${host_profile_at_bf16[$precision]:-} --idle-share --json "$out/train_epoch_$precision.json"
 done
-# The bf16 rows again with every step eager (train.cuda_graphs off; the rows above replay the captured
-# step where it captures): what the graph gains (issue 38 item 5, docs/gpu-notes.md).
-bench train_epoch_bf16_eager $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
-  --set train.device=cuda --set train.precision=bf16 --set train.cuda_graphs=off --set data.path=$data --steps 20 \
-  --warmup-steps 3 --repeats 3 --json "$out/train_epoch_bf16_eager.json"
+# The bf16 and tf32 rows again with every step eager (train.cuda_graphs off; the rows above replay the
+# captured step where it captures, the LSTM's too since 2026-11-29): what the graph gains (issue 38
+# item 5, docs/gpu-notes.md).
+for precision in bf16 tf32; do
+  bench "train_epoch_${precision}_eager" $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
+    --set train.device=cuda --set train.precision=$precision --set train.cuda_graphs=off --set data.path=$data \
+    --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_${precision}_eager.json"
+done
 # LEASE_FULL=1: also the rows that the last lease measured and no change since touches (the fp32 and fp16
 # peers, the layer grid at tf32 with its peer, the small configs' peers); default off for a short lease.
 full=${LEASE_FULL:-0}

@@ -101,8 +101,8 @@ std::vector<Section> Config::schema() {
         string_field("on_nonfinite", &train.on_nonfinite, "What a NaN/inf loss or gradient does", {"stop", "skip"}),
         string_field("cuda_graphs", &train.cuda_graphs, "Replay the training step (forward, backward, clipping, "
                      "update) as one CUDA graph per batch shape where shapes repeat (char and word LM; classify, "
-                     "translate and squad with data.pad_to_multiple set, which bounds their shapes; not the LSTM on a "
-                     "GPU): a "
+                     "translate and squad with data.pad_to_multiple set, which bounds their shapes; the LSTM on a GPU "
+                     "without padding only): a "
                      "shape's first step runs eagerly, its later steps replay its graph (the epoch's most frequent "
                      "shapes, at most train.cuda_graphs_max; others eager), with the same results; with "
                      "train.accumulate > 1 a graph per batch (by shape, and whether it is its step's first) and one "

@@ -53,7 +53,7 @@ class SequenceEncoder : public Module {
   virtual bool accepts_padding() const { return true; }
   // Whether forward_sequence's work on `device` can be captured into a CUDA graph and replayed
   // (train.cuda_graphs): no host reads of its inputs (a padding mask), no host memory that its device
-  // work reads after the call returns. Not the LSTM on a GPU (below).
+  // work reads after the call returns.
   virtual bool capturable_on(Device) const { return true; }
 };
 

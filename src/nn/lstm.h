@@ -69,10 +69,10 @@ class LSTM : public SequenceEncoder {
   // The encoder interface: state LstmState {h, c}, each (layers, B, out).
   Tensor forward_sequence(const EncoderInput& input, EncoderStatePtr& state) const override;
   EncoderStatePtr state_from(const std::vector<Tensor>& tensors) const override;
-  // On a GPU, cuDNN takes a padding mask as per-sequence lengths on the host, and its RNN calls keep
-  // those lengths in descriptors that are destroyed when the call returns: whether a replay reads them
-  // afterwards is not verified on a card, so the LSTM's steps run eagerly there.
-  bool capturable_on(Device device) const override { return !device.is_cuda(); }
+  // Captured on every device. On a GPU, cuDNN's calls without padding keep their descriptors for the
+  // process (ops/cuda/lstm_cudnn.cu), so a replay finds them; a padding mask becomes per-sequence host
+  // lengths that a graph would freeze, so a padded step's capture is refused (reading a device mask is
+  // a host wait; a host mask is refused by name) and, under train.cuda_graphs auto, runs eagerly.
   int64_t output_size() const override { return directions() * options.hidden_size; }
   int64_t directions() const override { return options.bidirectional ? 2 : 1; }
   // The CPU implementation (a CUDA device always uses cuDNN).

@@ -2,6 +2,7 @@
 // the CUDA kernels, the cuDNN LSTM and the device-side caches under the same properties as the CPU.
 #include "cuda_parity.h"
 #include "encoder_contract.h"
+#include "nn/attention.h"
 
 namespace sru::testing {
 namespace {

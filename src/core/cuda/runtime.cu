@@ -308,6 +308,12 @@ void launch_map(const Tensor& t, F f) {
 
 }  // namespace
 
+bool capturing(int device) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(context(device).stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
 DeviceContext& context(int device) {
   DeviceState& s = state_of(device);
   CUDA_CHECK(cudaSetDevice(device));

@@ -47,6 +47,8 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 // Waits until all work queued on the device's stream has finished (a counted host wait; checks the
 // error log).
 void synchronize(int device = 0);
+// Whether cuda:device's stream is being captured into a CUDA graph (core/cuda/graph.h).
+bool capturing(int device);
 // The values of one-element tensors on `device`, with one host wait that also checks the error log
 // (sru::read_scalars calls this for CUDA tensors).
 std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars);

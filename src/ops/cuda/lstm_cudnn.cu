@@ -2,11 +2,20 @@
 // Per call: an RNN descriptor (LSTM, double bias, N layers, uni- or bidirectional, padded I/O, no dropout), data
 // descriptors for x and y in the time-major unpacked layout with per-sequence lengths, an (N*D, B, H)
 // state descriptor, the flat weight space filled from the named parameters, and workspace / reserve
-// space from the caching allocator. Backward: cudnnRNNBackwardData_v8, then
+// space from the caching allocator. The descriptors of calls without padding (every length L: the
+// language models' steps) are made once per shape and kept for the process (rnn_call): no host work
+// to make them at each call, and a CUDA graph that captured a call replays against descriptors and
+// host lengths that still exist. Padded calls (lengths of the batch) make theirs per call and are
+// refused inside a capture, whose replays would reuse the capture's lengths. Backward: cudnnRNNBackwardData_v8, then
 // cudnnRNNBackwardWeights_v8 adding into a zeroed flat gradient, which is unpacked per parameter.
 // y (forward) and dx (backward) are zeroed before the calls: cuDNN does not promise to write the steps
 // past a sequence's length, and the CPU LSTM's values there are exact zeros. Sizes cuDNN takes as int
 // are checked (checked_int) rather than truncated.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
 #include "core/kernel_count.h"
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/lstm_cudnn.h"
@@ -166,6 +175,34 @@ class RnnCall {
   }
 };
 
+// The descriptors of a call: kept per shape for calls without padding (the header's comment), made
+// for this call otherwise. Inside a CUDA graph capture a padded call is refused (its lengths would be
+// frozen into the graph), and so is a shape past the cache's bound (its descriptors would be destroyed
+// while the graph lives).
+std::shared_ptr<const RnnCall> rnn_call(const Tensor& x, int64_t hidden, int64_t directions, int64_t layers,
+                                        const std::vector<int32_t>& lengths, cudnnForwardMode_t mode,
+                                        bool tensor_op_math) {
+  const int device = x.device().index;
+  const bool unpadded = std::all_of(lengths.begin(), lengths.end(), [&](int32_t n) { return n == x.size(0); });
+  const bool in_capture = capturing(device);
+  SRU_CHECK(unpadded || !in_capture, "cuDNN LSTM: a batch with padding (sequence lengths below ", x.size(0),
+            ") inside a CUDA graph capture: cuDNN takes the lengths as host values, which every replay would "
+            "reuse; train such steps eagerly (train.cuda_graphs auto does)");
+  if (!unpadded) return std::make_shared<const RnnCall>(x, hidden, directions, layers, lengths, mode, tensor_op_math);
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+  static std::mutex& mutex = *new std::mutex;  // process lifetime, as the allocator's state
+  static auto& kept = *new std::map<Key, std::shared_ptr<const RnnCall>>;
+  constexpr size_t kMaxKept = 256;  // shapes; the language models use one or two
+  const Key key{device,  x.size(0), x.size(1), x.size(2), hidden, directions, layers,
+                static_cast<int>(x.dtype()), static_cast<int>(mode), tensor_op_math};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = kept.find(key); found != kept.end()) return found->second;
+  auto made = std::make_shared<const RnnCall>(x, hidden, directions, layers, lengths, mode, tensor_op_math);
+  SRU_CHECK(kept.size() < kMaxKept || !in_capture, "cuDNN LSTM: more than ", kMaxKept,
+            " shapes of calls; a new one cannot be captured into a CUDA graph");
+  if (kept.size() < kMaxKept) kept.emplace(key, made);
+  return made;
+}
 
 }  // namespace
 
@@ -179,7 +216,8 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
   const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   CudnnLstmSaved saved;
   saved.tensor_op_math = matmul_precision() != MatmulPrecision::Highest;
-  const RnnCall call(x, H, D, N, lengths, mode, saved.tensor_op_math);
+  const std::shared_ptr<const RnnCall> kept_call = rnn_call(x, H, D, N, lengths, mode, saved.tensor_op_math);
+  const RnnCall& call = *kept_call;
   ::sru::detail::host_profile_mark("(lstm_cudnn_forward: weight copies, scratch, lengths to the device)");
   const cudaStream_t stream = stream_of(x);
   saved.weight_space = scratch_bytes(call.weight_bytes_, x.device());
@@ -199,7 +237,7 @@ CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tenso
                               call.h_desc_, data_ptr_or_null(c0), cy.data_ptr(), call.weight_bytes_,
                               saved.weight_space.data_ptr(), call.work_bytes_, work.data_ptr(),
                               training ? call.reserve_bytes_ : 0, training ? saved.reserve_space.data_ptr() : nullptr));
-  ::sru::detail::host_profile_mark("(lstm_cudnn_forward after cudnnRNNForward: descriptors destroyed)");
+  ::sru::detail::host_profile_mark("(lstm_cudnn_forward after cudnnRNNForward)");
   return saved;
 }
 
@@ -216,7 +254,9 @@ void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
   for (size_t l = 0; l < layers.size(); ++l)
     SRU_CHECK(dweights[l].size() == layers[l].size(), "cuDNN LSTM backward: layer ", l, " has ", dweights[l].size(),
               " gradient directions for ", layers[l].size());
-  const RnnCall call(x, H, D, N, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math);
+  const std::shared_ptr<const RnnCall> kept_call =
+      rnn_call(x, H, D, N, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math);
+  const RnnCall& call = *kept_call;
   const cudaStream_t stream = stream_of(x);
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
   // dx at steps past a sequence's length: nothing in cuDNN promises to write it, and dx comes from a
@@ -237,7 +277,7 @@ void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                          data_ptr_or_null(h0), call.y_desc_, y.data_ptr(), call.weight_bytes_,
                                          dweight.data_ptr(), call.work_bytes_, work.data_ptr(), call.reserve_bytes_,
                                          saved.reserve_space.data_ptr()));
-  ::sru::detail::host_profile_mark("(lstm_cudnn_backward: gradient copies, descriptors destroyed)");
+  ::sru::detail::host_profile_mark("(lstm_cudnn_backward: gradient copies)");
   call.transfer(dweight.data_ptr(), dweights, false, stream);
 }
 
