@@ -371,6 +371,14 @@ for precision in bf16 tf32; do
     --set train.device=cuda --set train.precision=$precision --set train.cuda_graphs=off --set data.path=$data \
     --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_${precision}_eager.json"
 done
+# The paper LSTM with cuDNN's dropout, the stack in one call (model.cudnn_dropout, as torch.nn.LSTM),
+# replayed (docs/gpu-notes.md "the LSTM stack with cuDNN's dropout").
+for precision in tf32 bf16; do
+  bench "train_epoch_lstm_cudnn_dropout_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
+    --config=configs/enwik8-lstm.yaml --set train.device=cuda --set train.precision=$precision \
+    --set model.cudnn_dropout=true --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --idle-share \
+    --json "$out/train_epoch_lstm_cudnn_dropout_$precision.json"
+done
 # LEASE_FULL=1: also the rows that the last lease measured and no change since touches (the fp32 and fp16
 # peers, the layer grid at tf32 with its peer, the small configs' peers); default off for a short lease.
 full=${LEASE_FULL:-0}

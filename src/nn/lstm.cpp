@@ -134,6 +134,19 @@ LSTM::DirectionResult LSTM::direction_composed(const Direction& p, const Tensor&
 }
 
 #if defined(SRU_WITH_CUDA)
+namespace {
+// The seed of cuDNN's dropout states: the generator's seed mixed with its offset when the states are made
+// (so a run resumed from a checkpoint, its generator restored, does not repeat the masks of its start)
+// and this process's batch shard (data-parallel ranks draw masks of their own), through splitmix64.
+uint64_t cudnn_dropout_seed(const Generator& gen) {
+  uint64_t z = gen.seed() ^ (gen.offset() * 0x9E3779B97F4A7C15ull) ^
+               (static_cast<uint64_t>(gen.batch_shard().first) << 32);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
 // One cuDNN call for the whole stack where no dropout goes between the layers (dropout 0, or not
 // training), else one call per layer with nn::LSTM's own dropout between them (the CPU's masks):
 // initial states (layers, B, D*H) become cuDNN's (layers*D, B, H) or per layer (D, B, H), and back;
@@ -171,9 +184,16 @@ RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Ten
       dirs.push_back({cast(p.weight_ih, io), cast(p.weight_hh, io), cast(p.bias_ih, io), cast(p.bias_hh, io)});
     return dirs;
   };
-  if (n_layers > 1 && (options.dropout == 0.0 || !is_training())) {
-    // No dropout between the layers: the whole stack in one cuDNN call (as torch.nn.LSTM), its states
-    // (layers, B, D*H) as cuDNN's (layers*D, B, H) and back.
+  const bool dropout_in_cudnn = options.cudnn_dropout && options.dropout > 0.0 && is_training();
+  if (n_layers > 1 && (options.dropout == 0.0 || !is_training() || dropout_in_cudnn)) {
+    // No dropout between the layers, or cuDNN's: the whole stack in one cuDNN call (as torch.nn.LSTM),
+    // its states (layers, B, D*H) as cuDNN's (layers*D, B, H) and back.
+    if (dropout_in_cudnn &&
+        (!cudnn_dropout_ || cudnn_dropout_device_ != x.device() || cudnn_dropout_p_ != options.dropout)) {
+      cudnn_dropout_ = cudnn_stack_dropout(x.device(), options.dropout, cudnn_dropout_seed(*gen_));
+      cudnn_dropout_device_ = x.device();
+      cudnn_dropout_p_ = options.dropout;
+    }
     std::vector<std::vector<LstmDirectionWeights>> stack;
     for (int64_t l = 0; l < n_layers; ++l) stack.push_back(weights_of(l));
     auto to_stack = [&](const Tensor& s) {
@@ -183,7 +203,8 @@ RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Ten
     auto from_stack = [&](const Tensor& s) {
       return cast(reshape(transpose(reshape(s, {n_layers, D, B, H}), 1, 2), {n_layers, B, out}), x.dtype());
     };
-    const LstmLayerResult r = lstm_cudnn_stack(cast(x, io), to_stack(h0), to_stack(c0), stack, lengths);
+    const LstmLayerResult r = lstm_cudnn_stack(cast(x, io), to_stack(h0), to_stack(c0), stack, lengths,
+                                               dropout_in_cudnn ? cudnn_dropout_ : nullptr);
     return {cast(r.output, x.dtype()), from_stack(r.h), from_stack(r.c)};
   }
   Tensor input = cast(x, io);
@@ -212,11 +233,22 @@ EncoderStatePtr LSTM::state_from(const std::vector<Tensor>& tensors) const {
   return std::make_shared<LstmState>(tensors[0], tensors[1]);
 }
 
+namespace {
+std::vector<config::Section> lstm_option_fields(LSTMOptions& o) {
+  using namespace config;
+  return {{"model", "", {
+      bool_field("cudnn_dropout", &o.cudnn_dropout, "On a GPU, training with dropout between layers runs the whole "
+                 "stack in one cuDNN call with cuDNN's own dropout, as torch.nn.LSTM does (faster; the masks are "
+                 "cuDNN's, not the CPU's, and a resumed run draws new ones); false: one call per layer with the "
+                 "CPU's masks between them. The CPU ignores it")}}};
+}
+}  // namespace
+
 EncoderSpec lstm_encoder() {
   return {"lstm", "The LSTM baseline: PyTorch nn.LSTM's names, gate order and initialisation; cuDNN on a GPU.",
-          [] { return config::Options(); },
-          [](const EncoderArgs& a, const config::Options&, Generator& gen) -> std::shared_ptr<SequenceEncoder> {
-            return std::make_shared<LSTM>(with_common_args(LSTMOptions{}, a), gen);
+          [] { return config::Options::of(LSTMOptions{}, &lstm_option_fields); },
+          [](const EncoderArgs& a, const config::Options& options, Generator& gen) -> std::shared_ptr<SequenceEncoder> {
+            return std::make_shared<LSTM>(with_common_args(options.as<LSTMOptions>(), a), gen);
           }};
 }
 

@@ -1,6 +1,7 @@
 // LSTM baseline, on the CPU through the fused recurrence op (ops/lstm_recurrence.h: per step one GEMM
 // for the four gates and one gate kernel) and through cuDNN (ops/lstm_cudnn.h: the whole stack in one
-// call where no dropout goes between layers, else one call per layer) on a CUDA device, with PyTorch's nn.LSTM parameter names, shapes,
+// call where no dropout goes between layers or cuDNN's own does, model.cudnn_dropout; else one call per
+// layer) on a CUDA device, with PyTorch's nn.LSTM parameter names, shapes,
 // gate order (i, f, g, o — also cuDNN's) and initialisation U(-1/sqrt(H), 1/sqrt(H)):
 //   weight_ih_l{k}[_reverse] (4H, n_in)   weight_hh_l{k}[_reverse] (4H, H)
 //   bias_ih_l{k}[_reverse]   (4H)         bias_hh_l{k}[_reverse]   (4H)
@@ -31,6 +32,10 @@
 #include "nn/encoder.h"
 #include "nn/module.h"
 
+namespace sru {
+class CudnnStackDropout;  // ops/lstm_cudnn.h
+}  // namespace sru
+
 namespace sru::nn {
 
 struct LSTMOptions {
@@ -40,6 +45,10 @@ struct LSTMOptions {
   double dropout = 0.0;
   bool bidirectional = false;
   DType dtype = DType::F32;
+  // model.cudnn_dropout: on a GPU, training with dropout between layers runs the stack in one cuDNN
+  // call with cuDNN's own dropout, as torch.nn.LSTM does (ops/lstm_cudnn.h CudnnStackDropout: not the
+  // CPU's masks, not restored by a checkpoint; drawn in passes that compute gradients); the CPU ignores it.
+  bool cudnn_dropout = false;
 };
 
 enum class LSTMImplementation { Fused, Composed };
@@ -98,9 +107,13 @@ class LSTM : public SequenceEncoder {
   LSTMImplementation implementation_ = LSTMImplementation::Fused;
   std::vector<std::vector<Direction>> layers_;  // [layer][direction]
   Generator* gen_;
+  // cuDNN's dropout states (options.cudnn_dropout), made at the first training call on a GPU.
+  mutable std::shared_ptr<CudnnStackDropout> cudnn_dropout_;
+  mutable Device cudnn_dropout_device_ = Device::cpu();  // the device of its states
+  mutable double cudnn_dropout_p_ = 0.0;                 // and its probability
 };
 
-// The registry entry "lstm" (no keys of its own).
+// The registry entry "lstm" (its key: model.cudnn_dropout).
 EncoderSpec lstm_encoder();
 
 }  // namespace sru::nn

@@ -56,7 +56,8 @@ void check_stack_arguments(const Tensor& x, const Tensor& h0, const Tensor& c0,
 
 LstmLayerResult lstm_cudnn_stack(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                  const std::vector<std::vector<LstmDirectionWeights>>& layers,
-                                 const std::vector<int32_t>& lengths) {
+                                 const std::vector<int32_t>& lengths,
+                                 const std::shared_ptr<CudnnStackDropout>& dropout) {
   check_stack_arguments(x, h0, c0, layers, lengths);
   const int64_t L = x.size(0), B = x.size(1), H = layers[0][0].weight_hh.size(1);
   const int64_t D = static_cast<int64_t>(layers[0].size()), N = static_cast<int64_t>(layers.size());
@@ -70,7 +71,9 @@ LstmLayerResult lstm_cudnn_stack(const Tensor& x, const Tensor& h0, const Tensor
   LstmLayerResult r{Tensor::empty({L, B, D * H}, x.dtype(), x.device()),
                     Tensor::empty({N * D, B, H}, x.dtype(), x.device()),
                     Tensor::empty({N * D, B, H}, x.dtype(), x.device())};
-  const cuda::CudnnLstmSaved saved = cuda::lstm_cudnn_forward(x, h0, c0, layers, lengths, training, r.output, r.h, r.c);
+  // (Without gradients cuDNN runs inference, which draws no dropout: a dropout object asks for none then.)
+  const cuda::CudnnLstmSaved saved =
+      cuda::lstm_cudnn_forward(x, h0, c0, layers, lengths, training, r.output, r.h, r.c, training ? dropout : nullptr);
   if (training) {
     auto detach = [](const Tensor& t) { return t.defined() ? t.detach() : Tensor(); };
     std::vector<std::vector<LstmDirectionWeights>> kept;

@@ -1,7 +1,8 @@
 // A stack of LSTM layers through cuDNN's v8 RNN API in one call, forward and backward, uni- or
-// bidirectional (as torch.nn.LSTM calls cuDNN), without dropout between the layers: the GPU path of
-// nn::LSTM (whose CPU path, the fused recurrence per layer, is this op's CPU twin and parity reference),
-// which calls one layer at a time where its own dropout goes between them.
+// bidirectional (as torch.nn.LSTM calls cuDNN), without dropout between the layers or with cuDNN's own
+// (CudnnStackDropout): the GPU path of nn::LSTM (whose CPU path, the fused recurrence per layer, is
+// this op's CPU twin and parity reference), which otherwise calls one layer at a time where its own
+// dropout goes between them.
 // Gate order i, f, g, o in PyTorch's layout (weight_ih (4H, n_in), weight_hh (4H, H), two biases).
 // Per step: [i f g o] = x_t W_ih^T + b_ih + h W_hh^T + b_hh; c = f c + i g; h = o tanh(c).
 //
@@ -22,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/tensor.h"
@@ -36,9 +38,21 @@ struct LstmLayerResult {
   Tensor output, h, c;
 };
 
+// cuDNN's dropout between the stacked layers, as torch.nn.LSTM has it on a GPU: probability p on every
+// layer's output but the last, in training calls (those that need gradients), from cuDNN's RNG states
+// on the device, seeded once (cudnn_stack_dropout: a kernel, refused inside a CUDA graph capture) and
+// advanced by every training call, replays included. So its masks are cuDNN's: not the CPU's, and not
+// restored by a checkpoint; two objects made with one seed draw the same sequence of masks. One
+// object per module (it also keeps the descriptors of its calls per shape), which must outlive the
+// CUDA graphs that captured its calls (they write its states: the model outlives its run's graphs).
+// CUDA builds only.
+class CudnnStackDropout;
+std::shared_ptr<CudnnStackDropout> cudnn_stack_dropout(Device device, double p, uint64_t seed);
+
 LstmLayerResult lstm_cudnn_stack(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                  const std::vector<std::vector<LstmDirectionWeights>>& layers,
-                                 const std::vector<int32_t>& lengths);
+                                 const std::vector<int32_t>& lengths,
+                                 const std::shared_ptr<CudnnStackDropout>& dropout = nullptr);
 // One layer (N = 1; h0, c0 (D, B, H)).
 inline LstmLayerResult lstm_cudnn_layer(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                         const std::vector<LstmDirectionWeights>& dirs,
@@ -60,13 +74,14 @@ struct CudnnLstmSaved {
   // data descriptors' host lengths, and a device copy made the host wait: see ops/cuda/lstm_cudnn.cu).
   Tensor weight_space, reserve_space, device_lengths;
   bool tensor_op_math = false;
+  std::shared_ptr<CudnnStackDropout> dropout;  // the forward's (backward's descriptor must be the same)
 };
 
 // y (L, B, D*H), hy and cy (N*D, B, H) must be allocated by the caller. training: keep a reserve space.
 CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                   const std::vector<std::vector<LstmDirectionWeights>>& layers,
                                   const std::vector<int32_t>& lengths, bool training, const Tensor& y, const Tensor& hy,
-                                  const Tensor& cy);
+                                  const Tensor& cy, const std::shared_ptr<CudnnStackDropout>& dropout = nullptr);
 
 // Writes dx, and dh0 / dc0 when defined, and every element of the weight gradients per layer and
 // direction, dweights (shaped as layers: the caller's buffers, e.g. the parameters' flat gradient places).

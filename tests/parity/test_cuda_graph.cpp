@@ -237,6 +237,38 @@ TEST(CudaGraph, ClassifierStepsReplayTheGraphOfTheirShape) {
 #endif
 }
 
+// model.cudnn_dropout on a GPU: the char-LM's 2-layer LSTM with dropout 0.2 trains with the stack in
+// one cuDNN call (one cudnnRNNForward a step, not one a layer) drawing cuDNN's masks, which differ from
+// the CPU's (the losses move), repeat from the seed (a second eager run is the same to the bit), and
+// advance inside a replayed graph as eagerly (on: 19 steps replayed, within 1e-6 of eager), at tf32.
+TEST(CudaGraph, AnLstmWithCudnnDropoutRunsOneCallAndReplaysAsEagerly) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
+  config::Config c = step_graph_charlm_config("lstm", "cuda");
+  c.train.precision = "tf32";
+  c.train.cuda_graphs = "off";
+  const StepGraphTraining own_masks = train_step_graph(c, false);
+  c.encoder_options.as<nn::LSTMOptions>().cudnn_dropout = true;
+  start_host_profile();
+  const StepGraphTraining eager = train_step_graph(c, false);
+  const std::vector<HostProfileEntry> profile = stop_host_profile();
+  const StepGraphTraining again = train_step_graph(c, false);
+  c.train.cuda_graphs = "on";
+  const StepGraphTraining replayed = train_step_graph(c, false);
+  uint64_t forward_calls = 0;
+  for (const HostProfileEntry& e : profile)
+    if (e.name == "cudnnRNNForward") forward_calls += e.marks;
+  EXPECT_EQ(forward_calls, eager.losses.size()) << "not one cuDNN call a step";
+  EXPECT_NE(eager.losses, own_masks.losses) << "the CPU's masks, not cuDNN's";
+  EXPECT_EQ(again.losses, eager.losses);
+  EXPECT_EQ(replayed.replayed, 19);
+  expect_training_within_1e6(eager, replayed);
+#endif
+}
+
 // The LSTM classifier on a GPU, its batches padded: cuDNN would take the padding as host lengths that a
 // graph freezes, so each capture is refused (the device mask's read is a host wait) and `auto` trains
 // every step eagerly, as with the key off; `on` fails naming the reason.

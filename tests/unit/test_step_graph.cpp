@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "nn/lstm.h"
 #include "step_graph_training.h"
 
 using namespace sru;
@@ -407,4 +408,18 @@ TEST(CapturedStep, OnIsRefusedWhereAStepCannotBeCaptured) {
   const std::string yaml = temp_file("step_graph.yaml", "task: charlm\ndata:\n  path: x.txt\ntrain:\n  cuda_graphs: always\n");
   const std::string bad = error_of([&] { config::load_config(yaml); });
   EXPECT_NE(bad.find("cuda_graphs"), std::string::npos) << bad;
+}
+
+// model.cudnn_dropout is a GPU choice: the CPU trains the LSTM with its own masks either way, to the bit;
+// the key belongs to the LSTM (other encoders refuse it by name).
+TEST(CapturedStep, TheCpuLstmIgnoresCudnnDropout) {
+  config::Config c = step_graph_charlm_config("lstm");
+  const StepGraphTraining own = train_step_graph(c, false, -1, 1);
+  c.encoder_options.as<nn::LSTMOptions>().cudnn_dropout = true;
+  expect_same_training(own, train_step_graph(c, false, -1, 1));
+  const std::string lstm = "task: charlm\ndata: {path: x}\nmodel: {type: lstm, cudnn_dropout: true}\n";
+  EXPECT_TRUE(config::parse_config(lstm, "test").encoder_options.as<nn::LSTMOptions>().cudnn_dropout);
+  const std::string sru = "task: charlm\ndata: {path: x}\nmodel: {type: sru, cudnn_dropout: true}\n";
+  EXPECT_NE(error_of([&] { config::parse_config(sru, "test"); }).find("cudnn_dropout"), std::string::npos)
+      << error_of([&] { config::parse_config(sru, "test"); });
 }

@@ -71,17 +71,24 @@ class RnnCall {
  public:
   // tensor_op_math: float may use TF32 tensor cores (matmul precision high or medium), else FMA only
   // (cudnn_math_type).
+  // dropout: cuDNN's dropout between the layers (a CudnnStackDropout's descriptor, which outlives this),
+  // or null for none.
   RnnCall(const Tensor& x, int64_t hidden, int64_t directions, int64_t layers, const std::vector<int32_t>& lengths,
-          cudnnForwardMode_t mode, bool tensor_op_math)
+          cudnnForwardMode_t mode, bool tensor_op_math, cudnnDropoutDescriptor_t dropout = nullptr)
       : handle_(context(x.device().index).cudnn), L_(checked_int(x.size(0), "L", "cuDNN LSTM")),
         B_(checked_int(x.size(1), "B", "cuDNN LSTM")), n_in_(checked_int(x.size(2), "n_in", "cuDNN LSTM")),
         H_(checked_int(hidden, "H", "cuDNN LSTM")), D_(static_cast<int>(directions)),
         N_(checked_int(layers, "layers", "cuDNN LSTM")), type_(cudnn_type(x.dtype())),
         lengths_(lengths.begin(), lengths.end()) {
-    CUDNN_CHECK(cudnnCreateDropoutDescriptor(&dropout_));
-    // No dropout inside cuDNN: nn::LSTM applies its own between layers (the CPU's masks) and calls a
-    // stack of several layers at once only where none applies.
-    CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_, handle_, 0.0f, nullptr, 0, 0));
+    if (dropout != nullptr) {
+      dropout_ = dropout;
+    } else {
+      // No dropout inside cuDNN: nn::LSTM applies its own between layers (the CPU's masks), unless it
+      // hands a CudnnStackDropout over.
+      CUDNN_CHECK(cudnnCreateDropoutDescriptor(&own_dropout_));
+      CUDNN_CHECK(cudnnSetDropoutDescriptor(own_dropout_, handle_, 0.0f, nullptr, 0, 0));
+      dropout_ = own_dropout_;
+    }
     CUDNN_CHECK(cudnnCreateRNNDescriptor(&rnn_));
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
                                          D_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT, type_,
@@ -110,7 +117,7 @@ class RnnCall {
     cudnnDestroyRNNDataDescriptor(y_desc_);
     cudnnDestroyRNNDataDescriptor(x_desc_);
     cudnnDestroyRNNDescriptor(rnn_);
-    cudnnDestroyDropoutDescriptor(dropout_);
+    if (own_dropout_ != nullptr) cudnnDestroyDropoutDescriptor(own_dropout_);
   }
   RnnCall(const RnnCall&) = delete;
   RnnCall& operator=(const RnnCall&) = delete;
@@ -155,7 +162,7 @@ class RnnCall {
   int L_, B_, n_in_, H_, D_, N_;
   cudnnDataType_t type_;
   std::vector<int> lengths_;
-  cudnnDropoutDescriptor_t dropout_ = nullptr;
+  cudnnDropoutDescriptor_t dropout_ = nullptr, own_dropout_ = nullptr;
   cudnnRNNDescriptor_t rnn_ = nullptr;
   cudnnRNNDataDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
   cudnnTensorDescriptor_t h_desc_ = nullptr;
@@ -175,29 +182,83 @@ class RnnCall {
   }
 };
 
-// The descriptors of a call: kept per shape for calls without padding (the header's comment), made
-// for this call otherwise. Inside a CUDA graph capture a padded call is refused (its lengths would be
-// frozen into the graph), and so is a shape past the cache's bound (its descriptors would be destroyed
-// while the graph lives).
+using RnnCallKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+
+}  // namespace
+}  // namespace sru::cuda
+
+namespace sru {
+
+// cudnn_stack_dropout's object (ops/lstm_cudnn.h): the dropout descriptor with its RNG states, and the
+// descriptors of this module's calls per shape (they point at this dropout descriptor).
+class CudnnStackDropout {
+ public:
+  CudnnStackDropout(Device device, double p, uint64_t seed) : device_(device) {
+    SRU_CHECK(device.is_cuda() && p > 0 && p < 1, "cudnn_stack_dropout: expected a CUDA device and p in (0, 1), got ",
+              device.str(), " and ", p);
+    // Seeding the states runs a kernel: inside a capture it would become part of every replay.
+    SRU_CHECK(!cuda::capturing(device.index), "cudnn_stack_dropout: cuDNN's dropout states are seeded by a kernel, "
+              "which a CUDA graph capture would replay at every step: make them before the capture (the first "
+              "training call, eager, does)");
+    const cudnnHandle_t handle = cuda::context(device.index).cudnn;
+    size_t bytes = 0;
+    CUDNN_CHECK(cudnnDropoutGetStatesSize(handle, &bytes));
+    states_ = Tensor::empty({static_cast<int64_t>((std::max<size_t>(bytes, 4) + 3) / 4)}, DType::F32, device);
+    CUDNN_CHECK(cudnnCreateDropoutDescriptor(&desc_));
+    CUDNN_CHECK(cudnnSetDropoutDescriptor(desc_, handle, static_cast<float>(p), states_.data_ptr(), bytes, seed));
+  }
+  ~CudnnStackDropout() {
+    calls_.clear();  // the RNN descriptors that point at the dropout descriptor go first
+    cudnnDestroyDropoutDescriptor(desc_);
+  }
+  CudnnStackDropout(const CudnnStackDropout&) = delete;
+  CudnnStackDropout& operator=(const CudnnStackDropout&) = delete;
+  Device device() const { return device_; }
+  cudnnDropoutDescriptor_t descriptor() const { return desc_; }
+  std::map<cuda::RnnCallKey, std::shared_ptr<const cuda::RnnCall>>& calls() { return calls_; }
+
+ private:
+  Device device_;
+  Tensor states_;  // cuDNN's RNG states (bytes), kept as long as the descriptor
+  cudnnDropoutDescriptor_t desc_ = nullptr;
+  std::map<cuda::RnnCallKey, std::shared_ptr<const cuda::RnnCall>> calls_;
+};
+
+std::shared_ptr<CudnnStackDropout> cudnn_stack_dropout(Device device, double p, uint64_t seed) {
+  return std::make_shared<CudnnStackDropout>(device, p, seed);
+}
+
+}  // namespace sru
+
+namespace sru::cuda {
+namespace {
+
+// The descriptors of a call: kept per shape for calls without padding (the header's comment; with
+// cuDNN's dropout, in that dropout's object), made for this call otherwise. Inside a CUDA graph capture
+// a padded call is refused (its lengths would be frozen into the graph), and so is a shape past the
+// cache's bound (its descriptors would be destroyed while the graph lives).
 std::shared_ptr<const RnnCall> rnn_call(const Tensor& x, int64_t hidden, int64_t directions, int64_t layers,
                                         const std::vector<int32_t>& lengths, cudnnForwardMode_t mode,
-                                        bool tensor_op_math) {
+                                        bool tensor_op_math, CudnnStackDropout* dropout) {
   const int device = x.device().index;
   const bool unpadded = std::all_of(lengths.begin(), lengths.end(), [&](int32_t n) { return n == x.size(0); });
   const bool in_capture = capturing(device);
   SRU_CHECK(unpadded || !in_capture, "cuDNN LSTM: a batch with padding (sequence lengths below ", x.size(0),
             ") inside a CUDA graph capture: cuDNN takes the lengths as host values, which every replay would "
             "reuse; train such steps eagerly (train.cuda_graphs auto does)");
-  if (!unpadded) return std::make_shared<const RnnCall>(x, hidden, directions, layers, lengths, mode, tensor_op_math);
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, bool>;
+  const cudnnDropoutDescriptor_t dropout_desc = dropout ? dropout->descriptor() : nullptr;
+  if (!unpadded)
+    return std::make_shared<const RnnCall>(x, hidden, directions, layers, lengths, mode, tensor_op_math, dropout_desc);
   static std::mutex& mutex = *new std::mutex;  // process lifetime, as the allocator's state
-  static auto& kept = *new std::map<Key, std::shared_ptr<const RnnCall>>;
+  static auto& process_kept = *new std::map<RnnCallKey, std::shared_ptr<const RnnCall>>;
+  auto& kept = dropout ? dropout->calls() : process_kept;
   constexpr size_t kMaxKept = 256;  // shapes; the language models use one or two
-  const Key key{device,  x.size(0), x.size(1), x.size(2), hidden, directions, layers,
-                static_cast<int>(x.dtype()), static_cast<int>(mode), tensor_op_math};
+  const RnnCallKey key{device,  x.size(0), x.size(1), x.size(2), hidden, directions, layers,
+                       static_cast<int>(x.dtype()), static_cast<int>(mode), tensor_op_math};
   std::lock_guard<std::mutex> lock(mutex);
   if (const auto found = kept.find(key); found != kept.end()) return found->second;
-  auto made = std::make_shared<const RnnCall>(x, hidden, directions, layers, lengths, mode, tensor_op_math);
+  auto made =
+      std::make_shared<const RnnCall>(x, hidden, directions, layers, lengths, mode, tensor_op_math, dropout_desc);
   SRU_CHECK(kept.size() < kMaxKept || !in_capture, "cuDNN LSTM: more than ", kMaxKept,
             " shapes of calls; a new one cannot be captured into a CUDA graph");
   if (kept.size() < kMaxKept) kept.emplace(key, made);
@@ -209,14 +270,19 @@ std::shared_ptr<const RnnCall> rnn_call(const Tensor& x, int64_t hidden, int64_t
 CudnnLstmSaved lstm_cudnn_forward(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                   const std::vector<std::vector<LstmDirectionWeights>>& layers,
                                   const std::vector<int32_t>& lengths, bool training, const Tensor& y, const Tensor& hy,
-                                  const Tensor& cy) {
+                                  const Tensor& cy, const std::shared_ptr<CudnnStackDropout>& dropout) {
   ::sru::detail::host_profile_mark("lstm_cudnn_forward (descriptors, weight copies, cudnnRNNForward)");
   const int64_t H = layers[0][0].weight_hh.size(1), D = static_cast<int64_t>(layers[0].size());
   const int64_t N = static_cast<int64_t>(layers.size());
   const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   CudnnLstmSaved saved;
   saved.tensor_op_math = matmul_precision() != MatmulPrecision::Highest;
-  const std::shared_ptr<const RnnCall> kept_call = rnn_call(x, H, D, N, lengths, mode, saved.tensor_op_math);
+  saved.dropout = dropout;
+  SRU_CHECK(!dropout || (training && dropout->device() == x.device()), "cuDNN LSTM: its dropout is for training "
+            "calls on ", dropout ? dropout->device().str() : "", ", got a", training ? "" : "n inference", " call on ",
+            x.device().str());
+  const std::shared_ptr<const RnnCall> kept_call =
+      rnn_call(x, H, D, N, lengths, mode, saved.tensor_op_math, dropout.get());
   const RnnCall& call = *kept_call;
   ::sru::detail::host_profile_mark("(lstm_cudnn_forward: weight copies, scratch, lengths to the device)");
   const cudaStream_t stream = stream_of(x);
@@ -255,7 +321,7 @@ void lstm_cudnn_backward(const Tensor& x, const Tensor& h0, const Tensor& c0,
     SRU_CHECK(dweights[l].size() == layers[l].size(), "cuDNN LSTM backward: layer ", l, " has ", dweights[l].size(),
               " gradient directions for ", layers[l].size());
   const std::shared_ptr<const RnnCall> kept_call =
-      rnn_call(x, H, D, N, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math);
+      rnn_call(x, H, D, N, lengths, CUDNN_FWD_MODE_TRAINING, saved.tensor_op_math, saved.dropout.get());
   const RnnCall& call = *kept_call;
   const cudaStream_t stream = stream_of(x);
   const Tensor work = scratch_bytes(call.work_bytes_, x.device());
