@@ -62,6 +62,9 @@ namespace cuda {
 // (ops/cuda/attention_tensor_cores.cu: heads of 64 features on cards of compute capability 8.0 and
 // later), since the process started. CUDA builds only.
 uint64_t tensor_core_attention_calls();
+// Of those, the calls whose operands' rows were not all 16-byte aligned, loaded 4 bytes a word instead
+// of 16 (a view at an odd offset, strides not multiples of 8 elements). CUDA builds only.
+uint64_t tensor_core_attention_narrow_calls();
 // Whether those calls may take the tensor-core kernels (the default; SRU_ATTENTION_SIMT=1 in the
 // environment switches them off for the process) or the SIMT ones: the tests compare both on one card.
 void allow_tensor_core_attention(bool allowed);

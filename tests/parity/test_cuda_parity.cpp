@@ -1108,7 +1108,8 @@ TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
 
 // The tensor-core kernels against the SIMT kernels on one card (allow_tensor_core_attention), forward and
 // backward: the bench shape (L 512, 8 heads of 64, causal) with dropout, and key padding over a
-// length that is no multiple of the 64-query tiles; each path counted where it ran.
+// length that is no multiple of the 64-query tiles, with q, k and v aligned (16-byte words) and as
+// views 2 elements into their storage (4-byte words); each path counted where it ran.
 TEST(CudaParity, FusedAttentionTensorCoresMatchTheSimtKernels) {
 #if !defined(SRU_WITH_CUDA)
   GTEST_SKIP() << "built without the CUDA backend";
@@ -1121,9 +1122,11 @@ TEST(CudaParity, FusedAttentionTensorCoresMatchTheSimtKernels) {
     AttentionPattern pattern;
     bool padding;
     double dropout;
+    bool offset;  // q, k, v start 2 elements into their storage
   };
-  for (const Case& c : {Case{"L 512, 8 heads, causal, dropout 0.1", 512, 2, 8, {true, 0, -1}, false, 0.1},
-                        Case{"L 77, key padding", 77, 3, 2, {}, true, 0.0}}) {
+  for (const Case& c : {Case{"L 512, 8 heads, causal, dropout 0.1", 512, 2, 8, {true, 0, -1}, false, 0.1, false},
+                        Case{"L 77, key padding", 77, 3, 2, {}, true, 0.0, false},
+                        Case{"L 77, key padding, at an offset", 77, 3, 2, {}, true, 0.0, true}}) {
     SCOPED_TRACE(c.name);
     Tensor padding;
     if (c.padding) {
@@ -1135,15 +1138,30 @@ TEST(CudaParity, FusedAttentionTensorCoresMatchTheSimtKernels) {
     const Tensor q = rand_leaf(shape, 951, DType::BF16, -2, 2), k = rand_leaf(shape, 952, DType::BF16, -2, 2);
     const Tensor v = rand_leaf(shape, 953, DType::BF16), weights = rand_leaf(shape, 954);
     std::vector<Tensor> results[2];
+    // A leaf holding t's values from element `at` of its storage, and the view of them shaped as t.
+    const auto placed = [&](const Tensor& t, Tensor& leaf) {
+      const int64_t at = c.offset ? 2 : 0, n = t.numel();
+      leaf = Tensor::zeros({n + at}, t.dtype(), kCuda);
+      leaf.narrow0(at, n).copy_(t.detach().to(kCuda).view({n}));
+      leaf.set_requires_grad(true);
+      return reshape(slice(leaf, 0, at, at + n), t.shape());  // (recorded views: the gradient reaches the leaf)
+    };
+    const auto gradient_of = [&](const Tensor& leaf, const Tensor& t) {
+      return leaf.grad().narrow0(c.offset ? 2 : 0, t.numel()).view(t.shape());
+    };
     for (int tensor_cores = 0; tensor_cores < 2; ++tensor_cores) {
       cuda::allow_tensor_core_attention(tensor_cores == 1);
-      const Tensor qd = fresh_copy(q, kCuda), kd = fresh_copy(k, kCuda), vd = fresh_copy(v, kCuda);
-      const uint64_t before = cuda::tensor_core_attention_calls();
+      Tensor q_leaf, k_leaf, v_leaf;
+      const Tensor qd = placed(q, q_leaf), kd = placed(k, k_leaf), vd = placed(v, v_leaf);
+      const uint64_t before = cuda::tensor_core_attention_calls(), narrow_before = cuda::tensor_core_attention_narrow_calls();
       Generator gen(78);
       const Tensor out = fused_attention(qd, kd, vd, c.heads, c.pattern, padding, 0.125, c.dropout, c.dropout > 0, gen);
       autograd::backward(sum(mul(cast(out, DType::F32), weights.to(kCuda))));
       EXPECT_EQ(cuda::tensor_core_attention_calls() - before, tensor_cores ? 2u : 0u);
-      for (const Tensor& t : {out, qd.grad(), kd.grad(), vd.grad()}) results[tensor_cores].push_back(t.to(Device::cpu()).to(DType::F32));
+      EXPECT_EQ(cuda::tensor_core_attention_narrow_calls() - narrow_before, tensor_cores && c.offset ? 2u : 0u)
+          << "16-byte words where the rows allow them, 4-byte ones elsewhere";
+      for (const Tensor& t : {out, gradient_of(q_leaf, q), gradient_of(k_leaf, k), gradient_of(v_leaf, v)})
+        results[tensor_cores].push_back(t.to(Device::cpu()).to(DType::F32));
     }
     cuda::allow_tensor_core_attention(true);
     const char* names[] = {"out", "dq", "dk", "dv"};
