@@ -350,20 +350,14 @@ StagedStep ClassifyTask::stage_step(int64_t index) {
   const PaddedBatch b = padded_batch(index);
   const int64_t L = b.ids.size(0), B = b.ids.size(1);
   StagedBatch& s = staged_[*shape];
-  if (!s.ids.defined()) {
-    const Device device = model_->device();
-    s.ids = Tensor::zeros({L, B}, DType::I64, device);
-    s.mask_pad = Tensor::zeros({L, B}, DType::F32, device);
-    s.last_rows = Tensor::zeros({B * model_->encoder().directions()}, DType::I64, device);
-    s.labels = Tensor::zeros({B}, DType::I64, device);
-  }
   // Host-to-device copies through the runtime's staging buffer: queued, no host wait. The mask is
   // always there (zeros for a batch without padding), so that every step of a shape runs one graph.
-  s.ids.copy_(b.ids);
+  const Device device = model_->device();
   const Tensor mask = model_->padding_mask_of(b.lengths, L);
-  s.mask_pad.copy_(mask.defined() ? mask : Tensor::zeros({L, B}));
-  s.last_rows.copy_(model_->last_rows_of(b.lengths, L));
-  s.labels.copy_(Tensor::from_vector(b.labels, {B}));
+  stage_into(s.ids, b.ids, device);
+  stage_into(s.mask_pad, mask.defined() ? mask : Tensor::zeros({L, B}), device);
+  stage_into(s.last_rows, model_->last_rows_of(b.lengths, L), device);
+  stage_into(s.labels, Tensor::from_vector(b.labels, {B}), device);
   staged_batch_ = &s;
   staged_part_ = b.part;
   staged_examples_ = static_cast<int64_t>(batches_[index].size());

@@ -189,6 +189,16 @@ TEST(Config, OutOfRangeAndChoicesAndRequired) {
             std::string::npos);
   EXPECT_NE(error_of([] { parse("model:\n  type: sru\n"); }).find("data.path: is required"), std::string::npos);
   EXPECT_NE(error_of([] { parse(kMinimal, {"train.device=gpu"}); }).find("unknown device 'gpu'"), std::string::npos);
+  // The step's keys of the lean-step work: graphs kept, the squad task's padding, the attention kernel.
+  EXPECT_NE(error_of([] { parse(kMinimal, {"train.cuda_graphs_max=0"}); })
+                .find("train.cuda_graphs_max: 0 is out of range: must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse("task: squad\n" + kMinimal + "  valid_path: v.json\n", {"data.pad_to_multiple=-1"}); })
+                .find("data.pad_to_multiple: -1 is out of range: must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { parse(kMinimal, {"train.attention=flash"}); })
+                .find("train.attention: 'flash' is not one of: auto, composed, fused"),
+            std::string::npos);
 }
 
 TEST(Config, MalformedYamlAndBadOverrides) {
