@@ -37,9 +37,12 @@ SRU_HD U32x4 philox4x32_10(uint64_t counter, uint64_t stream, uint64_t seed) {
   return {{c0, c1, c2, c3}};
 }
 
-// The 32-bit word for element `index` of a draw starting at counter block `offset`.
+// The 32-bit word for element `index` of a draw starting at counter block `offset`. (Selected, not
+// indexed: a run-time index into the block's array puts it in local memory on a GPU.)
 SRU_HD uint32_t random_u32(uint64_t seed, uint64_t offset, uint64_t index, uint64_t stream = 0) {
-  return philox4x32_10(offset + index / 4, stream, seed).v[index % 4];
+  const auto block = philox4x32_10(offset + index / 4, stream, seed);
+  const uint64_t word = index % 4;
+  return word == 0 ? block.v[0] : word == 1 ? block.v[1] : word == 2 ? block.v[2] : block.v[3];
 }
 
 // Uniform in [0, 1) with 24 random bits (exact in float).

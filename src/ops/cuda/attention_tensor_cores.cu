@@ -136,44 +136,51 @@ __device__ __forceinline__ uint16_t feature_of(const uint4& w, int f) {
   return feature_of(pair, f % 2);
 }
 
-// Rows [first, first + 64) of one head's operand (`head`: its row 0, rows `position` elements apart)
-// into `rows` as they are (row-major) and / or into `cols` transposed (tile row d holds feature d of the
-// 64 rows), either null; rows past count are zeros. All threads. W is the word a thread loads: uint4
-// (8 features; every row must start on a 16-byte boundary) or uint32_t (2 features). Each thread issues
-// its global loads (4 or 16 words) before its first shared store, so a tile costs one memory latency,
-// not one per word (measured on an H200 before: the forward at 20 TFLOP/s, 4.5x SDPA's time, with a
-// load, wait and store per word), and a tile wanted both ways is read from global memory once.
-template <typename W>
-__device__ __forceinline__ void load_rows_by(uint16_t* rows, uint16_t* cols, const uint16_t* head, long long position,
-                                             long long first, long long count) {
+// One operand's tile of rows [first, first + 64) of a head (`head`: its row 0, rows `position` elements
+// apart, `count` rows in all), into `rows` as they are (row-major) and / or into `cols` transposed (tile
+// row d holds feature d of the 64 rows), either null; rows past count are zeros.
+struct TileSource {
+  uint16_t* rows;
+  uint16_t* cols;
+  const uint16_t* head;
+  long long position, count;
+};
+
+// Loads the tiles of `sources` (one or two operands), all threads. W is the word a thread loads: uint4
+// (8 features; every row must start on a 16-byte boundary: sixteen_byte_rows on the host) or uint32_t
+// (2 features). Each thread issues its global loads for every source (4 or 16 words each) before its
+// first shared store, so a key tile costs one memory latency, not one per word (measured on an H200
+// before: the forward at 20 TFLOP/s, 4.5x SDPA's time, with a load, wait and store per word), and a
+// tile wanted both ways is read from global memory once. Blocks of kThreads threads.
+template <typename W, int kSources>
+__device__ __forceinline__ void load_tiles(const TileSource (&sources)[kSources], long long first) {
   constexpr int kFeatures = static_cast<int>(sizeof(W)) / 2;
   constexpr int kWordsARow = kHead / kFeatures;
   constexpr int kRowsAPass = kThreads / kWordsARow;  // rows the block's threads cover with one word each
-  constexpr int kWords = kBlockRows / kRowsAPass;    // words a thread
+  constexpr int kWords = kBlockRows / kRowsAPass;    // words a thread, a source
+  static_assert(kThreads % kWordsARow == 0 && kBlockRows % kRowsAPass == 0, "whole rows a pass");
   const int r0 = static_cast<int>(threadIdx.x) / kWordsARow, d = kFeatures * (static_cast<int>(threadIdx.x) % kWordsARow);
-  const uint16_t* src = head + (first + r0) * position + d;
-  W w[kWords];
+  W w[kSources][kWords];
 #pragma unroll
-  for (int u = 0; u < kWords; ++u)
-    w[u] = first + r0 + u * kRowsAPass < count ? *reinterpret_cast<const W*>(src + u * kRowsAPass * position) : W{};
+  for (int k = 0; k < kSources; ++k)
 #pragma unroll
-  for (int u = 0; u < kWords; ++u) {
-    const int r = r0 + u * kRowsAPass;
-    if (rows != nullptr) *reinterpret_cast<W*>(rows + r * kPitch + d) = w[u];
-    if (cols != nullptr) {
-#pragma unroll
-      for (int f = 0; f < kFeatures; ++f) cols[(d + f) * kPitch + r] = feature_of(w[u], f);
+    for (int u = 0; u < kWords; ++u) {
+      const long long row = first + r0 + u * kRowsAPass;
+      w[k][u] = row < sources[k].count
+                    ? *reinterpret_cast<const W*>(sources[k].head + row * sources[k].position + d)
+                    : W{};
     }
-  }
-}
-
-// load_rows_by with 16-byte words where `wide` (sixteen_byte_rows on the host), else 4-byte.
-__device__ __forceinline__ void load_rows(uint16_t* rows, uint16_t* cols, const uint16_t* head, long long position,
-                                          long long first, long long count, bool wide) {
-  if (wide)
-    load_rows_by<uint4>(rows, cols, head, position, first, count);
-  else
-    load_rows_by<uint32_t>(rows, cols, head, position, first, count);
+#pragma unroll
+  for (int k = 0; k < kSources; ++k)
+#pragma unroll
+    for (int u = 0; u < kWords; ++u) {
+      const int r = r0 + u * kRowsAPass;
+      if (sources[k].rows != nullptr) *reinterpret_cast<W*>(sources[k].rows + r * kPitch + d) = w[k][u];
+      if (sources[k].cols != nullptr) {
+#pragma unroll
+        for (int f = 0; f < kFeatures; ++f) sources[k].cols[(d + f) * kPitch + r] = feature_of(w[k][u], f);
+      }
+    }
 }
 
 // max that keeps a NaN (fmaxf drops it), as the SIMT kernels' nan_max: a NaN score makes its row's
@@ -240,16 +247,17 @@ __device__ __forceinline__ void softmax_tile(Acc sc[8], Acc o[8], float m[2], fl
   }
 }
 
+template <typename W>
 __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                                                  const float* pad, AttentionShape s, AttentionDropout drop,
-                                                                 uint16_t* out, float* lse, bool wide) {
+                                                                 uint16_t* out, float* lse) {
   drop.offset = PhiloxOffset{drop.offset.value()};
   __shared__ __align__(16) uint16_t qs[kBlockRows * kPitch], ks[kKeys * kPitch], vt[kHead * kPitch];
   __shared__ bool padded[kKeys];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
   const long long i0 = static_cast<long long>(blockIdx.y) * kBlockRows;
-  load_rows(qs, nullptr, q + s.q.at(0, b, h), s.q.position, i0, s.Lq, wide);
+  load_tiles<W>({TileSource{qs, nullptr, q + s.q.at(0, b, h), s.q.position, s.Lq}}, i0);
   __syncthreads();
   uint32_t qa[4][4];
   load_a_rows(qa, qs, warp * 16, g, t);
@@ -261,8 +269,7 @@ __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t*
   s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
   for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
     __syncthreads();  // the previous tile is read
-    load_rows(ks, nullptr, k + s.k.at(0, b, h), s.k.position, t0, s.Lk, wide);
-    load_rows(nullptr, vt, v + s.v.at(0, b, h), s.v.position, t0, s.Lk, wide);
+    load_tiles<W>({TileSource{ks, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk}, TileSource{nullptr, vt, v + s.v.at(0, b, h), s.v.position, s.Lk}}, t0);
     if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
     __syncthreads();
     Acc sc[8];
@@ -287,11 +294,12 @@ __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t*
 }
 
 // Backward (1): D_i and dq_i, 16 queries a warp.
+template <typename W>
 __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint16_t* q, const uint16_t* k,
                                                                      const uint16_t* v, const float* pad, AttentionShape s,
                                                                      AttentionDropout drop, const uint16_t* out,
                                                                      const uint16_t* grad_out, const float* lse,
-                                                                     float* row_dot, uint16_t* gq, bool wide) {
+                                                                     float* row_dot, uint16_t* gq) {
   drop.offset = PhiloxOffset{drop.offset.value()};
   __shared__ __align__(16) uint16_t ks[kKeys * kPitch], vs[kKeys * kPitch], kt[kHead * kPitch];
   __shared__ bool padded[kKeys];
@@ -314,8 +322,7 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
       if (i < s.Lq) row_dot[s.row(b, h, i)] = part;
     }
   }
-  load_rows(ks, nullptr, q + s.q.at(0, b, h), s.q.position, i0, s.Lq, wide);
-  load_rows(vs, nullptr, grad_out + s.o.at(0, b, h), s.o.position, i0, s.Lq, wide);
+  load_tiles<W>({TileSource{ks, nullptr, q + s.q.at(0, b, h), s.q.position, s.Lq}, TileSource{vs, nullptr, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}}, i0);
   __syncthreads();
   uint32_t qa[4][4], ga[4][4];
   load_a_rows(qa, ks, warp * 16, g, t);
@@ -330,8 +337,7 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
   s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
   for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
     __syncthreads();
-    load_rows(ks, kt, k + s.k.at(0, b, h), s.k.position, t0, s.Lk, wide);
-    load_rows(vs, nullptr, v + s.v.at(0, b, h), s.v.position, t0, s.Lk, wide);
+    load_tiles<W>({TileSource{ks, kt, k + s.k.at(0, b, h), s.k.position, s.Lk}, TileSource{vs, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}}, t0);
     if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
     __syncthreads();
     Acc sc[8], dp[8];
@@ -365,20 +371,19 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
 }
 
 // Backward (2): dk_j and dv_j, 16 keys a warp, over tiles of the queries that can see the block's keys.
+template <typename W>
 __global__ void __launch_bounds__(kWarps * 32) tc_backward_dkv_kernel(const uint16_t* q, const uint16_t* k,
                                                                       const uint16_t* v, const float* pad,
                                                                       AttentionShape s, AttentionDropout drop,
                                                                       const uint16_t* grad_out, const float* lse,
-                                                                      const float* row_dot, uint16_t* gk, uint16_t* gv,
-                                                                      bool wide) {
+                                                                      const float* row_dot, uint16_t* gk, uint16_t* gv) {
   drop.offset = PhiloxOffset{drop.offset.value()};
   __shared__ __align__(16) uint16_t qs[kKeys * kPitch], gos[kKeys * kPitch], qt[kHead * kPitch], got[kHead * kPitch];
   __shared__ float stats[kKeys][2];  // lse, D of the tile's queries
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
   const long long j0 = static_cast<long long>(blockIdx.y) * kBlockRows;
-  load_rows(qs, nullptr, k + s.k.at(0, b, h), s.k.position, j0, s.Lk, wide);
-  load_rows(gos, nullptr, v + s.v.at(0, b, h), s.v.position, j0, s.Lk, wide);
+  load_tiles<W>({TileSource{qs, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk}, TileSource{gos, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}}, j0);
   __syncthreads();
   uint32_t ka[4][4], va[4][4];
   load_a_rows(ka, qs, warp * 16, g, t);
@@ -393,8 +398,7 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dkv_kernel(const uint
   s.pattern.queries_seeing(j0, min(j0 + kBlockRows, s.Lk) - 1, s.Lq, begin, end);
   for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
     __syncthreads();
-    load_rows(qs, qt, q + s.q.at(0, b, h), s.q.position, t0, s.Lq, wide);
-    load_rows(gos, got, grad_out + s.o.at(0, b, h), s.o.position, t0, s.Lq, wide);
+    load_tiles<W>({TileSource{qs, qt, q + s.q.at(0, b, h), s.q.position, s.Lq}, TileSource{gos, got, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}}, t0);
     if (threadIdx.x < kKeys) {
       const long long i = t0 + threadIdx.x;
       stats[threadIdx.x][0] = i < s.Lq ? lse[s.row(b, h, i)] : -INFINITY;
@@ -459,7 +463,7 @@ bool strides_even(const HeadStrides& st) { return even(st.position) && even(st.b
 bool four_byte_aligned(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 4 == 0; }
 
 // Whether every row of 64 features the kernels load starts on a 16-byte boundary (the tensors' data and
-// every stride a multiple of 8 elements), for load_rows's 16-byte words; the calls that cannot are counted.
+// every stride a multiple of 8 elements), for load_tiles's 16-byte words; the calls that cannot are counted.
 bool sixteen_byte_rows(const AttentionShape& s, std::initializer_list<const Tensor*> loaded) {
   bool wide = true;
   for (const HeadStrides* st : {&s.q, &s.k, &s.v, &s.o})
@@ -482,7 +486,7 @@ bool kernels_hold_mma(int index) {
     cudaGetDevice(&before);
     cudaSetDevice(index);
     cudaFuncAttributes attributes{};
-    holds[index] = cudaFuncGetAttributes(&attributes, tc_forward_kernel) == cudaSuccess && attributes.ptxVersion >= 80;
+    holds[index] = cudaFuncGetAttributes(&attributes, tc_forward_kernel<uint4>) == cudaSuccess && attributes.ptxVersion >= 80;
     cudaGetLastError();
     cudaSetDevice(before);
   });
@@ -523,9 +527,12 @@ void tensor_core_attention_forward(const AttentionTensors& in, const AttentionSh
                                    const Tensor& out, const Tensor& lse) {
   g_tensor_core_calls.fetch_add(1);
   const auto raw = [](const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); };
-  tc_forward_kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream_of(in.q)>>>(
-      raw(in.q), raw(in.k), raw(in.v), in.padding_data(), s, drop, static_cast<uint16_t*>(out.data_ptr()),
-      lse.data<float>(), sixteen_byte_rows(s, {&in.q, &in.k, &in.v}));
+  // 16-byte words where every row allows them (load_tiles), else 4-byte ones.
+  auto* const kernel = sixteen_byte_rows(s, {&in.q, &in.k, &in.v}) ? tc_forward_kernel<uint4> : tc_forward_kernel<uint32_t>;
+  kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream_of(in.q)>>>(raw(in.q), raw(in.k), raw(in.v),
+                                                                      in.padding_data(), s, drop,
+                                                                      static_cast<uint16_t*>(out.data_ptr()),
+                                                                      lse.data<float>());
   SRU_CUDA_LAUNCH_CHECK("tc_forward_kernel");
 }
 
@@ -537,14 +544,16 @@ void tensor_core_attention_backward(const AttentionTensors& in, const AttentionS
   const auto written = [](const Tensor& t) { return static_cast<uint16_t*>(t.data_ptr()); };
   const cudaStream_t stream = stream_of(in.q);
   const bool wide = sixteen_byte_rows(s, {&in.q, &in.k, &in.v, &grad_out});
+  auto* const dq_kernel = wide ? tc_backward_dq_kernel<uint4> : tc_backward_dq_kernel<uint32_t>;
+  auto* const dkv_kernel = wide ? tc_backward_dkv_kernel<uint4> : tc_backward_dkv_kernel<uint32_t>;
   if (s.Lq > 0)
-    tc_backward_dq_kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream>>>(
-        raw(in.q), raw(in.k), raw(in.v), in.padding_data(), s, drop, raw(out), raw(grad_out), lse.data<float>(),
-        row_dot.data<float>(), written(gq), wide);
+    dq_kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream>>>(raw(in.q), raw(in.k), raw(in.v), in.padding_data(),
+                                                                    s, drop, raw(out), raw(grad_out), lse.data<float>(),
+                                                                    row_dot.data<float>(), written(gq));
   if (s.Lk > 0)
-    tc_backward_dkv_kernel<<<tc_grid(s.B * s.H, s.Lk), kWarps * 32, 0, stream>>>(
-        raw(in.q), raw(in.k), raw(in.v), in.padding_data(), s, drop, raw(grad_out), lse.data<float>(),
-        row_dot.data<float>(), written(gk), written(gv), wide);
+    dkv_kernel<<<tc_grid(s.B * s.H, s.Lk), kWarps * 32, 0, stream>>>(raw(in.q), raw(in.k), raw(in.v), in.padding_data(),
+                                                                     s, drop, raw(grad_out), lse.data<float>(),
+                                                                     row_dot.data<float>(), written(gk), written(gv));
   SRU_CUDA_LAUNCH_CHECK("tensor-core attention backward kernels");
 }
 
