@@ -137,10 +137,24 @@ fi
 # the SRU and the shared-memory kernels (scripts/gpu_sanitizer_filters.sh, shared with gpu_check.sh).
 # shellcheck source=scripts/gpu_sanitizer_filters.sh
 source scripts/gpu_sanitizer_filters.sh
-sanitize() {  # TOOL FILTER
-  SRU_CUDA_NO_CACHING=1 timeout $(( tests_end - $(elapsed) )) compute-sanitizer --tool "$1" --error-exitcode 1 \
-    --print-limit 3000 $build/tests/test_cuda --gtest_filter="$2" > "$out/sanitizer-$1.log" 2>&1
-  echo $? > "$out/sanitizer-$1.rc"
+sanitize() {  # TOOL FILTER [SHARDS]
+  # SHARDS > 1: that many processes, each a gtest shard of the filter (initcheck over the whole suite took
+  # longer than the tests' window in one process on 2026-11-29); the logs joined, the worst rc kept (124,
+  # a shard stopped at the deadline, before any other failure).
+  local shards=${3:-1} i rc=0 shard_rc pids=()
+  for ((i = 0; i < shards; i++)); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i SRU_CUDA_NO_CACHING=1 timeout $(( tests_end - 5 - $(elapsed) )) \
+      compute-sanitizer --tool "$1" --error-exitcode 1 --print-limit 3000 $build/tests/test_cuda --gtest_filter="$2" \
+      > "$out/sanitizer-$1.$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"
+    shard_rc=$?
+    if [ $shard_rc = 124 ] || { [ $shard_rc != 0 ] && [ $rc != 124 ]; }; then rc=$shard_rc; fi
+  done
+  cat "$out"/sanitizer-"$1".*.log > "$out/sanitizer-$1.log" && rm -f "$out"/sanitizer-"$1".*.log
+  echo $rc > "$out/sanitizer-$1.rc"
 }
 # LEASE_GTEST_FILTER (with focus): only those tests of test_cuda, plainly, NaN-filled and under each
 # sanitizer (initcheck without the tensor-core tests), and no probes: a short call for one change.
@@ -156,7 +170,7 @@ if [ -n "$only" ]; then
 fi
 sanitize memcheck "$sanitizer_memcheck_filter" &
 sanitize racecheck "$sanitizer_racecheck_filter" &
-[ "$quick" != 1 ] && sanitize initcheck "$sanitizer_initcheck_filter" &
+[ "$quick" != 1 ] && sanitize initcheck "$sanitizer_initcheck_filter" 3 &
 
 # What cuBLAS and cuDNN do here (docs/gpu-notes.md "Two defects found on the card"): the float32
 # compute types' errors, and one cuDNN LSTM layer under initcheck at each precision with its initial
@@ -216,7 +230,7 @@ if [ "$quick" != 1 ] && [ -z "$only" ]; then
 fi
 for tool in memcheck racecheck $([ "$quick" != 1 ] && echo initcheck); do
   rc=$(cat "$out/sanitizer-$tool.rc" 2> /dev/null || echo running)
-  summary=$(grep -E "ERROR SUMMARY|tests? (passed|ran)" "$out/sanitizer-$tool.log" | tail -2 | tr '\n' ' ')
+  summary=$(grep -E "ERROR SUMMARY|tests? (passed|ran)" "$out/sanitizer-$tool.log" | tail -6 | tr '\n' ' ')
   verdicts+=("compute-sanitizer $tool: rc $rc ($([ "$rc" = 124 ] && echo 'stopped at its deadline, ')$summary)")
   # The errors printed, per test (the first 3000 of them).
   awk '/\[ RUN/ { test = $NF } /^========= (Uninitialized|Host API|Invalid|Race|Error)/ { n[test]++ }
