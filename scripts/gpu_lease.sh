@@ -371,7 +371,11 @@ fi
 paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
 # The host profile (`srubench --host-profile`, a second pass after the timed one) of the rows to explain.
 declare -A host_profile_at_bf16=([bf16]=--host-profile) host_profile_at_tf32=([tf32]=--host-profile)
-for precision in bf16 tf32 fp32; do
+# LEASE_FULL=1: also the rows that an earlier lease measured and no change since touches (fp32, the fp32
+# and fp16 peers, the layer grid at tf32 with its peer, the small configs' peers, the translation rows
+# of 2026-11-29 evening listed below); default off for a short lease.
+full=${LEASE_FULL:-0}
+for precision in bf16 tf32 $([ "$full" = 1 ] && echo fp32); do
   # shellcheck disable=SC2086  # the host-profile flag or nothing
   bench "train_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch "${paper[@]/#/--config=}" \
     --set train.device=cuda --set train.precision=$precision --set data.path=$data --steps 20 --warmup-steps 3 \
@@ -393,9 +397,6 @@ for precision in tf32 bf16; do
     --set model.cudnn_dropout=true --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --idle-share \
     --json "$out/train_epoch_lstm_cudnn_dropout_$precision.json"
 done
-# LEASE_FULL=1: also the rows that the last lease measured and no change since touches (the fp32 and fp16
-# peers, the layer grid at tf32 with its peer, the small configs' peers); default off for a short lease.
-full=${LEASE_FULL:-0}
 if [ "$quick" != 1 ]; then
   train_peers=("--amp fp16" "--amp bf16" "--matmul-precision high")
   [ "$full" = 1 ] && train_peers+=("--matmul-precision highest")
@@ -416,39 +417,41 @@ if [ -s $m30k/train.en.gz ]; then
       --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 \
       ${host_profile_at_tf32[$precision]:-} --idle-share --json "$out/translate_epoch_$precision.json"
   done
-  # The same step with the composed attention (srubench --attention composed): the fused attention's
-  # share of the step, measured in this call.
-  bench translate_epoch_composed_tf32 $build/srubench --warm-up-seconds 0 --attention composed train-epoch \
-    --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=tf32 --steps 20 --warmup-steps 3 \
-    --repeats 3 --json "$out/translate_epoch_composed_tf32.json"
-  # wmt-base with the SSRU decoder (model.decoder ssru-transformer, docs/architecture.md).
-  bench translate_epoch_ssru_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/translate/wmt-base.yaml \
-    "${translate_sets[@]}" --set model.decoder=ssru-transformer --set train.precision=bf16 --steps 20 --warmup-steps 3 \
-    --repeats 3 --json "$out/translate_epoch_ssru_bf16.json"
-  # wmt-base with lengths rounded to multiples of 8 (data.pad_to_multiple), its steps replayed as CUDA
-  # graphs per batch shape against eager (train.cuda_graphs off); the warm-up covers an epoch's batches
-  # (srubench caps it at one), so that the timed steps replay; the median of 3 repeats leaves out the
-  # first, which captures the shapes met once an epoch (issue 38 item 5, docs/gpu-notes.md).
-  for graphs in auto off; do
-    bench "translate_epoch_pad8_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
-      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
-      --set data.pad_to_multiple=8 --set train.cuda_graphs=$graphs --steps 20 --warmup-steps 200 --repeats 3 \
-      --json "$out/translate_epoch_pad8_graphs_$graphs.json"
-  done
-  # Lengths rounded to multiples of 4: 10% fewer batches an epoch than at 8 (less padding), 22 shapes,
-  # all within train.cuda_graphs_max's 64 (docs/gpu-notes.md "Graphs planned").
+  # The same step with the fused attention (srubench --attention fused; the default is composed since
+  # 2026-11-29): the tensor-core kernels' loads of that evening in the step (docs/gpu-notes.md).
+  bench translate_epoch_fused_bf16 $build/srubench --warm-up-seconds 0 --attention fused train-epoch \
+    --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 --steps 20 --warmup-steps 3 \
+    --repeats 3 --json "$out/translate_epoch_fused_bf16.json"
+  # Lengths rounded to multiples of 4, every step replayed from its shape's graph (22 shapes, all within
+  # train.cuda_graphs_max's 64: docs/gpu-notes.md "Graphs planned"): the fastest setting measured.
   bench translate_epoch_pad4_graphs_auto $build/srubench --warm-up-seconds 0 train-epoch \
     --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
-    --set data.pad_to_multiple=4 --set train.cuda_graphs=auto --steps 20 --warmup-steps 200 --repeats 3 \
+    --set data.pad_to_multiple=4 --set train.cuda_graphs=auto --steps 20 --warmup-steps 200 --repeats 3 --idle-share \
     --json "$out/translate_epoch_pad4_graphs_auto.json"
-  # The same at the wmt configs' train.accumulate 5: a graph per batch (by shape, first or later) and
-  # one for the update (docs/gpu-notes.md "accumulated steps captured").
-  for graphs in auto off; do
-    bench "translate_epoch_pad8_acc5_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
-      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
-      --set data.pad_to_multiple=8 --set train.accumulate=5 --set train.cuda_graphs=$graphs --steps 10 \
-      --warmup-steps 60 --repeats 3 --json "$out/translate_epoch_pad8_acc5_graphs_$graphs.json"
-  done
+  if [ "$full" = 1 ]; then
+    # wmt-base with the SSRU decoder (model.decoder ssru-transformer, docs/architecture.md).
+    bench translate_epoch_ssru_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/translate/wmt-base.yaml \
+      "${translate_sets[@]}" --set model.decoder=ssru-transformer --set train.precision=bf16 --steps 20 --warmup-steps 3 \
+      --repeats 3 --json "$out/translate_epoch_ssru_bf16.json"
+    # wmt-base with lengths rounded to multiples of 8 (data.pad_to_multiple), its steps replayed as CUDA
+    # graphs per batch shape against eager (train.cuda_graphs off); the warm-up covers an epoch's batches
+    # (srubench caps it at one), so that the timed steps replay; the median of 3 repeats leaves out the
+    # first, which captures the shapes met once an epoch (issue 38 item 5, docs/gpu-notes.md).
+    for graphs in auto off; do
+      bench "translate_epoch_pad8_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
+        --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
+        --set data.pad_to_multiple=8 --set train.cuda_graphs=$graphs --steps 20 --warmup-steps 200 --repeats 3 \
+        --json "$out/translate_epoch_pad8_graphs_$graphs.json"
+    done
+    # The same at the wmt configs' train.accumulate 5: a graph per batch (by shape, first or later) and
+    # one for the update (docs/gpu-notes.md "accumulated steps captured").
+    for graphs in auto off; do
+      bench "translate_epoch_pad8_acc5_graphs_$graphs" $build/srubench --warm-up-seconds 0 train-epoch \
+        --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
+        --set data.pad_to_multiple=8 --set train.accumulate=5 --set train.cuda_graphs=$graphs --steps 10 \
+        --warmup-steps 60 --repeats 3 --json "$out/translate_epoch_pad8_acc5_graphs_$graphs.json"
+    done
+  fi  # full
   if [ "$quick" != 1 ]; then
     translate_peers=("--matmul-precision high" "--amp bf16")
     [ "$full" = 1 ] && translate_peers+=("--amp fp16")
