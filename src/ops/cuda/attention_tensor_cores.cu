@@ -269,7 +269,9 @@ __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t*
   s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
   for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
     __syncthreads();  // the previous tile is read
-    load_tiles<W>({TileSource{ks, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk}, TileSource{nullptr, vt, v + s.v.at(0, b, h), s.v.position, s.Lk}}, t0);
+    load_tiles<W>({TileSource{ks, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk},
+                   TileSource{nullptr, vt, v + s.v.at(0, b, h), s.v.position, s.Lk}},
+                  t0);
     if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
     __syncthreads();
     Acc sc[8];
@@ -322,7 +324,9 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
       if (i < s.Lq) row_dot[s.row(b, h, i)] = part;
     }
   }
-  load_tiles<W>({TileSource{ks, nullptr, q + s.q.at(0, b, h), s.q.position, s.Lq}, TileSource{vs, nullptr, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}}, i0);
+  load_tiles<W>({TileSource{ks, nullptr, q + s.q.at(0, b, h), s.q.position, s.Lq},
+                 TileSource{vs, nullptr, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}},
+                i0);
   __syncthreads();
   uint32_t qa[4][4], ga[4][4];
   load_a_rows(qa, ks, warp * 16, g, t);
@@ -337,7 +341,9 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
   s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
   for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
     __syncthreads();
-    load_tiles<W>({TileSource{ks, kt, k + s.k.at(0, b, h), s.k.position, s.Lk}, TileSource{vs, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}}, t0);
+    load_tiles<W>({TileSource{ks, kt, k + s.k.at(0, b, h), s.k.position, s.Lk},
+                   TileSource{vs, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}},
+                  t0);
     if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
     __syncthreads();
     Acc sc[8], dp[8];
@@ -383,7 +389,9 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dkv_kernel(const uint
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
   const long long j0 = static_cast<long long>(blockIdx.y) * kBlockRows;
-  load_tiles<W>({TileSource{qs, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk}, TileSource{gos, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}}, j0);
+  load_tiles<W>({TileSource{qs, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk},
+                 TileSource{gos, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}},
+                j0);
   __syncthreads();
   uint32_t ka[4][4], va[4][4];
   load_a_rows(ka, qs, warp * 16, g, t);
@@ -398,7 +406,9 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dkv_kernel(const uint
   s.pattern.queries_seeing(j0, min(j0 + kBlockRows, s.Lk) - 1, s.Lq, begin, end);
   for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
     __syncthreads();
-    load_tiles<W>({TileSource{qs, qt, q + s.q.at(0, b, h), s.q.position, s.Lq}, TileSource{gos, got, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}}, t0);
+    load_tiles<W>({TileSource{qs, qt, q + s.q.at(0, b, h), s.q.position, s.Lq},
+                   TileSource{gos, got, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}},
+                  t0);
     if (threadIdx.x < kKeys) {
       const long long i = t0 + threadIdx.x;
       stats[threadIdx.x][0] = i < s.Lq ? lse[s.row(b, h, i)] : -INFINITY;
@@ -458,18 +468,17 @@ bool tensor_cores_allowed() {
   return !switched_off && g_tensor_cores_allowed.load();
 }
 
-bool even(long long v) { return v % 2 == 0; }
-bool strides_even(const HeadStrides& st) { return even(st.position) && even(st.batch) && even(st.head); }
-bool four_byte_aligned(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 4 == 0; }
+bool strides_multiple_of(const HeadStrides& st, long long n) {
+  return st.position % n == 0 && st.batch % n == 0 && st.head % n == 0;
+}
+bool aligned_to(const Tensor& t, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes == 0; }
 
 // Whether every row of 64 features the kernels load starts on a 16-byte boundary (the tensors' data and
 // every stride a multiple of 8 elements), for load_tiles's 16-byte words; the calls that cannot are counted.
 bool sixteen_byte_rows(const AttentionShape& s, std::initializer_list<const Tensor*> loaded) {
   bool wide = true;
-  for (const HeadStrides* st : {&s.q, &s.k, &s.v, &s.o})
-    if (st->position % 8 != 0 || st->batch % 8 != 0 || st->head % 8 != 0) wide = false;
-  for (const Tensor* t : loaded)
-    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0) wide = false;
+  for (const HeadStrides* st : {&s.q, &s.k, &s.v, &s.o}) wide = wide && strides_multiple_of(*st, 8);
+  for (const Tensor* t : loaded) wide = wide && aligned_to(*t, 16);
   if (!wide) g_narrow_calls.fetch_add(1);
   return wide;
 }
@@ -515,11 +524,12 @@ bool tensor_core_attention_applies(const AttentionTensors& in, const AttentionSh
   // A decoding step's few queries fill a 64-query block poorly: the SIMT kernels' warp a query is better.
   if (s.Lq < kMinQueries) return false;
   if (capability_of(in.q.device().index) < 80 || !kernels_hold_mma(in.q.device().index)) return false;
-  if (!strides_even(s.q) || !strides_even(s.k) || !strides_even(s.v) || !strides_even(s.o)) return false;
+  for (const HeadStrides* st : {&s.q, &s.k, &s.v, &s.o})
+    if (!strides_multiple_of(*st, 2)) return false;
   for (const Tensor* t : {&in.q, &in.k, &in.v})
-    if (!four_byte_aligned(*t)) return false;
+    if (!aligned_to(*t, 4)) return false;
   for (const Tensor* t : others)
-    if (!four_byte_aligned(*t)) return false;
+    if (!aligned_to(*t, 4)) return false;
   return true;
 }
 
