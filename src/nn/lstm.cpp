@@ -189,11 +189,8 @@ RecurrentOutput LSTM::forward_cudnn(const Tensor& x, const Tensor& h0, const Ten
     // No dropout between the layers, or cuDNN's: the whole stack in one cuDNN call (as torch.nn.LSTM),
     // its states (layers, B, D*H) as cuDNN's (layers*D, B, H) and back.
     if (dropout_in_cudnn &&
-        (!cudnn_dropout_ || cudnn_dropout_device_ != x.device() || cudnn_dropout_p_ != options.dropout)) {
+        (!cudnn_dropout_ || !cudnn_stack_dropout_serves(*cudnn_dropout_, x.device(), options.dropout)))
       cudnn_dropout_ = cudnn_stack_dropout(x.device(), options.dropout, cudnn_dropout_seed(*gen_));
-      cudnn_dropout_device_ = x.device();
-      cudnn_dropout_p_ = options.dropout;
-    }
     std::vector<std::vector<LstmDirectionWeights>> stack;
     for (int64_t l = 0; l < n_layers; ++l) stack.push_back(weights_of(l));
     auto to_stack = [&](const Tensor& s) {

@@ -107,10 +107,9 @@ class LSTM : public SequenceEncoder {
   LSTMImplementation implementation_ = LSTMImplementation::Fused;
   std::vector<std::vector<Direction>> layers_;  // [layer][direction]
   Generator* gen_;
-  // cuDNN's dropout states (options.cudnn_dropout), made at the first training call on a GPU.
+  // cuDNN's dropout states (options.cudnn_dropout), made at the first training call on a GPU and again
+  // when the device or the probability changes.
   mutable std::shared_ptr<CudnnStackDropout> cudnn_dropout_;
-  mutable Device cudnn_dropout_device_ = Device::cpu();  // the device of its states
-  mutable double cudnn_dropout_p_ = 0.0;                 // and its probability
 };
 
 // The registry entry "lstm" (its key: model.cudnn_dropout).

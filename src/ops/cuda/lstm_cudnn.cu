@@ -193,7 +193,7 @@ namespace sru {
 // descriptors of this module's calls per shape (they point at this dropout descriptor).
 class CudnnStackDropout {
  public:
-  CudnnStackDropout(Device device, double p, uint64_t seed) : device_(device) {
+  CudnnStackDropout(Device device, double p, uint64_t seed) : device_(device), p_(p) {
     SRU_CHECK(device.is_cuda() && p > 0 && p < 1, "cudnn_stack_dropout: expected a CUDA device and p in (0, 1), got ",
               device.str(), " and ", p);
     // Seeding the states runs a kernel: inside a capture it would become part of every replay.
@@ -214,11 +214,13 @@ class CudnnStackDropout {
   CudnnStackDropout(const CudnnStackDropout&) = delete;
   CudnnStackDropout& operator=(const CudnnStackDropout&) = delete;
   Device device() const { return device_; }
+  double p() const { return p_; }
   cudnnDropoutDescriptor_t descriptor() const { return desc_; }
   std::map<cuda::RnnCallKey, std::shared_ptr<const cuda::RnnCall>>& calls() { return calls_; }
 
  private:
   Device device_;
+  double p_;
   Tensor states_;  // cuDNN's RNG states (bytes), kept as long as the descriptor
   cudnnDropoutDescriptor_t desc_ = nullptr;
   std::map<cuda::RnnCallKey, std::shared_ptr<const cuda::RnnCall>> calls_;
@@ -226,6 +228,10 @@ class CudnnStackDropout {
 
 std::shared_ptr<CudnnStackDropout> cudnn_stack_dropout(Device device, double p, uint64_t seed) {
   return std::make_shared<CudnnStackDropout>(device, p, seed);
+}
+
+bool cudnn_stack_dropout_serves(const CudnnStackDropout& dropout, Device device, double p) {
+  return dropout.device() == device && dropout.p() == p;
 }
 
 }  // namespace sru
