@@ -303,6 +303,12 @@ if [ "$mode" = run ]; then
   # The fused attention's peer at the same shape (L 512, B 16, 8 heads of 64, causal), fp32 and bf16.
   bench peer_attention python3 scripts/gpu_peer_bench.py --repeats 20 --json "$out/peer_attention.json" \
     attention --causal --batch 16 --heads 8 --length 512 --dim 64 --dtypes fp32 bf16
+  # The three tensor-core kernels (forward, dQ, dK / dV) of one call at that shape under Nsight Compute,
+  # the first call skipped: where their time goes (docs/gpu-notes.md "tiles loaded a latency at a time").
+  command -v ncu > /dev/null && bench ncu_attention_tc timeout 90 ncu --clock-control none -k 'regex:tc_' \
+    --launch-skip 3 --launch-count 3 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+    --section WarpStateStats --section SourceCounters $build/srubench --warm-up-seconds 0 ops --device cuda \
+    --only fused_attention --dtype bf16 --repeats 3
 fi
 # The classifier and the SQuAD reader, their steps replayed as CUDA graphs against every step eager.
 replayed_against_eager_rows() {
@@ -328,40 +334,38 @@ replayed_against_eager_rows() {
   done
 }
 if [ "$mode" = focus ]; then
-  # After the lease of 2026-11-29 evening (docs/gpu-notes.md): the attention kernel a GPU should take by
-  # default (fused vs composed at bf16, where the tf32 rows put composed ahead), with the idle share;
-  # then the rows that call's deadline left out (the small configs, classification and SQuAD replayed
-  # against eager, the layer grid at bf16) and the LSTM stack in one cuDNN call.
+  # After the lease of 2026-11-29 night (docs/gpu-notes.md "the tensor-core attention's stores and
+  # prefetch"): the tensor-core attention with conflict-free transposed stores, the last query tiles
+  # first, and the forward's next key tile prefetched (SRU_ATTENTION_PREFETCH=0: without), beside SDPA;
+  # then the steady replayed steps (70 of the sample's 71 an epoch, where 20 left 2 eager ones in each
+  # repeat) of the paper SRU and LSTM (its stack in one cuDNN call with cuDNN's dropout, as the config
+  # says since 2026-11-29 night), beside their peers at the same steps.
+  bench ops_fused_attention_bf16 $build/srubench ops --device cuda --only fused_attention --dtype bf16 --repeats 20 \
+    --json "$out/ops_fused_attention_bf16.json"
+  bench ops_fused_attention_bf16_no_prefetch env SRU_ATTENTION_PREFETCH=0 $build/srubench ops --device cuda \
+    --only fused_attention --dtype bf16 --repeats 20 --json "$out/ops_fused_attention_bf16_no_prefetch.json"
+  bench peer_attention python3 scripts/gpu_peer_bench.py --repeats 20 --json "$out/peer_attention.json" \
+    attention --causal --batch 16 --heads 8 --length 512 --dim 64 --dtypes bf16
+  command -v ncu > /dev/null && bench ncu_attention_tc timeout 60 ncu --clock-control none -k 'regex:tc_' \
+    --launch-skip 3 --launch-count 3 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+    --section WarpStateStats --section SourceCounters $build/srubench --warm-up-seconds 0 ops --device cuda \
+    --only fused_attention --dtype bf16 --repeats 3
   [ -s $m30k/train.en.gz ] && for kernel in fused composed; do
     bench "translate_epoch_${kernel}_bf16" $build/srubench --warm-up-seconds 0 --attention $kernel train-epoch \
-      --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
-      --set train.precision=bf16 --steps 20 --warmup-steps 3 --repeats 3 --idle-share \
-      --json "$out/translate_epoch_${kernel}_bf16.json"
-    bench "translate_epoch_pad4_graphs_${kernel}_bf16" $build/srubench --warm-up-seconds 0 --attention $kernel train-epoch \
-      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
-      --set data.pad_to_multiple=4 --set train.cuda_graphs=auto --steps 20 --warmup-steps 200 --repeats 3 --idle-share \
-      --json "$out/translate_epoch_pad4_graphs_${kernel}_bf16.json"
+      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 --steps 20 \
+      --warmup-steps 3 --repeats 3 --json "$out/translate_epoch_${kernel}_bf16.json"
   done
-  [ -s $m30k/train.en.gz ] && bench translate_epoch_composed_tf32 $build/srubench --warm-up-seconds 0 --attention composed \
-    train-epoch --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
-    --set train.precision=tf32 --steps 20 --warmup-steps 3 --repeats 3 --idle-share --json "$out/translate_epoch_composed_tf32.json"
-  small=(configs/enwik8-small.yaml configs/enwik8-small-lstm.yaml)
-  bench train_epoch_small $build/srubench --warm-up-seconds 0 train-epoch "${small[@]/#/--config=}" --set train.device=cuda \
-    --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --idle-share --json "$out/train_epoch_small.json"
-  bench train_epoch_small_eager $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-small.yaml \
-    --set train.device=cuda --set train.cuda_graphs=off --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 \
-    --json "$out/train_epoch_small_eager.json"
-  replayed_against_eager_rows
-  # The LSTM stack in one cuDNN call (no dropout between layers) against one call per layer (the paper
-  # config's dropout 0.2; the `run` rows), the same model and step otherwise (issue 38 item 6).
-  for precision in bf16 tf32; do
-    bench "train_epoch_lstm_stack_$precision" $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8-lstm.yaml \
-      --set train.device=cuda --set train.precision=$precision --set model.dropout=0 --set data.path=$data --steps 20 \
-      --warmup-steps 3 --repeats 3 --idle-share --json "$out/train_epoch_lstm_stack_$precision.json"
+  for precision in tf32 bf16; do
+    bench "train_epoch_${precision}_70" $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8.yaml \
+      --config=configs/enwik8-lstm.yaml --set train.device=cuda --set train.precision=$precision --set data.path=$data \
+      --steps 70 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_${precision}_70.json"
   done
-  bench sru_vs_lstm_bf16 $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --precision bf16 \
-    --lengths 32 128 256 --hidden 256 512 1024 --batch 32 --repeats 20 --impls gemm recurrence copy sru_fused lstm_cudnn \
-    --json "$out/sru_vs_lstm_bf16.json"
+  for peer in "--matmul-precision high" "--amp fp16"; do
+    name=peer_train_$(echo "$peer" | awk '{print $2}')_70
+    # shellcheck disable=SC2086  # $peer is an option and its value
+    bench "$name" python3 scripts/gpu_peer_bench.py $peer --sru-src $carry/sru_ref --repeats 3 --json "$out/$name.json" \
+      train --config configs/enwik8.yaml configs/enwik8-lstm.yaml --data $data --steps 70
+  done
   say "done"
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0
@@ -389,13 +393,13 @@ for precision in bf16 tf32; do
     --set train.device=cuda --set train.precision=$precision --set train.cuda_graphs=off --set data.path=$data \
     --steps 20 --warmup-steps 3 --repeats 3 --json "$out/train_epoch_${precision}_eager.json"
 done
-# The paper LSTM with cuDNN's dropout, the stack in one call (model.cudnn_dropout, as torch.nn.LSTM),
-# replayed (docs/gpu-notes.md "the LSTM stack with cuDNN's dropout").
+# The paper LSTM with one cuDNN call per layer and the CPU's masks between them (model.cudnn_dropout
+# false; the config's true, the stack in one call with cuDNN's dropout, is in the rows above), replayed.
 for precision in tf32 bf16; do
-  bench "train_epoch_lstm_cudnn_dropout_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
+  bench "train_epoch_lstm_per_layer_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
     --config=configs/enwik8-lstm.yaml --set train.device=cuda --set train.precision=$precision \
-    --set model.cudnn_dropout=true --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --idle-share \
-    --json "$out/train_epoch_lstm_cudnn_dropout_$precision.json"
+    --set model.cudnn_dropout=false --set data.path=$data --steps 20 --warmup-steps 3 --repeats 3 --idle-share \
+    --json "$out/train_epoch_lstm_per_layer_$precision.json"
 done
 if [ "$quick" != 1 ]; then
   train_peers=("--amp fp16" "--amp bf16" "--matmul-precision high")

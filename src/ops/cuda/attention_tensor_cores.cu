@@ -146,42 +146,86 @@ struct TileSource {
   long long position, count;
 };
 
-// Loads the tiles of `sources` (one or two operands), all threads. W is the word a thread loads: uint4
-// (8 features; every row must start on a 16-byte boundary: sixteen_byte_rows on the host) or uint32_t
-// (2 features). Each thread issues its global loads for every source (4 or 16 words each) before its
-// first shared store, so a key tile costs one memory latency, not one per word (measured on an H200
-// before: the forward at 20 TFLOP/s, 4.5x SDPA's time, with a load, wait and store per word), and a
-// tile wanted both ways is read from global memory once. Blocks of kThreads threads.
+// The words of one or two operands' tiles (TileSource) a thread holds between their global loads and
+// their shared stores. W is the word a thread loads: uint4 (8 features; every row must start on a 16-byte
+// boundary: sixteen_byte_rows on the host) or uint32_t (2 features); 4 or 16 words a source.
 template <typename W, int kSources>
-__device__ __forceinline__ void load_tiles(const TileSource (&sources)[kSources], long long first) {
-  constexpr int kFeatures = static_cast<int>(sizeof(W)) / 2;
-  constexpr int kWordsARow = kHead / kFeatures;
-  constexpr int kRowsAPass = kThreads / kWordsARow;  // rows the block's threads cover with one word each
-  constexpr int kWords = kBlockRows / kRowsAPass;    // words a thread, a source
+struct TileWords {
+  static constexpr int kFeatures = static_cast<int>(sizeof(W)) / 2;
+  static constexpr int kWordsARow = kHead / kFeatures;
+  static constexpr int kRowsAPass = kThreads / kWordsARow;  // rows the block's threads cover with one word each
+  static constexpr int kWords = kBlockRows / kRowsAPass;    // words a thread, a source
   static_assert(kThreads % kWordsARow == 0 && kBlockRows % kRowsAPass == 0, "whole rows a pass");
-  const int r0 = static_cast<int>(threadIdx.x) / kWordsARow, d = kFeatures * (static_cast<int>(threadIdx.x) % kWordsARow);
   W w[kSources][kWords];
+  // The thread's first row in the tile and its first feature.
+  __device__ static int row0() { return static_cast<int>(threadIdx.x) / kWordsARow; }
+  __device__ static int feature0() { return kFeatures * (static_cast<int>(threadIdx.x) % kWordsARow); }
+};
+
+// Issues the global loads of rows [first, first + 64) of every source into `words` (rows past a source's
+// count are zeros), waiting for none of them: a kernel calls this for the next tile before it computes
+// on the current one, so that the loads' latency hides behind the products.
+template <typename W, int kSources>
+__device__ __forceinline__ void fetch_tiles(TileWords<W, kSources>& words, const TileSource (&sources)[kSources],
+                                            long long first) {
+  using Words = TileWords<W, kSources>;
+  const int r0 = Words::row0(), d = Words::feature0();
 #pragma unroll
   for (int k = 0; k < kSources; ++k)
 #pragma unroll
-    for (int u = 0; u < kWords; ++u) {
-      const long long row = first + r0 + u * kRowsAPass;
-      w[k][u] = row < sources[k].count
-                    ? *reinterpret_cast<const W*>(sources[k].head + row * sources[k].position + d)
-                    : W{};
+    for (int u = 0; u < Words::kWords; ++u) {
+      const long long row = first + r0 + u * Words::kRowsAPass;
+      words.w[k][u] = row < sources[k].count
+                          ? *reinterpret_cast<const W*>(sources[k].head + row * sources[k].position + d)
+                          : W{};
     }
+}
+
+// Stores `words` into the sources' tiles: row-major as they are, and / or transposed. A transposed
+// store writes one feature of the word at a time. With 16-byte words the 8 threads of a warp that share a
+// row start at features d = 0, 8, ..., 56; transposed rows are 144 bytes apart, so rows d + f of those 8
+// threads are 1,152 bytes apart, on one bank: storing feature f everywhere at once was an 8-way conflict
+// (measured on an H200: half the forward's shared wavefronts were excess). Each thread starts at its own
+// feature instead (turned by d / kFeatures), so a store's 32 values fall on 16 words of 16 banks. (With
+// 4-byte words a warp covers one row and stays 8-way conflicted: that path serves unaligned heads only.)
+template <typename W, int kSources>
+__device__ __forceinline__ void store_tiles(const TileWords<W, kSources>& words, const TileSource (&sources)[kSources]) {
+  using Words = TileWords<W, kSources>;
+  constexpr int kFeatures = Words::kFeatures;
+  const int r0 = Words::row0(), d = Words::feature0(), turn = (d / kFeatures) % kFeatures;
 #pragma unroll
   for (int k = 0; k < kSources; ++k)
 #pragma unroll
-    for (int u = 0; u < kWords; ++u) {
-      const int r = r0 + u * kRowsAPass;
-      if (sources[k].rows != nullptr) *reinterpret_cast<W*>(sources[k].rows + r * kPitch + d) = w[k][u];
+    for (int u = 0; u < Words::kWords; ++u) {
+      const int r = r0 + u * Words::kRowsAPass;
+      if (sources[k].rows != nullptr) *reinterpret_cast<W*>(sources[k].rows + r * kPitch + d) = words.w[k][u];
       if (sources[k].cols != nullptr) {
 #pragma unroll
-        for (int f = 0; f < kFeatures; ++f) sources[k].cols[(d + f) * kPitch + r] = feature_of(w[k][u], f);
+        for (int f = 0; f < kFeatures; ++f) {
+          const int feature = (f + turn) % kFeatures;
+          sources[k].cols[(d + feature) * kPitch + r] = feature_of(words.w[k][u], feature);
+        }
       }
     }
 }
+
+// Loads the tiles of `sources` (one or two operands) at rows [first, first + 64), all threads: every
+// thread issues its global loads for every source before its first shared store, so a tile costs one
+// memory latency, not one per word (measured on an H200 before: the forward at 20 TFLOP/s, 4.5x SDPA's
+// time, with a load, wait and store per word), and a tile wanted both ways is read from global memory
+// once. Blocks of kThreads threads.
+template <typename W, int kSources>
+__device__ __forceinline__ void load_tiles(const TileSource (&sources)[kSources], long long first) {
+  TileWords<W, kSources> words;
+  fetch_tiles(words, sources, first);
+  store_tiles(words, sources);
+}
+
+// The query tile a forward or dQ block takes: the last tiles first. Under a causal mask a later query
+// tile sees more keys, and blocks are started in about the order of their index (what the hardware
+// does, not a rule), so the longest ones start in the first wave and the short ones fill the last (the
+// other way round left the long ones as the tail).
+__device__ __forceinline__ long long heavy_first(unsigned tile) { return static_cast<long long>(gridDim.y - 1 - tile); }
 
 // max that keeps a NaN (fmaxf drops it), as the SIMT kernels' nan_max: a NaN score makes its row's
 // output and statistics NaN.
@@ -247,7 +291,10 @@ __device__ __forceinline__ void softmax_tile(Acc sc[8], Acc o[8], float m[2], fl
   }
 }
 
-template <typename W>
+// kPrefetch: the next key tile's global loads issued before this tile's products (186 registers with
+// 16-byte words: 2 blocks an SM), or issued at the tile's start and waited for (158: 3 blocks an SM);
+// SRU_ATTENTION_PREFETCH=0 chooses the latter, to time the two side by side.
+template <typename W, bool kPrefetch>
 __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                                                  const float* pad, AttentionShape s, AttentionDropout drop,
                                                                  uint16_t* out, float* lse) {
@@ -256,7 +303,7 @@ __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t*
   __shared__ bool padded[kKeys];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
-  const long long i0 = static_cast<long long>(blockIdx.y) * kBlockRows;
+  const long long i0 = heavy_first(blockIdx.y) * kBlockRows;
   load_tiles<W>({TileSource{qs, nullptr, q + s.q.at(0, b, h), s.q.position, s.Lq}}, i0);
   __syncthreads();
   uint32_t qa[4][4];
@@ -267,13 +314,18 @@ __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t*
   clear(o);
   long long begin, end;
   s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
-  for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
+  const TileSource kv[2] = {TileSource{ks, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk},
+                            TileSource{nullptr, vt, v + s.v.at(0, b, h), s.v.position, s.Lk}};
+  TileWords<W, 2> next;  // with kPrefetch, the next key tile's words, in flight while this tile's products run
+  const long long first_tile = begin - begin % kKeys;
+  if (kPrefetch && first_tile <= end) fetch_tiles(next, kv, first_tile);
+  for (long long t0 = first_tile; t0 <= end; t0 += kKeys) {
     __syncthreads();  // the previous tile is read
-    load_tiles<W>({TileSource{ks, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk},
-                   TileSource{nullptr, vt, v + s.v.at(0, b, h), s.v.position, s.Lk}},
-                  t0);
+    if (!kPrefetch) fetch_tiles(next, kv, t0);
+    store_tiles(next, kv);
     if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
     __syncthreads();
+    if (kPrefetch && t0 + kKeys <= end) fetch_tiles(next, kv, t0 + kKeys);
     Acc sc[8];
     product_with_rows(sc, qa, ks, g, t);
     softmax_tile(sc, o, m, l, s, drop, padded, b, h, rows, t0, t);
@@ -295,22 +347,11 @@ __global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t*
   }
 }
 
-// Backward (1): D_i and dq_i, 16 queries a warp.
-template <typename W>
-__global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint16_t* q, const uint16_t* k,
-                                                                     const uint16_t* v, const float* pad, AttentionShape s,
-                                                                     AttentionDropout drop, const uint16_t* out,
-                                                                     const uint16_t* grad_out, const float* lse,
-                                                                     float* row_dot, uint16_t* gq) {
-  drop.offset = PhiloxOffset{drop.offset.value()};
-  __shared__ __align__(16) uint16_t ks[kKeys * kPitch], vs[kKeys * kPitch], kt[kHead * kPitch];
-  __shared__ bool padded[kKeys];
-  __shared__ float stats[kBlockRows][2];  // lse, D of the block's queries
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
-  const long long i0 = static_cast<long long>(blockIdx.y) * kBlockRows;
-  // D_i = dO_i . out_i, a warp per row (two features a lane), and the rows' A fragments of Q and dO,
-  // staged through the key tiles' memory before the first tile.
+// The dQ block's row statistics: lse_i and D_i = dO_i . out_i of its 64 queries into `stats` (and D_i into
+// row_dot for the dK / dV kernel), a warp per row, two features a lane.
+__device__ __forceinline__ void block_row_stats(float (*stats)[2], const AttentionShape& s, const uint16_t* out,
+                                                const uint16_t* grad_out, const float* lse, float* row_dot, long long b,
+                                                long long h, long long i0, int warp, int lane) {
   for (int r = warp; r < kBlockRows; r += kWarps) {
     const long long i = i0 + r;
     float part = 0.0f;
@@ -324,6 +365,24 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
       if (i < s.Lq) row_dot[s.row(b, h, i)] = part;
     }
   }
+}
+
+// Backward (1): D_i and dq_i, 16 queries a warp.
+template <typename W>
+__global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint16_t* q, const uint16_t* k,
+                                                                     const uint16_t* v, const float* pad, AttentionShape s,
+                                                                     AttentionDropout drop, const uint16_t* out,
+                                                                     const uint16_t* grad_out, const float* lse,
+                                                                     float* row_dot, uint16_t* gq) {
+  drop.offset = PhiloxOffset{drop.offset.value()};
+  __shared__ __align__(16) uint16_t ks[kKeys * kPitch], vs[kKeys * kPitch], kt[kHead * kPitch];
+  __shared__ bool padded[kKeys];
+  __shared__ float stats[kBlockRows][2];  // lse, D of the block's queries
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
+  const long long i0 = heavy_first(blockIdx.y) * kBlockRows;
+  block_row_stats(stats, s, out, grad_out, lse, row_dot, b, h, i0, warp, lane);
+  // The rows' A fragments of Q and dO, staged through the key tiles' memory before the first tile.
   load_tiles<W>({TileSource{ks, nullptr, q + s.q.at(0, b, h), s.q.position, s.Lq},
                  TileSource{vs, nullptr, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}},
                 i0);
@@ -339,13 +398,17 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
   const float scale = static_cast<float>(s.scale);
   long long begin, end;
   s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
-  for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
+  const TileSource kv[2] = {TileSource{ks, kt, k + s.k.at(0, b, h), s.k.position, s.Lk},
+                            TileSource{vs, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}};
+  TileWords<W, 2> next;  // the next key tile's words, in flight while this tile's products run
+  const long long first_tile = begin - begin % kKeys;
+  if (first_tile <= end) fetch_tiles(next, kv, first_tile);
+  for (long long t0 = first_tile; t0 <= end; t0 += kKeys) {
     __syncthreads();
-    load_tiles<W>({TileSource{ks, kt, k + s.k.at(0, b, h), s.k.position, s.Lk},
-                   TileSource{vs, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}},
-                  t0);
+    store_tiles(next, kv);
     if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
     __syncthreads();
+    if (t0 + kKeys <= end) fetch_tiles(next, kv, t0 + kKeys);
     Acc sc[8], dp[8];
     product_with_rows(sc, qa, ks, g, t);
     product_with_rows(dp, ga, vs, g, t);
@@ -460,6 +523,16 @@ dim3 tc_grid(long long heads_total, long long rows) {
 std::atomic<uint64_t> g_tensor_core_calls{0}, g_narrow_calls{0};
 std::atomic<bool> g_tensor_cores_allowed{true};
 
+// Whether the forward prefetches its next key tile (tc_forward_kernel's kPrefetch): SRU_ATTENTION_PREFETCH=0
+// turns it off, asked once.
+bool forward_prefetches() {
+  static const bool off = [] {
+    const char* v = std::getenv("SRU_ATTENTION_PREFETCH");
+    return v != nullptr && std::string(v) == "0";
+  }();
+  return !off;
+}
+
 bool tensor_cores_allowed() {
   static const bool switched_off = [] {
     const char* v = std::getenv("SRU_ATTENTION_SIMT");
@@ -495,7 +568,7 @@ bool kernels_hold_mma(int index) {
     cudaGetDevice(&before);
     cudaSetDevice(index);
     cudaFuncAttributes attributes{};
-    holds[index] = cudaFuncGetAttributes(&attributes, tc_forward_kernel<uint4>) == cudaSuccess && attributes.ptxVersion >= 80;
+    holds[index] = cudaFuncGetAttributes(&attributes, tc_forward_kernel<uint4, true>) == cudaSuccess && attributes.ptxVersion >= 80;
     cudaGetLastError();
     cudaSetDevice(before);
   });
@@ -538,7 +611,9 @@ void tensor_core_attention_forward(const AttentionTensors& in, const AttentionSh
   g_tensor_core_calls.fetch_add(1);
   const auto raw = [](const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); };
   // 16-byte words where every row allows them (load_tiles), else 4-byte ones.
-  auto* const kernel = sixteen_byte_rows(s, {&in.q, &in.k, &in.v}) ? tc_forward_kernel<uint4> : tc_forward_kernel<uint32_t>;
+  const bool wide = sixteen_byte_rows(s, {&in.q, &in.k, &in.v});
+  auto* const kernel = forward_prefetches() ? (wide ? tc_forward_kernel<uint4, true> : tc_forward_kernel<uint32_t, true>)
+                                            : (wide ? tc_forward_kernel<uint4, false> : tc_forward_kernel<uint32_t, false>);
   kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream_of(in.q)>>>(raw(in.q), raw(in.k), raw(in.v),
                                                                       in.padding_data(), s, drop,
                                                                       static_cast<uint16_t*>(out.data_ptr()),
