@@ -353,7 +353,7 @@ if [ "$mode" = focus ]; then
   [ -s $m30k/train.en.gz ] && for kernel in fused composed; do
     bench "translate_epoch_${kernel}_bf16" $build/srubench --warm-up-seconds 0 --attention $kernel train-epoch \
       --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 --steps 20 \
-      --warmup-steps 3 --repeats 3 --json "$out/translate_epoch_${kernel}_bf16.json"
+      --warmup-steps 200 --repeats 3 --json "$out/translate_epoch_${kernel}_bf16.json"
   done
   for precision in tf32 bf16; do
     bench "train_epoch_${precision}_70" $build/srubench --warm-up-seconds 0 train-epoch --config=configs/enwik8.yaml \
@@ -411,27 +411,35 @@ if [ "$quick" != 1 ]; then
       train --config "${paper[@]}" --data $data --steps 20
   done
 fi
-# Translation at the paper's model sizes (the `translate_sets` above): ours at tf32 and bf16, then torch's
-# nn.Transformer base at its fastest settings on batches of 328 pairs of 16 / 15 tokens, unpadded.
+# Translation at the paper's model sizes (the `translate_sets` above): ours at tf32 and bf16 as the configs
+# say (lengths rounded to multiples of 4, every step replayed from its shape's graph once the warm-up has
+# covered an epoch's shapes: 22, all within train.cuda_graphs_max's 64, docs/gpu-notes.md "Graphs
+# planned"), then unpadded with every step eager (the configs' default before 2026-11-29 night), then
+# torch's nn.Transformer base at its fastest settings on batches of 328 pairs of 16 / 15 tokens, unpadded.
 if [ -s $m30k/train.en.gz ]; then
   for precision in tf32 bf16; do
-    # shellcheck disable=SC2086  # the host-profile flag or nothing
     bench "translate_epoch_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
       --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
-      --set train.precision=$precision --steps 20 --warmup-steps 3 --repeats 3 \
-      ${host_profile_at_tf32[$precision]:-} --idle-share --json "$out/translate_epoch_$precision.json"
+      --set train.precision=$precision --steps 20 --warmup-steps 200 --repeats 3 --idle-share \
+      --json "$out/translate_epoch_$precision.json"
+  done
+  for precision in tf32 bf16; do
+    # shellcheck disable=SC2086  # the host-profile flag or nothing
+    bench "translate_epoch_unpadded_$precision" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/translate/wmt-base.yaml --config=configs/translate/wmt-sru-4.yaml "${translate_sets[@]}" \
+      --set train.precision=$precision --set data.pad_to_multiple=0 --steps 20 --warmup-steps 3 --repeats 3 \
+      ${host_profile_at_tf32[$precision]:-} --idle-share --json "$out/translate_epoch_unpadded_$precision.json"
   done
   # The same step with the fused attention (srubench --attention fused; the default is composed since
-  # 2026-11-29): the tensor-core kernels' loads of that evening in the step (docs/gpu-notes.md).
+  # 2026-11-29): the tensor-core kernels' loads and stores of 2026-11-29 night in the step (docs/gpu-notes.md).
   bench translate_epoch_fused_bf16 $build/srubench --warm-up-seconds 0 --attention fused train-epoch \
-    --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 --steps 20 --warmup-steps 3 \
-    --repeats 3 --json "$out/translate_epoch_fused_bf16.json"
-  # Lengths rounded to multiples of 4, every step replayed from its shape's graph (22 shapes, all within
-  # train.cuda_graphs_max's 64: docs/gpu-notes.md "Graphs planned"): the fastest setting measured.
-  bench translate_epoch_pad4_graphs_auto $build/srubench --warm-up-seconds 0 train-epoch \
+    --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 --steps 20 \
+    --warmup-steps 200 --repeats 3 --json "$out/translate_epoch_fused_bf16.json"
+  # Lengths rounded to multiples of 8: 16-byte aligned bf16 rows in the attention's products too.
+  bench translate_epoch_pad8_bf16 $build/srubench --warm-up-seconds 0 train-epoch \
     --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 \
-    --set data.pad_to_multiple=4 --set train.cuda_graphs=auto --steps 20 --warmup-steps 200 --repeats 3 --idle-share \
-    --json "$out/translate_epoch_pad4_graphs_auto.json"
+    --set data.pad_to_multiple=8 --steps 20 --warmup-steps 200 --repeats 3 --idle-share \
+    --json "$out/translate_epoch_pad8_bf16.json"
   if [ "$full" = 1 ]; then
     # wmt-base with the SSRU decoder (model.decoder ssru-transformer, docs/architecture.md).
     bench translate_epoch_ssru_bf16 $build/srubench --warm-up-seconds 0 train-epoch --config=configs/translate/wmt-base.yaml \
@@ -475,8 +483,13 @@ if command -v ncu > /dev/null && [ "$quick" != 1 ]; then
     profile_step "$precision" "$out/train_epoch_$precision.json" enwik8 3 --config=configs/enwik8.yaml \
       --set train.device=cuda --set train.precision="$precision" --set data.path=$data
   done
-  [ -s $m30k/train.en.gz ] && profile_step wmt_base_tf32 "$out/translate_epoch_tf32.json" wmt-base 2 \
-    --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=tf32
+  # wmt-base as the config pads it, its steps eager (a graph would profile its capture), against the
+  # replayed rows' step time: the kernels a replay runs (at tf32: no FFMA GEMMs left, gpu-notes).
+  [ -s $m30k/train.en.gz ] && for precision in tf32 bf16; do
+    profile_step "wmt_base_$precision" "$out/translate_epoch_$precision.json" wmt-base 2 \
+      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=$precision \
+      --set train.cuda_graphs=off
+  done
 fi
 # 3. The layer grid and the small configs, ours and the peers'.
 sizes=(--lengths 32 128 256 --hidden 256 512 1024 --batch 32)
