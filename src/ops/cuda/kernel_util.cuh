@@ -60,7 +60,7 @@ __device__ T block_max(T v, T* shared) {
 
 // Column sums out[j] = scale * sum over r of f(r, j), r < rows, j < cols, in double, in two passes:
 // fixed chunks of rows summed by one thread per (chunk, column), then the chunk sums of each column
-// added by 8 lanes and the lane sums in lane order (finish_column_sum_kernel). One thread per column alone would leave a GPU nearly idle for few columns (a bias
+// added by 32 lanes and the lane sums in lane order (finish_column_sum_kernel). One thread per column alone would leave a GPU nearly idle for few columns (a bias
 // gradient has a few hundred) and many rows; the chunking depends only on (rows, cols), so the
 // result is the same on every run. f is a functor: double operator()(long long r, long long j).
 template <typename F>
@@ -75,11 +75,13 @@ __global__ void chunked_column_sum_kernel(F f, long long rows, long long cols, l
   }
 }
 
-// The finish: a block of 32 columns x 8 lanes per 32-column tile (grid-stride over tiles); lane y adds
-// chunks y, y + 8, ... of its column, then lane 0 adds the 8 lane sums in lane order (fixed: the same
+// The finish: a block of 32 columns x 32 lanes per 32-column tile (grid-stride over tiles); lane y adds
+// chunks y, y + 32, ... of its column, then lane 0 adds the 32 lane sums in lane order (fixed: the same
 // result every run). One thread per column, looping over every chunk, left a few hundred columns (a bias
-// gradient) on two or three SMs at 35 GB/s: 4.6 ms of a 71.6 ms translation step on an H200 (2026-11-27).
-constexpr int kFinishColumns = 32, kFinishLanes = 8;
+// gradient) on two or three SMs at 35 GB/s: 4.6 ms of a 71.6 ms translation step on an H200 (2026-11-27);
+// 8 lanes still finished layer norm's 1,024 columns (dweight, dbias) of a few hundred chunks on 32 blocks
+// of 256 threads at 273 GB/s, 15 us a launch, each lane's dependent adds in a row (2026-11-29 night).
+constexpr int kFinishColumns = 32, kFinishLanes = 32;
 
 // Where the finish writes column j: columns [0, split) to first[j], [split, cols) to second[j - split]
 // (split = cols: one output), so that one launch finishes two vectors (layer norm's dweight and dbias);
