@@ -30,11 +30,23 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   return y;
 }
 
+namespace {
+thread_local const Bf16CastSource* active_bf16_source = nullptr;
+}  // namespace
+
+Bf16CastSourceScope::Bf16CastSourceScope(const Bf16CastSource* source) : previous_(active_bf16_source) {
+  if (source) active_bf16_source = source;
+}
+
+Bf16CastSourceScope::~Bf16CastSourceScope() { active_bf16_source = previous_; }
+
 Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   SRU_CHECK(is_floating(x.dtype()) && is_floating(dtype), "cast: from ", dtype_name(x.dtype()), " to ",
             dtype_name(dtype), ": only between floating dtypes");
-  Tensor y = x.detach().to(dtype);
+  Tensor y;
+  if (active_bf16_source && dtype == DType::BF16 && x.dtype() == DType::F32) y = active_bf16_source->bf16_of(x);
+  if (!y.defined()) y = x.detach().to(dtype);
   if (autograd::needs_grad({x})) {
     autograd::record("CastBackward", {x}, {y}, [from = x.dtype()](const std::vector<Tensor>& g) {
       return std::vector<Tensor>{g[0].to(from)};

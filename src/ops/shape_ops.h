@@ -20,7 +20,32 @@ namespace sru {
 Tensor reshape(const Tensor& x, const Shape& shape);  // one dim may be -1
 // x converted to `dtype` (x itself when it already is; to bf16: round to nearest even), differentiable
 // between floating dtypes: the gradient comes back converted to x's dtype. Mixed precision's casts.
+// A float32 x cast to bf16 while a Bf16CastSourceScope is active on this thread takes its values from
+// the scope's source where it has them (the same rounding, made before: no conversion at the call).
 Tensor cast(const Tensor& x, DType dtype);
+
+// Where cast(x, BF16) may find x's bf16 values made already: nn/weight_shadows.h converts a training
+// step's float32 weights in one dispatch, where each product under bf16 precision converted its weight
+// at its call. bf16_of answers a tensor holding exactly x's values rounded to bf16, shaped as x, or an
+// undefined tensor for an x it does not hold (cast then converts as usual).
+class Bf16CastSource {
+ public:
+  virtual ~Bf16CastSource() = default;
+  virtual Tensor bf16_of(const Tensor& x) const = 0;
+};
+
+// While alive, cast asks `source` first on this thread (null: leaves the current source as it is);
+// the previous one comes back at the end.
+class Bf16CastSourceScope {
+ public:
+  explicit Bf16CastSourceScope(const Bf16CastSource* source);
+  ~Bf16CastSourceScope();
+  Bf16CastSourceScope(const Bf16CastSourceScope&) = delete;
+  Bf16CastSourceScope& operator=(const Bf16CastSourceScope&) = delete;
+
+ private:
+  const Bf16CastSource* previous_;
+};
 // Whether one operand is bf16 and the other float32: where mixed precision promotes (element-wise ops
 // compute in float32) or, under autocast, demotes (products take both as bf16).
 bool mixes_bf16_and_float32(const Tensor& a, const Tensor& b);

@@ -159,6 +159,7 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
   if (train.ema_decay > 0)
     ema_ = std::make_unique<WeightEma>(optimizer_.parameters(), train.ema_decay, train.ema_start_step, train.ema_warmup,
                                        task_.model().flat_parameters());
+  if (const auto& flat = task_.model().flat_parameters()) shadows_ = std::make_unique<nn::WeightShadows>(flat);
   cuda_graphs_ = train.cuda_graphs;
   SRU_CHECK(cuda_graphs_ == "auto" || cuda_graphs_ == "on" || cuda_graphs_ == "off",
             "train.cuda_graphs must be auto, on or off, got '", cuda_graphs_, "'");
@@ -220,6 +221,7 @@ int64_t batches_of_step(int64_t first, int64_t batches, int64_t accumulate) {
 }
 
 TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t count, StepOutcome& out) {
+  const nn::WeightShadows::Scope bf16_weights(shadows_.get());
   Tensor loss;  // the step's mean loss (this rank's, scaled as its gradients, in data-parallel training)
   double grad_scale = 1.0;
   if (count == 1) {
@@ -475,6 +477,7 @@ void TrainingStep::captured_step(tasks::StagesSteps& staged, Captured& c) {
   gen.set_offset_base(replay_inputs_->philox_base());
   optimizer_.set_scalars_in_memory(replay_inputs_->step_scalars());
   const cuda::CallerCheckedInputs staged_ids_checked;
+  const nn::WeightShadows::Scope bf16_weights(shadows_.get());
   const tasks::StepResult r = staged.forward_staged();
   autograd::backward(r.loss);
   const Tensor norm_and_factor = optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, 1.0, r.loss);
@@ -538,6 +541,7 @@ std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first,
       }
       all_replayed = false;  // its capture failed: this batch and the rest run eagerly, unstaged
     }
+    const nn::WeightShadows::Scope bf16_weights(shadows_.get());
     const tasks::StepResult r = task_.forward_step(first + i);
     out.tokens += r.tokens;
     terms += r.loss_terms();
@@ -572,6 +576,7 @@ void TrainingStep::captured_batch(tasks::StagesSteps& staged, Captured& c, bool 
   const HostCountersRewind rewind(gen, optimizer_);
   gen.set_offset_base(replay_inputs_->philox_base());
   const cuda::CallerCheckedInputs staged_ids_checked;
+  const nn::WeightShadows::Scope bf16_weights(shadows_.get());
   const tasks::StepResult r = staged.forward_staged();
   accumulated_batch(r.loss, first_of_step);
   // The later batches' graphs and the update's are captured with every gradient in its flat place

@@ -22,6 +22,9 @@
 // after-update hooks and the weight average eagerly; the result is the eager step's. A step of several
 // batches (train.accumulate) replays a graph per batch, each adding its weighted gradients in place,
 // the weights and 1 / terms read from memory, then one graph for the update.
+// Under bf16 precision every forward and backward (eager, captured or accumulated) runs inside
+// nn::WeightShadows::Scope: the float32 weights converted to bf16 in one dispatch a step, the products'
+// casts reading those copies.
 #pragma once
 
 #include <functional>
@@ -33,6 +36,7 @@
 
 #include "config/config.h"
 #include "dist/grad_sync.h"
+#include "nn/weight_shadows.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "tasks/task.h"
@@ -171,6 +175,7 @@ class TrainingStep {
   dist::Communicator* comm_;
   std::unique_ptr<dist::GradientSync> sync_;  // data parallel only
   std::unique_ptr<WeightEma> ema_;
+  std::unique_ptr<nn::WeightShadows> shadows_;  // the bf16 weights of a step (null: parameters not flat)
   std::string cuda_graphs_;  // train.cuda_graphs
   size_t max_graphs_ = 64;   // train.cuda_graphs_max
   int64_t accumulate_ = 1;   // train.accumulate: how the trainer groups an epoch's batches into steps
