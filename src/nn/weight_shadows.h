@@ -8,8 +8,12 @@
 //
 // Valid only between the refresh and the next change of the weights: the scope covers one step's
 // forward and backward, which read the weights and never write them; the update, EMA exchanges, loads
-// and moves come after it, and the next step refreshes first. Parameters outside flat storage (shared
-// storage, frozen) are converted at their calls as before.
+// and moves come after it, and the next step refreshes first. That refresh at every Scope is what keeps
+// the copies right: bf16_of's own checks (the buffer's address and device) catch a buffer exchanged or
+// moved since, not weights written in place, so the copies are to be read through a Scope only.
+// Parameters outside flat storage (shared storage, frozen) and slices of a parameter are converted at
+// their calls as before. The copies' views are 32-byte aligned (flat offsets of 64 bytes at float32),
+// where a conversion's own allocation was 256-byte aligned: cuBLASLt's heuristic sees the real alignment.
 #pragma once
 
 #include <memory>

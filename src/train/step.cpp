@@ -193,6 +193,8 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
 
 TrainingStep::~TrainingStep() = default;
 
+void TrainingStep::convert_weights_at_each_call() { shadows_.reset(); }
+
 void TrainingStep::replay_through(std::function<std::unique_ptr<StepGraph>()> make_graph) {
   SRU_CHECK(task_.staged_steps() && !sync_, "replay_through: the task must stage its steps, in one process");
   make_graph_ = std::move(make_graph);
@@ -477,12 +479,15 @@ void TrainingStep::captured_step(tasks::StagesSteps& staged, Captured& c) {
   gen.set_offset_base(replay_inputs_->philox_base());
   optimizer_.set_scalars_in_memory(replay_inputs_->step_scalars());
   const cuda::CallerCheckedInputs staged_ids_checked;
-  const nn::WeightShadows::Scope bf16_weights(shadows_.get());
-  const tasks::StepResult r = staged.forward_staged();
-  autograd::backward(r.loss);
-  const Tensor norm_and_factor = optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, 1.0, r.loss);
+  Tensor loss;
+  {
+    const nn::WeightShadows::Scope bf16_weights(shadows_.get());  // forward and backward, not the update
+    loss = staged.forward_staged().loss;
+    autograd::backward(loss);
+  }
+  const Tensor norm_and_factor = optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, 1.0, loss);
   optimizer_.step(0.0 /* the learning rate comes from memory */, norm_and_factor);
-  c.loss = r.loss.detach();
+  c.loss = loss.detach();
   c.norm_and_factor = norm_and_factor;
   record_draws(c, rewind.draws());
 }

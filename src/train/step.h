@@ -94,6 +94,9 @@ class TrainingStep {
   // whatever device the model is: tests of the captured step's bookkeeping on a machine without a GPU.
   // Call before the first step; the task must stage steps (tasks::StagesSteps), in one process.
   void replay_on_the_host() { replay_through(host_step_graph); }
+  // Under bf16, every product converts its weight at its call, as before nn::WeightShadows: the
+  // comparison the tests make (the same steps to the bit, more dispatches).
+  void convert_weights_at_each_call();
   // The same with the graphs make_graph returns (tests: a graph whose capture fails).
   void replay_through(std::function<std::unique_ptr<StepGraph>()> make_graph);
   // Steps taken by replaying the captured step (train.cuda_graphs) so far.
