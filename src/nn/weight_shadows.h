@@ -56,9 +56,14 @@ class WeightShadows final : public Bf16CastSource {
   };
   std::shared_ptr<FlatParameters> flat_;
   std::unordered_map<const TensorImpl*, Place> places_;  // float32 members by their parameter's TensorImpl
-  std::vector<Tensor> copies_;   // per group: its values rounded to bf16 at the last refresh (or undefined)
-  std::vector<const void*> sources_;  // per group: the data its copy was made from (an exchange swaps the
-                                      // values' storage under the same tensor, so the address tells)
+  // A group's values rounded to bf16 at the last refresh (undefined before, and for other dtypes), and
+  // the data they were made from (an exchange swaps the values' storage under the same tensor, so the
+  // address tells).
+  struct Copy {
+    Tensor bf16;
+    const void* made_from = nullptr;
+  };
+  std::vector<Copy> copies_;  // per group
 };
 
 }  // namespace sru::nn

@@ -523,21 +523,21 @@ dim3 tc_grid(long long heads_total, long long rows) {
 std::atomic<uint64_t> g_tensor_core_calls{0}, g_narrow_calls{0};
 std::atomic<bool> g_tensor_cores_allowed{true};
 
+// Whether environment variable `name` is set to `value` (the kernels' switches for side-by-side rows).
+bool environment_says(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == value;
+}
+
 // Whether the forward prefetches its next key tile (tc_forward_kernel's kPrefetch): SRU_ATTENTION_PREFETCH=0
 // turns it off, asked once.
 bool forward_prefetches() {
-  static const bool off = [] {
-    const char* v = std::getenv("SRU_ATTENTION_PREFETCH");
-    return v != nullptr && std::string(v) == "0";
-  }();
+  static const bool off = environment_says("SRU_ATTENTION_PREFETCH", "0");
   return !off;
 }
 
 bool tensor_cores_allowed() {
-  static const bool switched_off = [] {
-    const char* v = std::getenv("SRU_ATTENTION_SIMT");
-    return v != nullptr && std::string(v) == "1";
-  }();
+  static const bool switched_off = environment_says("SRU_ATTENTION_SIMT", "1");
   return !switched_off && g_tensor_cores_allowed.load();
 }
 
