@@ -334,16 +334,13 @@ replayed_against_eager_rows() {
   done
 }
 if [ "$mode" = focus ]; then
-  # After the lease of 2026-11-29 night (docs/gpu-notes.md "the tensor-core attention's stores and
-  # prefetch"): the tensor-core attention with conflict-free transposed stores, the last query tiles
-  # first, and the forward's next key tile prefetched (SRU_ATTENTION_PREFETCH=0: without), beside SDPA;
-  # then the steady replayed steps (70 of the sample's 71 an epoch, where 20 left 2 eager ones in each
+  # After the lease of 2026-11-29 night (docs/gpu-notes.md "the tensor-core attention on ldmatrix and
+  # cp.async"): the tensor-core attention with its fragments read by ldmatrix (no transposed tiles), its
+  # tiles copied by cp.async two buffers deep, the last query tiles first, beside SDPA; then the steady replayed steps (70 of the sample's 71 an epoch, where 20 left 2 eager ones in each
   # repeat) of the paper SRU and LSTM (its stack in one cuDNN call with cuDNN's dropout, as the config
   # says since 2026-11-29 night), beside their peers at the same steps.
   bench ops_fused_attention_bf16 $build/srubench ops --device cuda --only fused_attention --dtype bf16 --repeats 20 \
     --json "$out/ops_fused_attention_bf16.json"
-  bench ops_fused_attention_bf16_no_prefetch env SRU_ATTENTION_PREFETCH=0 $build/srubench ops --device cuda \
-    --only fused_attention --dtype bf16 --repeats 20 --json "$out/ops_fused_attention_bf16_no_prefetch.json"
   bench peer_attention python3 scripts/gpu_peer_bench.py --repeats 20 --json "$out/peer_attention.json" \
     attention --causal --batch 16 --heads 8 --length 512 --dim 64 --dtypes bf16
   command -v ncu > /dev/null && bench ncu_attention_tc timeout 60 ncu --clock-control none -k 'regex:tc_' \

@@ -30,6 +30,12 @@ struct AttentionPattern {
   SRU_HD long long last_key(long long i, long long Lk) const {
     return causal ? (i + offset < Lk - 1 ? i + offset : Lk - 1) : Lk - 1;
   }
+  // Whether every query of [i_first, i_last] sees every key of [j_first, j_last]: a tile of the CUDA
+  // kernels that needs no mask. The causal bound binds at (i_first, j_last), the window's at
+  // (i_last, j_first).
+  SRU_HD bool sees_all(long long i_first, long long i_last, long long j_first, long long j_last) const {
+    return sees(i_first, j_last) && sees(i_last, j_first);
+  }
   // The keys [first, last] that some query of [i0, i_last] may see: a block of queries skips the key
   // tiles outside it.
   SRU_HD void keys_seen_by(long long i0, long long i_last, long long Lk, long long& first, long long& last) const {

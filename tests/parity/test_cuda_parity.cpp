@@ -591,10 +591,10 @@ void gradients_in_place(ManyParameters& model, int step) {
 }  // namespace
 
 // The whole-buffer update (one launch through the segment table, weight-decay exclusions in its rows)
-// and the one-launch norm over a flat gradient buffer against their CPU twins.
+// and the one-launch norm over a flat gradient buffer against their CPU twins, for every optimiser.
 TEST(CudaParity, WholeBufferUpdateAndNormThroughTheSegmentTable) {
   SKIP_WITHOUT_CUDA();
-  for (const std::string kind : {"sgd", "adam", "adamw", "radamw"}) {
+  for (const std::string kind : {"sgd", "adam", "adamw", "adamax", "radam", "radamw"}) {
     SCOPED_TRACE(kind);
     const optim::OptimizerOptions o = options_with_decay(kind, 0.05, {"bias"});
     ManyParameters cpu_model, gpu_model;
@@ -1107,9 +1107,10 @@ TEST(CudaParity, FusedAttentionEveryMaskLengthAndWidth) {
 }
 
 // The tensor-core kernels against the SIMT kernels on one card (allow_tensor_core_attention), forward and
-// backward: the bench shape (L 512, 8 heads of 64, causal) with dropout, and key padding over a
-// length that is no multiple of the 64-query tiles, with q, k and v aligned (16-byte words) and as
-// views 2 elements into their storage (4-byte words); each path counted where it ran.
+// backward: the bench shape (L 512, 8 heads of 64, causal) with dropout, causal, unmasked and
+// windowed calls without it, and key padding over a length that is no multiple of the 64-query tiles,
+// with q, k and v aligned (16-byte words) and as views 2 elements into their storage (4-byte words);
+// each path counted where it ran.
 TEST(CudaParity, FusedAttentionTensorCoresMatchTheSimtKernels) {
 #if !defined(SRU_WITH_CUDA)
   GTEST_SKIP() << "built without the CUDA backend";
@@ -1124,7 +1125,12 @@ TEST(CudaParity, FusedAttentionTensorCoresMatchTheSimtKernels) {
     double dropout;
     bool offset;  // q, k, v start 2 elements into their storage
   };
+  // (The kernels compute the tiles every query sees whole without a mask: the first two cases hold both
+  // kinds of tile, the third only unmasked ones, the fourth a window's both sides.)
   for (const Case& c : {Case{"L 512, 8 heads, causal, dropout 0.1", 512, 2, 8, {true, 0, -1}, false, 0.1, false},
+                        Case{"L 200, causal", 200, 2, 2, {true, 0, -1}, false, 0.0, false},
+                        Case{"L 256, no mask", 256, 2, 2, {}, false, 0.0, false},
+                        Case{"L 300, causal window 100", 300, 2, 2, {true, 0, 100}, false, 0.0, false},
                         Case{"L 77, key padding", 77, 3, 2, {}, true, 0.0, false},
                         Case{"L 77, key padding, at an offset", 77, 3, 2, {}, true, 0.0, true}}) {
     SCOPED_TRACE(c.name);

@@ -4,7 +4,8 @@
 // window, causal with padding), lengths 1 to 200, one and several heads, dv != dh, float64 and float32;
 // the same dropout as dropout() over the weights (batch shards too); argument errors. Its float64
 // gradient check and CPU/CUDA parity run through the op table (tests/unit/test_op_table.cpp,
-// tests/parity/test_cuda_op_table.cpp).
+// tests/parity/test_cuda_op_table.cpp). The pattern's tile rules that the CUDA kernels use to skip and
+// unmask whole tiles, against every pair.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -206,4 +207,47 @@ TEST(FusedAttention, TheTrainAttentionKeySetsTheProcessKernel) {
   set_attention_kernel(AttentionKernel::Auto);
   train.attention = "flash";
   EXPECT_NE(error_of([&] { train::apply_attention_kernel(train); }).find("train.attention: 'flash'"), std::string::npos);
+}
+
+// The tile rules of AttentionPattern (ops/attention_math.h) against sees() on every pair: sees_all (a
+// tile the CUDA kernels compute without a mask), keys_seen_by (the key tiles a block of queries visits)
+// and queries_seeing (the query tiles a block of keys visits), over patterns with offsets, windows and
+// ranges crossing the diagonal both ways.
+TEST(AttentionPattern, TileRulesAgreeWithEveryPair) {
+  constexpr long long kL = 12;
+  int unmasked = 0, masked = 0;
+  for (const bool causal : {false, true})
+    for (long long offset = 0; offset <= 3; ++offset)
+      for (const long long window : {-1LL, 0LL, 2LL, 5LL}) {
+        const AttentionPattern pattern{causal, offset, window};
+        const long long Lq = kL, Lk = kL + offset;
+        for (long long i0 = 0; i0 < Lq; ++i0)
+          for (long long i1 = i0; i1 < Lq; ++i1) {
+            for (long long j0 = 0; j0 < Lk; ++j0)
+              for (long long j1 = j0; j1 < Lk; ++j1) {
+                bool every = true;
+                for (long long i = i0; i <= i1; ++i)
+                  for (long long j = j0; j <= j1; ++j) every = every && pattern.sees(i, j);
+                ASSERT_EQ(pattern.sees_all(i0, i1, j0, j1), every)
+                    << "causal " << causal << " offset " << offset << " window " << window << " queries [" << i0
+                    << ", " << i1 << "] keys [" << j0 << ", " << j1 << "]";
+                (every ? unmasked : masked) += 1;
+              }
+            long long first = 0, last = 0;
+            pattern.keys_seen_by(i0, i1, Lk, first, last);
+            for (long long i = i0; i <= i1; ++i)
+              for (long long j = 0; j < Lk; ++j)
+                if (pattern.sees(i, j)) EXPECT_TRUE(first <= j && j <= last) << "key " << j << " of query " << i;
+          }
+        for (long long j0 = 0; j0 < Lk; ++j0)
+          for (long long j1 = j0; j1 < Lk; ++j1) {
+            long long first = 0, last = 0;
+            pattern.queries_seeing(j0, j1, Lq, first, last);
+            for (long long j = j0; j <= j1; ++j)
+              for (long long i = 0; i < Lq; ++i)
+                if (pattern.sees(i, j)) EXPECT_TRUE(first <= i && i <= last) << "query " << i << " of key " << j;
+          }
+      }
+  EXPECT_GT(unmasked, 0);  // both answers occur
+  EXPECT_GT(masked, 0);
 }

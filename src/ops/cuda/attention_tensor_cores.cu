@@ -9,25 +9,30 @@
 // (g, 2t..2t+1), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..) in its four 32-bit registers; a B
 // fragment (16 x 8, k x n) holds (k 2t..2t+1, n g) and (k 2t + 8.., n g); the float32 accumulator
 // (16 x 8) holds (g, 2t..2t+1) and (g + 8, 2t..2t+1)). A pair of adjacent k values is one 32-bit word,
-// the lower k in the low half, so every fragment is read from shared memory with 32-bit loads from
-// tiles laid out so that the pair is contiguous (rows of the operand whose k runs along memory;
-// transposed copies where it does not). Two accumulators of adjacent 8-column tiles, rounded to bf16,
-// are the A fragment of the next product over those 16 columns (flash attention 2's register reuse).
+// the lower k in the low half. Every tile sits in shared memory row-major as the operand is stored (a
+// row's 64 features contiguous, rows kPitch apart), copied there by cp.async; fragments are read with
+// ldmatrix: as they are where k runs along the rows (Q, K, dO, V as A operands, and K, V, Q, dO as the B
+// operand of Q K^T, dO V^T and their transposes), with ldmatrix.trans where k runs across them (V in
+// P V, K in dS K, dO in P^T dO, Q in dS^T Q). Two accumulators of adjacent 8-column tiles, rounded to
+// bf16, are the A fragment of the next product over those 16 columns (flash attention 2's register reuse).
 //
-// Forward: a block of 4 warps takes 64 queries of one (b, h), a warp 16 of them (its Q fragments held
-// in registers), and walks the keys the block can see in tiles of 64 (K row-major and V transposed in
-// shared memory): S = scale Q K^T (32 mmas a tile), masked to -inf where the query does not see the key,
-// the online softmax in float32 (row max and sum over the 4 lanes sharing a row), the weights P Z
-// (dropout's factor per element, the same Philox word as the SIMT kernels) rounded to bf16, and
-// O += (P Z) V (32 mmas). out = O / l, lse = m + log l.
+// Forward: a block of 4 warps takes 64 queries of one (b, h), a warp 16 of them (its Q fragments held in
+// registers), and walks the keys the block can see in tiles of 64, two buffers deep (tile n + 1 copied
+// while tile n is computed): S = scale Q K^T (32 mmas a tile), masked to -inf where the query does not
+// see the key, the online softmax in float32 (row max and sum over the 4 lanes sharing a row), the
+// weights P Z (dropout's factor per element, the same Philox word as the SIMT kernels) rounded to bf16,
+// and O += (P Z) V (32 mmas). out = O / l, lse = m + log l.
 // Backward: (1) per 64 queries: D_i = dO_i . out_i, then per key tile S and dP = dO V^T, dS = P (Z dP
-// - D), dQ += dS K (from transposed K); (2) per 64 keys: S^T = K Q^T and dP^T = V dO^T, dV += (P Z)^T dO,
-// dK += dS^T Q (from transposed Q and dO). No atomics: each gradient row is one warp's.
+// - D), dQ += dS K; (2) per 64 keys: S^T = K Q^T and dP^T = V dO^T, dV += (P Z)^T dO, dK += dS^T Q,
+// the query tiles (with their lse and D) two buffers deep. No atomics: each gradient row is one warp's.
 // Numerics against the SIMT kernels: the same float32 statistics; P Z and dS are rounded to bf16 before
 // their products (flash attention does the same), within the bf16 parity bounds.
-// Floors at the issue's bench shape (L 512, B 16, H 8, causal; 128 heads): forward ~4.3 GFLOP (half the
-// tiles skipped), backward ~11 GFLOP; at ~300-400 dense bf16 TFLOP/s for mma.sync on an H100/H200 about
-// 15 + 35 us; bytes (q, k, v, out, dO, three gradients: 8 x 8.4 MB) ~17 us at 4 TB/s.
+// Floors at the issue's bench shape (L 512, B 16, H 8, causal; 128 heads): a product over the causal half
+// is 2.15 GFLOP; the forward makes 2 (4.3 GFLOP), the backward 7 (15 GFLOP: dQ recomputes S and dP, dK /
+// dV both again); at ~300-400 dense bf16 TFLOP/s for mma.sync on an H100/H200 about 11-14 + 38-50 us;
+// bytes (q, k, v, out, dO, three gradients: 8 x 8.4 MB) ~17 us at 4 TB/s; shared-memory reads (every B
+// fragment, 8 KB a warp a product, and the backward's reloaded A fragments) ~0.3 GB forward and ~1.25 GB
+// backward, 9 + 38 us at ~33 TB/s (132 SMs x 128 bytes a cycle).
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -69,10 +74,6 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-__device__ __forceinline__ uint32_t load_pair(const uint16_t* tile, int row, int col) {
-  return *reinterpret_cast<const uint32_t*>(tile + row * kPitch + col);
-}
-
 // d += a b (a: 4 registers, b: 2).
 __device__ __forceinline__ void mma_bf16(Acc& d, const uint32_t a[4], uint32_t b0, uint32_t b1) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -86,139 +87,215 @@ __device__ __forceinline__ void mma_bf16(Acc& d, const uint32_t a[4], uint32_t b
 #endif
 }
 
-// The A fragments (16 rows from `row0`, all 64 features: 4 k-steps) of a row-major (64, kPitch) tile.
-__device__ __forceinline__ void load_a_rows(uint32_t a[4][4], const uint16_t* tile, int row0, int g, int t) {
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const int col = ks * 16 + 2 * t;
-    a[ks][0] = load_pair(tile, row0 + g, col);
-    a[ks][1] = load_pair(tile, row0 + g + 8, col);
-    a[ks][2] = load_pair(tile, row0 + g, col + 8);
-    a[ks][3] = load_pair(tile, row0 + g + 8, col + 8);
-  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// Shared-memory address of a generic pointer into shared memory (the operand of ldmatrix and cp.async).
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+#endif
+
+// ldmatrix.x4: four 8 x 8 bf16 matrices of shared memory, lane l giving the address of row l % 8 of matrix
+// l / 8 (8 contiguous values, 16-byte aligned), register m of every lane holding matrix m's (row g, columns
+// 2t..2t+1); kTransposed (.trans): (rows 2t..2t+1, column g), the matrix read as its transpose.
+template <bool kTransposed = false>
+__device__ __forceinline__ void load_matrices(uint32_t r[4], const uint16_t* p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kTransposed)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(p)));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(shared_address(p)));
+#else
+  __trap();
+#endif
 }
 
-// acc[n] (8 column tiles of 8: 64 columns) = A (16 x 64, fragments a) times the transpose of the tile's
-// 64 rows: column n of the result is row n of `rows` (k runs along the rows' memory).
-__device__ __forceinline__ void product_with_rows(Acc acc[8], const uint32_t a[4][4], const uint16_t* rows, int g,
-                                                  int t) {
-  clear(acc);
+// The A fragments (16 rows from `row0`, all 64 features: 4 k-steps) of a row-major (64, kPitch) tile: a
+// k-step's four matrices are rows 0-7 / 8-15 by features 0-7 / 8-15, in the fragment's register order.
+// Rows kPitch (144 bytes) apart put a matrix's 8 rows on 8 distinct groups of 4 banks: no conflict.
+__device__ __forceinline__ void load_a_rows(uint32_t a[4][4], const uint16_t* tile, int row0, int lane) {
+  const uint16_t* at = tile + (row0 + lane % 8 + (lane / 8) % 2 * 8) * kPitch + lane / 16 * 8;
 #pragma unroll
-  for (int n = 0; n < 8; ++n) {
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-      mma_bf16(acc[n], a[ks], load_pair(rows, n * 8 + g, ks * 16 + 2 * t), load_pair(rows, n * 8 + g, ks * 16 + 2 * t + 8));
-  }
+  for (int ks = 0; ks < 4; ++ks) load_matrices(a[ks], at + ks * 16);
 }
 
-// acc[n] += P (16 x 64 over the tile's 64 k, given as 8 accumulators of 16 x 8 rounded to bf16 pairs)
-// times a (64 k x 64) operand stored transposed: `cols` row c holds column c's 64 k values.
-__device__ __forceinline__ void accumulate_product(Acc acc[8], const Acc p[8], const uint16_t* cols, int g, int t) {
+// acc[n] (kTiles column tiles of 8: 8 kTiles columns) = A (16 x 64, fragments a) times the transpose of
+// the first 8 kTiles rows of `rows`: column n of the result is row n (k runs along the rows' memory). One
+// ldmatrix holds a column tile's B fragments of two k-steps: its rows at features 0-7, 8-15, 16-23, 24-31
+// of the pair.
+template <int kTiles = 8>
+__device__ __forceinline__ void product_with_rows(Acc acc[kTiles], const uint32_t a[4][4], const uint16_t* rows,
+                                                  int lane) {
 #pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
+  for (int n = 0; n < kTiles; ++n) acc[n].c[0] = acc[n].c[1] = acc[n].c[2] = acc[n].c[3] = 0.0f;
+  const uint16_t* at = rows + lane % 8 * kPitch + lane / 8 * 8;
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n)
+#pragma unroll
+    for (int pair = 0; pair < 2; ++pair) {
+      uint32_t b[4];
+      load_matrices(b, at + n * 8 * kPitch + pair * 32);
+      mma_bf16(acc[n], a[2 * pair], b[0], b[1]);
+      mma_bf16(acc[n], a[2 * pair + 1], b[2], b[3]);
+    }
+}
+
+// acc[n] += P (16 x 16 kSteps: 2 kSteps accumulators of 16 x 8, rounded to bf16 pairs) times the first
+// 16 kSteps rows of a row-major operand (row k holds its 64 columns), read transposed: ldmatrix.trans
+// hands each lane (k 2t..2t+1, column g), the B fragment. One call holds two column tiles' fragments of
+// a k-step: k 0-7 / 8-15 by columns 0-7 / 8-15 of the pair.
+template <int kSteps = 4>
+__device__ __forceinline__ void accumulate_product(Acc acc[8], const Acc p[2 * kSteps], const uint16_t* rows, int lane) {
+  const uint16_t* at = rows + (lane % 8 + (lane / 8) % 2 * 8) * kPitch + lane / 16 * 8;
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
     const uint32_t a[4] = {pack_bf16x2(p[2 * ks].c[0], p[2 * ks].c[1]), pack_bf16x2(p[2 * ks].c[2], p[2 * ks].c[3]),
                            pack_bf16x2(p[2 * ks + 1].c[0], p[2 * ks + 1].c[1]),
                            pack_bf16x2(p[2 * ks + 1].c[2], p[2 * ks + 1].c[3])};
 #pragma unroll
-    for (int n = 0; n < 8; ++n)
-      mma_bf16(acc[n], a, load_pair(cols, n * 8 + g, ks * 16 + 2 * t), load_pair(cols, n * 8 + g, ks * 16 + 2 * t + 8));
+    for (int pair = 0; pair < 4; ++pair) {
+      uint32_t b[4];
+      load_matrices<true>(b, at + ks * 16 * kPitch + pair * 16);
+      mma_bf16(acc[2 * pair], a, b[0], b[1]);
+      mma_bf16(acc[2 * pair + 1], a, b[2], b[3]);
+    }
   }
 }
 
 constexpr int kThreads = kWarps * 32;  // every kernel's block
 
-// Feature f of a word of 8 (uint4) or 2 (uint32_t) bf16 values, the lower feature in the low half.
-__device__ __forceinline__ uint16_t feature_of(const uint32_t& w, int f) {
-  return static_cast<uint16_t>(f == 0 ? w & 0xffffu : w >> 16);
+// cp.async: copies one W (16 or 4 bytes) from global `src` to shared `dst` without the thread waiting for
+// it; zeros when !valid (src is not read then, but must be a valid address). Copies issued since the last
+// commit_copies() form a group; wait_copies<n>() returns when all but the newest n groups have landed in
+// shared memory (the thread's own copies: a __syncthreads() after it makes every thread's visible).
+template <typename W>
+__device__ __forceinline__ void copy_async(void* dst, const void* src, bool valid) {
+  static_assert(sizeof(W) == 16 || sizeof(W) == 4, "cp.async words of 16 or 4 bytes");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const int bytes = valid ? static_cast<int>(sizeof(W)) : 0;
+  if constexpr (sizeof(W) == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(bytes)
+                 : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(bytes)
+                 : "memory");
+#else
+  __trap();
+#endif
 }
-__device__ __forceinline__ uint16_t feature_of(const uint4& w, int f) {
-  const uint32_t pair = f < 2 ? w.x : f < 4 ? w.y : f < 6 ? w.z : w.w;
-  return feature_of(pair, f % 2);
+__device__ __forceinline__ void commit_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int kNewest>
+__device__ __forceinline__ void wait_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kNewest) : "memory");
+#endif
 }
 
-// One operand's tile of rows [first, first + 64) of a head (`head`: its row 0, rows `position` elements
-// apart, `count` rows in all), into `rows` as they are (row-major) and / or into `cols` transposed (tile
-// row d holds feature d of the 64 rows), either null; rows past count are zeros.
-struct TileSource {
-  uint16_t* rows;
-  uint16_t* cols;
+// The rows of one operand of a head: row 0 at `head`, rows `position` elements apart, `count` rows.
+struct HeadRows {
   const uint16_t* head;
   long long position, count;
 };
 
-// The words of one or two operands' tiles (TileSource) a thread holds between their global loads and
-// their shared stores. W is the word a thread loads: uint4 (8 features; every row must start on a 16-byte
-// boundary: sixteen_byte_rows on the host) or uint32_t (2 features); 4 or 16 words a source.
-template <typename W, int kSources>
-struct TileWords {
-  static constexpr int kFeatures = static_cast<int>(sizeof(W)) / 2;
-  static constexpr int kWordsARow = kHead / kFeatures;
-  static constexpr int kRowsAPass = kThreads / kWordsARow;  // rows the block's threads cover with one word each
-  static constexpr int kWords = kBlockRows / kRowsAPass;    // words a thread, a source
+// Issues the copies of rows [first, first + 64) of `src` into a row-major (64, kPitch) tile, all threads;
+// rows past count are zeros. W is the word a thread copies: uint4 (8 features; every row must start on a
+// 16-byte boundary: sixteen_byte_rows on the host) or uint32_t (2 features). A warp's copies cover whole
+// 128-byte rows, so the shared stores are conflict-free; no tile is stored transposed (ldmatrix.trans
+// reads the transposes), which is what made the stores of the kernels before these 8-way conflicted.
+template <typename W>
+__device__ __forceinline__ void copy_tile(uint16_t* tile, const HeadRows& src, long long first) {
+  constexpr int kFeatures = static_cast<int>(sizeof(W)) / 2;
+  constexpr int kWordsARow = kHead / kFeatures;
+  constexpr int kRowsAPass = kThreads / kWordsARow;  // rows the block's threads cover with one word each
   static_assert(kThreads % kWordsARow == 0 && kBlockRows % kRowsAPass == 0, "whole rows a pass");
-  W w[kSources][kWords];
-  // The thread's first row in the tile and its first feature.
-  __device__ static int row0() { return static_cast<int>(threadIdx.x) / kWordsARow; }
-  __device__ static int feature0() { return kFeatures * (static_cast<int>(threadIdx.x) % kWordsARow); }
+  const int r0 = static_cast<int>(threadIdx.x) / kWordsARow, d = kFeatures * (static_cast<int>(threadIdx.x) % kWordsARow);
+#pragma unroll
+  for (int u = 0; u < kBlockRows / kRowsAPass; ++u) {
+    const int r = r0 + u * kRowsAPass;
+    const long long row = first + r;
+    const bool valid = row < src.count;
+    copy_async<W>(tile + r * kPitch + d, src.head + (valid ? row * src.position : 0) + d, valid);
+  }
+}
+
+// Issues the copies of values[first, first + 64) into `tile` (zeros past count), threads 0-63: a tile's
+// key padding or its queries' statistics.
+__device__ __forceinline__ void copy_floats(float* tile, const float* values, long long count, long long first) {
+  if (threadIdx.x < kKeys) {
+    const long long i = first + threadIdx.x;
+    copy_async<float>(tile + threadIdx.x, values + (i < count ? i : 0), i < count);
+  }
+}
+
+// Whether column c of a key tile is a padded key (pad_tile: the tile's copy of the (B, Lk) key padding,
+// null when the call has none).
+__device__ __forceinline__ bool padded_key(const float* pad_tile, int c) { return pad_tile != nullptr && pad_tile[c] != 0.0f; }
+
+// A key tile of the forward and dQ kernels: K and V rows [t0, t0 + 64) and their key padding.
+template <typename W>
+__device__ __forceinline__ void copy_key_tile(uint16_t* k_tile, uint16_t* v_tile, float* pad_tile, const HeadRows& keys,
+                                              const HeadRows& values, const float* pad_row, long long t0) {
+  copy_tile<W>(k_tile, keys, t0);
+  copy_tile<W>(v_tile, values, t0);
+  if (pad_row != nullptr) copy_floats(pad_tile, pad_row, keys.count, t0);
+}
+
+constexpr int kTile = kBlockRows * kPitch;  // bf16 elements of a (64, kPitch) tile
+
+// The backward kernels' shared memory, 55.5 KB (dynamic: above the 48 KB a block gets without asking): the
+// block's own 64 rows of two operands, read for their A fragments at each product (held in registers
+// through the loop, they left both kernels short of registers: spills at 255), and the streamed tiles of
+// two operands, two buffers deep, with a row of floats each.
+struct BackwardShared {
+  uint16_t own[2][kTile];          // dQ: Q and dO of the block's queries; dK/dV: K and V of its keys
+  uint16_t streamed[2][2][kTile];  // [buffer][operand] dQ: K, V; dK/dV: Q, dO
+  float floats[2][2][kKeys];       // [buffer][row] dQ: the keys' padding; dK/dV: the queries' lse and D
+  float stats[kBlockRows][2];      // dQ: lse and D of the block's queries
 };
 
-// Issues the global loads of rows [first, first + 64) of every source into `words` (rows past a source's
-// count are zeros), waiting for none of them: a kernel calls this for the next tile before it computes
-// on the current one, so that the loads' latency hides behind the products.
-template <typename W, int kSources>
-__device__ __forceinline__ void fetch_tiles(TileWords<W, kSources>& words, const TileSource (&sources)[kSources],
-                                            long long first) {
-  using Words = TileWords<W, kSources>;
-  const int r0 = Words::row0(), d = Words::feature0();
-#pragma unroll
-  for (int k = 0; k < kSources; ++k)
-#pragma unroll
-    for (int u = 0; u < Words::kWords; ++u) {
-      const long long row = first + r0 + u * Words::kRowsAPass;
-      words.w[k][u] = row < sources[k].count
-                          ? *reinterpret_cast<const W*>(sources[k].head + row * sources[k].position + d)
-                          : W{};
-    }
+__device__ __forceinline__ BackwardShared& backward_shared() {
+  extern __shared__ __align__(16) unsigned char dynamic_shared[];
+  return *reinterpret_cast<BackwardShared*>(dynamic_shared);
 }
 
-// Stores `words` into the sources' tiles: row-major as they are, and / or transposed. A transposed
-// store writes one feature of the word at a time. With 16-byte words the 8 threads of a warp that share a
-// row start at features d = 0, 8, ..., 56; transposed rows are 144 bytes apart, so rows d + f of those 8
-// threads are 1,152 bytes apart, on one bank: storing feature f everywhere at once was an 8-way conflict
-// (measured on an H200: half the forward's shared wavefronts were excess). Each thread starts at its own
-// feature instead (turned by d / kFeatures), so a store's 32 values fall on 16 words of 16 banks. (With
-// 4-byte words a warp covers one row and stays 8-way conflicted: that path serves unaligned heads only.)
-template <typename W, int kSources>
-__device__ __forceinline__ void store_tiles(const TileWords<W, kSources>& words, const TileSource (&sources)[kSources]) {
-  using Words = TileWords<W, kSources>;
-  constexpr int kFeatures = Words::kFeatures;
-  const int r0 = Words::row0(), d = Words::feature0(), turn = (d / kFeatures) % kFeatures;
-#pragma unroll
-  for (int k = 0; k < kSources; ++k)
-#pragma unroll
-    for (int u = 0; u < Words::kWords; ++u) {
-      const int r = r0 + u * Words::kRowsAPass;
-      if (sources[k].rows != nullptr) *reinterpret_cast<W*>(sources[k].rows + r * kPitch + d) = words.w[k][u];
-      if (sources[k].cols != nullptr) {
-#pragma unroll
-        for (int f = 0; f < kFeatures; ++f) {
-          const int feature = (f + turn) % kFeatures;
-          sources[k].cols[(d + feature) * kPitch + r] = feature_of(words.w[k][u], feature);
-        }
-      }
-    }
+// The A fragments of this warp's 16 rows of `own` (16 x 64) times the transpose of the first 8 kTiles
+// rows of `rows`, the fragments loaded for the product (product_with_rows).
+template <int kTiles = 8>
+__device__ __forceinline__ void product_of_rows(Acc acc[kTiles], const uint16_t* own, const uint16_t* rows, int warp,
+                                                int lane) {
+  uint32_t a[4][4];
+  load_a_rows(a, own, warp * 16, lane);
+  product_with_rows<kTiles>(acc, a, rows, lane);
 }
 
-// Loads the tiles of `sources` (one or two operands) at rows [first, first + 64), all threads: every
-// thread issues its global loads for every source before its first shared store, so a tile costs one
-// memory latency, not one per word (measured on an H200 before: the forward at 20 TFLOP/s, 4.5x SDPA's
-// time, with a load, wait and store per word), and a tile wanted both ways is read from global memory
-// once. Blocks of kThreads threads.
-template <typename W, int kSources>
-__device__ __forceinline__ void load_tiles(const TileSource (&sources)[kSources], long long first) {
-  TileWords<W, kSources> words;
-  fetch_tiles(words, sources, first);
-  store_tiles(words, sources);
+// The head of each streaming loop: once every warp is done with the other buffer (the tile before),
+// issue the next tile into it (when there is one, `issue_next`), then wait until this tile's copies (and
+// all issued before them) have landed and every thread sees them; the next stays in flight.
+template <typename IssueNext>
+__device__ __forceinline__ void advance_tiles(bool more, IssueNext&& issue_next) {
+  __syncthreads();
+  if (more) issue_next();
+  commit_copies();
+  wait_copies<1>();
+  __syncthreads();
+}
+
+// The backward kernels' first copies, one group: the block's own 64 rows of two operands from `first`,
+// and the first streamed tile when there is one (`issue_first`).
+template <typename W, typename IssueFirst>
+__device__ __forceinline__ void start_backward_block(BackwardShared& sh, const HeadRows& a, const HeadRows& b,
+                                                     long long first, bool any_tile, IssueFirst&& issue_first) {
+  copy_tile<W>(sh.own[0], a, first);
+  copy_tile<W>(sh.own[1], b, first);
+  if (any_tile) issue_first();
+  commit_copies();
 }
 
 // The query tile a forward or dQ block takes: the last tiles first. Under a causal mask a later query
@@ -243,13 +320,23 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
+// Whether the tile of queries [i0, i0 + 64) and keys [j0, j0 + 64) needs no mask: all of them inside
+// the call, no key padding, and the pattern lets every query see every key (under a causal mask the
+// tiles below the diagonal: 28 of the 36 a head at L 512).
+__device__ __forceinline__ bool unmasked_tile(const AttentionShape& s, const float* pad, long long i0, long long j0) {
+  return pad == nullptr && i0 + kBlockRows <= s.Lq && j0 + kKeys <= s.Lk &&
+         s.pattern.sees_all(i0, i0 + kBlockRows - 1, j0, j0 + kKeys - 1);
+}
+
 // One key tile of the forward's online softmax, for a warp's 16 rows (rows[0] and rows[1]: the lane's
 // two): the tile's scores S (unscaled) become the weights P Z in place (0 where the query does not see
 // the key), the rows' running max m rises to the tile's (the quad's max), the lane's share l of the
 // row sum and the output accumulators o are rescaled by exp(m_old - m_new). NaN scores stay NaN (the
-// SIMT kernels' rule: a NaN reaches the row's output and lse).
+// SIMT kernels' rule: a NaN reaches the row's output and lse). kMasked false: a tile that needs no mask
+// (unmasked_tile), where the per-element checks are left out.
+template <bool kMasked>
 __device__ __forceinline__ void softmax_tile(Acc sc[8], Acc o[8], float m[2], float l[2], const AttentionShape& s,
-                                             const AttentionDropout& drop, const bool* padded, long long b, long long h,
+                                             const AttentionDropout& drop, const float* pad_tile, long long b, long long h,
                                              const long long rows[2], long long t0, int t) {
   const float scale = static_cast<float>(s.scale);
   float tile_max[2] = {-INFINITY, -INFINITY};
@@ -258,7 +345,8 @@ __device__ __forceinline__ void softmax_tile(Acc sc[8], Acc o[8], float m[2], fl
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const long long i = rows[e / 2], j = t0 + n * 8 + 2 * t + (e % 2);
-      const bool sees = i < s.Lq && j < s.Lk && !padded[j - t0] && s.pattern.sees(i, j);
+      const bool sees =
+          !kMasked || (i < s.Lq && j < s.Lk && !padded_key(pad_tile, static_cast<int>(j - t0)) && s.pattern.sees(i, j));
       sc[n].c[e] = sees ? scale * sc[n].c[e] : -INFINITY;
       tile_max[e / 2] = nan_max(tile_max[e / 2], sc[n].c[e]);
     }
@@ -291,46 +379,49 @@ __device__ __forceinline__ void softmax_tile(Acc sc[8], Acc o[8], float m[2], fl
   }
 }
 
-// kPrefetch: the next key tile's global loads issued before this tile's products (186 registers with
-// 16-byte words: 2 blocks an SM), or issued at the tile's start and waited for (158: 3 blocks an SM);
-// SRU_ATTENTION_PREFETCH=0 chooses the latter, to time the two side by side.
-template <typename W, bool kPrefetch>
-__global__ void __launch_bounds__(kWarps * 32) tc_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                                                 const float* pad, AttentionShape s, AttentionDropout drop,
-                                                                 uint16_t* out, float* lse) {
+// The key tiles stream through two buffers: the copies of tile n + 1 are issued (cp.async) before the
+// products of tile n, so their latency hides behind them, and no thread holds words in registers on the way.
+template <typename W>
+__global__ void __launch_bounds__(kThreads) tc_forward_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                                              const float* pad, AttentionShape s, AttentionDropout drop,
+                                                              uint16_t* out, float* lse) {
   drop.offset = PhiloxOffset{drop.offset.value()};
-  __shared__ __align__(16) uint16_t qs[kBlockRows * kPitch], ks[kKeys * kPitch], vt[kHead * kPitch];
-  __shared__ bool padded[kKeys];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  __shared__ __align__(16) uint16_t qs[kBlockRows * kPitch], ks[2][kKeys * kPitch], vs[2][kKeys * kPitch];
+  __shared__ float pad_tile[2][kKeys];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
   const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
   const long long i0 = heavy_first(blockIdx.y) * kBlockRows;
-  load_tiles<W>({TileSource{qs, nullptr, q + s.q.at(0, b, h), s.q.position, s.Lq}}, i0);
+  const HeadRows keys{k + s.k.at(0, b, h), s.k.position, s.Lk}, values{v + s.v.at(0, b, h), s.v.position, s.Lk};
+  const float* pad_row = pad != nullptr ? pad + b * s.Lk : nullptr;
+  long long begin, end;
+  s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
+  const long long first_tile = begin - begin % kKeys;
+  copy_tile<W>(qs, HeadRows{q + s.q.at(0, b, h), s.q.position, s.Lq}, i0);
+  commit_copies();
+  if (first_tile <= end) copy_key_tile<W>(ks[0], vs[0], pad_tile[0], keys, values, pad_row, first_tile);
+  commit_copies();
+  wait_copies<1>();  // the queries (the first key tile may still be on its way)
   __syncthreads();
   uint32_t qa[4][4];
-  load_a_rows(qa, qs, warp * 16, g, t);
-  const long long rows[2] = {i0 + warp * 16 + g, i0 + warp * 16 + g + 8};
+  load_a_rows(qa, qs, warp * 16, lane);
+  const long long rows[2] = {i0 + warp * 16 + lane / 4, i0 + warp * 16 + lane / 4 + 8};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   Acc o[8];
   clear(o);
-  long long begin, end;
-  s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
-  const TileSource kv[2] = {TileSource{ks, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk},
-                            TileSource{nullptr, vt, v + s.v.at(0, b, h), s.v.position, s.Lk}};
-  TileWords<W, 2> next;  // with kPrefetch, the next key tile's words, in flight while this tile's products run
-  const long long first_tile = begin - begin % kKeys;
-  if (kPrefetch && first_tile <= end) fetch_tiles(next, kv, first_tile);
-  for (long long t0 = first_tile; t0 <= end; t0 += kKeys) {
-    __syncthreads();  // the previous tile is read
-    if (!kPrefetch) fetch_tiles(next, kv, t0);
-    store_tiles(next, kv);
-    if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
-    __syncthreads();
-    if (kPrefetch && t0 + kKeys <= end) fetch_tiles(next, kv, t0 + kKeys);
+  int buf = 0;
+  for (long long t0 = first_tile; t0 <= end; t0 += kKeys, buf ^= 1) {
+    advance_tiles(t0 + kKeys <= end, [&] {
+      copy_key_tile<W>(ks[buf ^ 1], vs[buf ^ 1], pad_tile[buf ^ 1], keys, values, pad_row, t0 + kKeys);
+    });
     Acc sc[8];
-    product_with_rows(sc, qa, ks, g, t);
-    softmax_tile(sc, o, m, l, s, drop, padded, b, h, rows, t0, t);
-    accumulate_product(o, sc, vt, g, t);
+    product_with_rows(sc, qa, ks[buf], lane);
+    if (unmasked_tile(s, pad, i0, t0))
+      softmax_tile<false>(sc, o, m, l, s, drop, nullptr, b, h, rows, t0, t);
+    else
+      softmax_tile<true>(sc, o, m, l, s, drop, pad_row != nullptr ? pad_tile[buf] : nullptr, b, h, rows, t0, t);
+    accumulate_product(o, sc, vs[buf], lane);
   }
+  // (no copies in flight here: the last group committed, the loop's last or the empty first key tile's, is empty)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const long long i = rows[r];
@@ -367,68 +458,89 @@ __device__ __forceinline__ void block_row_stats(float (*stats)[2], const Attenti
   }
 }
 
-// Backward (1): D_i and dq_i, 16 queries a warp.
+// One weight's P Z and dS = P (Z dP - D), P = exp(scale S - lse), where query i sees key j (else both 0).
+// lse is -inf only for a query that sees no key, or whose scores are all -inf: 0, not NaN, either way.
+struct WeightGradient {
+  float pz, ds;
+};
+__device__ __forceinline__ WeightGradient weight_gradient(bool sees, float score, float dp, float lse, float d,
+                                                          const AttentionShape& s, const AttentionDropout& drop,
+                                                          long long b, long long h, long long i, long long j) {
+  if (!sees || lse == -INFINITY) return {0.0f, 0.0f};
+  const float p = __expf(static_cast<float>(s.scale) * score - lse);
+  const float z = drop.factor<float>(s.row(b, h, i) * s.Lk + j);
+  return {p * z, p * (z * dp - d)};
+}
+
+// The lse and D of a lane's two rows.
+struct RowStatistics {
+  float lse[2], d[2];
+};
+
+// A key tile's scores S (unscaled) of a warp's 16 rows become dS = P (Z dP - D) in place, P = exp(scale S
+// - lse), 0 where the query does not see the key; kMasked false: a tile that needs no mask (unmasked_tile).
+template <bool kMasked>
+__device__ __forceinline__ void scores_to_ds(Acc sc[8], const Acc dp[8], const AttentionShape& s,
+                                             const AttentionDropout& drop, const float* padding, long long b, long long h,
+                                             const long long rows[2], const RowStatistics& stats, long long t0, int t) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2, c = n * 8 + 2 * t + (e % 2);
+      const long long i = rows[r], j = t0 + c;
+      const bool sees = !kMasked || (i < s.Lq && j < s.Lk && !padded_key(padding, c) && s.pattern.sees(i, j));
+      sc[n].c[e] = weight_gradient(sees, sc[n].c[e], dp[n].c[e], stats.lse[r], stats.d[r], s, drop, b, h, i, j).ds;
+    }
+}
+
+// Backward (1): D_i and dq_i, 16 queries a warp; the key tiles stream through two buffers as the
+// forward's, and dS K reads K's tile transposed (ldmatrix.trans) from where S = Q K^T read it.
 template <typename W>
-__global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint16_t* q, const uint16_t* k,
-                                                                     const uint16_t* v, const float* pad, AttentionShape s,
-                                                                     AttentionDropout drop, const uint16_t* out,
-                                                                     const uint16_t* grad_out, const float* lse,
-                                                                     float* row_dot, uint16_t* gq) {
+__global__ void __launch_bounds__(kThreads) tc_backward_dq_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                                                  const float* pad, AttentionShape s,
+                                                                  AttentionDropout drop, const uint16_t* out,
+                                                                  const uint16_t* grad_out, const float* lse,
+                                                                  float* row_dot, uint16_t* gq) {
   drop.offset = PhiloxOffset{drop.offset.value()};
-  __shared__ __align__(16) uint16_t ks[kKeys * kPitch], vs[kKeys * kPitch], kt[kHead * kPitch];
-  __shared__ bool padded[kKeys];
-  __shared__ float stats[kBlockRows][2];  // lse, D of the block's queries
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  BackwardShared& sh = backward_shared();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
   const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
   const long long i0 = heavy_first(blockIdx.y) * kBlockRows;
-  block_row_stats(stats, s, out, grad_out, lse, row_dot, b, h, i0, warp, lane);
-  // The rows' A fragments of Q and dO, staged through the key tiles' memory before the first tile.
-  load_tiles<W>({TileSource{ks, nullptr, q + s.q.at(0, b, h), s.q.position, s.Lq},
-                 TileSource{vs, nullptr, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}},
-                i0);
+  const HeadRows keys{k + s.k.at(0, b, h), s.k.position, s.Lk}, values{v + s.v.at(0, b, h), s.v.position, s.Lk};
+  const float* pad_row = pad != nullptr ? pad + b * s.Lk : nullptr;
+  const auto copy_keys = [&](int to, long long t0) {
+    copy_key_tile<W>(sh.streamed[to][0], sh.streamed[to][1], sh.floats[to][0], keys, values, pad_row, t0);
+  };
+  long long begin, end;
+  s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
+  const long long first_tile = begin - begin % kKeys;
+  start_backward_block<W>(sh, HeadRows{q + s.q.at(0, b, h), s.q.position, s.Lq},
+                          HeadRows{grad_out + s.o.at(0, b, h), s.o.position, s.Lq}, i0, first_tile <= end,
+                          [&] { copy_keys(0, first_tile); });
+  block_row_stats(sh.stats, s, out, grad_out, lse, row_dot, b, h, i0, warp, lane);
   __syncthreads();
-  uint32_t qa[4][4], ga[4][4];
-  load_a_rows(qa, ks, warp * 16, g, t);
-  load_a_rows(ga, vs, warp * 16, g, t);
-  const int local[2] = {warp * 16 + g, warp * 16 + g + 8};
+  const int local[2] = {warp * 16 + lane / 4, warp * 16 + lane / 4 + 8};
   const long long rows[2] = {i0 + local[0], i0 + local[1]};
-  const float row_lse[2] = {stats[local[0]][0], stats[local[1]][0]}, row_d[2] = {stats[local[0]][1], stats[local[1]][1]};
+  const RowStatistics stats{{sh.stats[local[0]][0], sh.stats[local[1]][0]}, {sh.stats[local[0]][1], sh.stats[local[1]][1]}};
   Acc dq[8];
   clear(dq);
   const float scale = static_cast<float>(s.scale);
-  long long begin, end;
-  s.pattern.keys_seen_by(i0, min(i0 + kBlockRows, s.Lq) - 1, s.Lk, begin, end);
-  const TileSource kv[2] = {TileSource{ks, kt, k + s.k.at(0, b, h), s.k.position, s.Lk},
-                            TileSource{vs, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}};
-  TileWords<W, 2> next;  // the next key tile's words, in flight while this tile's products run
-  const long long first_tile = begin - begin % kKeys;
-  if (first_tile <= end) fetch_tiles(next, kv, first_tile);
-  for (long long t0 = first_tile; t0 <= end; t0 += kKeys) {
-    __syncthreads();
-    store_tiles(next, kv);
-    if (threadIdx.x < kKeys) padded[threadIdx.x] = t0 + threadIdx.x < s.Lk && s.key_padded(pad, b, t0 + threadIdx.x);
-    __syncthreads();
-    if (t0 + kKeys <= end) fetch_tiles(next, kv, t0 + kKeys);
+  int buf = 0;
+  for (long long t0 = first_tile; t0 <= end; t0 += kKeys, buf ^= 1) {
+    advance_tiles(t0 + kKeys <= end, [&] { copy_keys(buf ^ 1, t0 + kKeys); });
+    const uint16_t *k_tile = sh.streamed[buf][0], *v_tile = sh.streamed[buf][1];
+    const float* padding = pad_row != nullptr ? sh.floats[buf][0] : nullptr;
     Acc sc[8], dp[8];
-    product_with_rows(sc, qa, ks, g, t);
-    product_with_rows(dp, ga, vs, g, t);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const long long i = rows[r], j = t0 + n * 8 + 2 * t + (e % 2);
-        const bool sees = i < s.Lq && j < s.Lk && !padded[j - t0] && s.pattern.sees(i, j) && row_lse[r] != -INFINITY;
-        float ds = 0.0f;
-        if (sees) {
-          const float p = __expf(scale * sc[n].c[e] - row_lse[r]);
-          const float z = drop.factor<float>(s.row(b, h, i) * s.Lk + j);
-          ds = p * (z * dp[n].c[e] - row_d[r]);
-        }
-        sc[n].c[e] = ds;
-      }
-    accumulate_product(dq, sc, kt, g, t);
+    product_of_rows(sc, sh.own[0], k_tile, warp, lane);  // S = Q K^T
+    product_of_rows(dp, sh.own[1], v_tile, warp, lane);  // dP = dO V^T
+    if (unmasked_tile(s, pad, i0, t0))
+      scores_to_ds<false>(sc, dp, s, drop, nullptr, b, h, rows, stats, t0, t);
+    else
+      scores_to_ds<true>(sc, dp, s, drop, padding, b, h, rows, stats, t0, t);
+    accumulate_product(dq, sc, k_tile, lane);
   }
+  wait_copies<0>();  // (a block without key tiles leaves none in flight at its exit)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (rows[r] >= s.Lq) continue;
@@ -439,67 +551,91 @@ __global__ void __launch_bounds__(kWarps * 32) tc_backward_dq_kernel(const uint1
   }
 }
 
-// Backward (2): dk_j and dv_j, 16 keys a warp, over tiles of the queries that can see the block's keys.
+// 32 queries of a query tile: the first, and their lse and D (shared memory).
+struct QueryTile {
+  long long first;
+  const float *lse, *d;
+};
+
+// S^T (unscaled) and dP^T of a warp's 16 keys and 32 queries become dS^T and (P Z)^T in place (0 where
+// the query does not see the key); kMasked false: a tile that needs no mask (unmasked_tile).
+template <bool kMasked>
+__device__ __forceinline__ void transposed_scores_to_ds(Acc st[4], Acc dpt[4], const AttentionShape& s,
+                                                        const AttentionDropout& drop, long long b, long long h,
+                                                        const long long keys[2], const bool visible[2],
+                                                        const QueryTile& queries, int t) {
+#pragma unroll
+  for (int n = 0; n < 4; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = e / 2, c = n * 8 + 2 * t + (e % 2);
+      const long long i = queries.first + c, j = keys[r];
+      const bool sees = !kMasked || (visible[r] && i < s.Lq && s.pattern.sees(i, j));
+      const WeightGradient w =
+          weight_gradient(sees, st[n].c[e], dpt[n].c[e], queries.lse[c], queries.d[c], s, drop, b, h, i, j);
+      dpt[n].c[e] = w.pz;
+      st[n].c[e] = w.ds;
+    }
+}
+
+// Backward (2): dk_j and dv_j, 16 keys a warp, over tiles of the queries that can see the block's keys,
+// streamed through two buffers with their lse and D; (P Z)^T dO and dS^T Q read the dO and Q tiles
+// transposed (ldmatrix.trans) from where S^T = K Q^T and dP^T = V dO^T read them.
 template <typename W>
-__global__ void __launch_bounds__(kWarps * 32) tc_backward_dkv_kernel(const uint16_t* q, const uint16_t* k,
-                                                                      const uint16_t* v, const float* pad,
-                                                                      AttentionShape s, AttentionDropout drop,
-                                                                      const uint16_t* grad_out, const float* lse,
-                                                                      const float* row_dot, uint16_t* gk, uint16_t* gv) {
+__global__ void __launch_bounds__(kThreads) tc_backward_dkv_kernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                                                   const float* pad, AttentionShape s,
+                                                                   AttentionDropout drop, const uint16_t* grad_out,
+                                                                   const float* lse, const float* row_dot, uint16_t* gk,
+                                                                   uint16_t* gv) {
   drop.offset = PhiloxOffset{drop.offset.value()};
-  __shared__ __align__(16) uint16_t qs[kKeys * kPitch], gos[kKeys * kPitch], qt[kHead * kPitch], got[kHead * kPitch];
-  __shared__ float stats[kKeys][2];  // lse, D of the tile's queries
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  BackwardShared& sh = backward_shared();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t = lane % 4;
   const long long bh = blockIdx.x, b = bh / s.H, h = bh % s.H;
   const long long j0 = static_cast<long long>(blockIdx.y) * kBlockRows;
-  load_tiles<W>({TileSource{qs, nullptr, k + s.k.at(0, b, h), s.k.position, s.Lk},
-                 TileSource{gos, nullptr, v + s.v.at(0, b, h), s.v.position, s.Lk}},
-                j0);
-  __syncthreads();
-  uint32_t ka[4][4], va[4][4];
-  load_a_rows(ka, qs, warp * 16, g, t);
-  load_a_rows(va, gos, warp * 16, g, t);
-  const long long keys[2] = {j0 + warp * 16 + g, j0 + warp * 16 + g + 8};
+  const HeadRows queries{q + s.q.at(0, b, h), s.q.position, s.Lq},
+      grads{grad_out + s.o.at(0, b, h), s.o.position, s.Lq};
+  const float *lse_row = lse + s.row(b, h, 0), *dot_row = row_dot + s.row(b, h, 0);
+  const auto copy_queries = [&](int to, long long t0) {
+    copy_tile<W>(sh.streamed[to][0], queries, t0);
+    copy_tile<W>(sh.streamed[to][1], grads, t0);
+    copy_floats(sh.floats[to][0], lse_row, s.Lq, t0);
+    copy_floats(sh.floats[to][1], dot_row, s.Lq, t0);
+  };
+  long long begin, end;  // the queries that can see the block's keys
+  s.pattern.queries_seeing(j0, min(j0 + kBlockRows, s.Lk) - 1, s.Lq, begin, end);
+  const long long first_tile = begin - begin % kKeys;
+  start_backward_block<W>(sh, HeadRows{k + s.k.at(0, b, h), s.k.position, s.Lk},
+                          HeadRows{v + s.v.at(0, b, h), s.v.position, s.Lk}, j0, first_tile <= end,
+                          [&] { copy_queries(0, first_tile); });
+  const long long keys[2] = {j0 + warp * 16 + lane / 4, j0 + warp * 16 + lane / 4 + 8};
   const bool visible[2] = {keys[0] < s.Lk && !s.key_padded(pad, b, keys[0]), keys[1] < s.Lk && !s.key_padded(pad, b, keys[1])};
   Acc dk[8], dv[8];
   clear(dk);
   clear(dv);
   const float scale = static_cast<float>(s.scale);
-  long long begin, end;  // the queries that can see the block's keys
-  s.pattern.queries_seeing(j0, min(j0 + kBlockRows, s.Lk) - 1, s.Lq, begin, end);
-  for (long long t0 = begin - begin % kKeys; t0 <= end; t0 += kKeys) {
-    __syncthreads();
-    load_tiles<W>({TileSource{qs, qt, q + s.q.at(0, b, h), s.q.position, s.Lq},
-                   TileSource{gos, got, grad_out + s.o.at(0, b, h), s.o.position, s.Lq}},
-                  t0);
-    if (threadIdx.x < kKeys) {
-      const long long i = t0 + threadIdx.x;
-      stats[threadIdx.x][0] = i < s.Lq ? lse[s.row(b, h, i)] : -INFINITY;
-      stats[threadIdx.x][1] = i < s.Lq ? row_dot[s.row(b, h, i)] : 0.0f;
+  int buf = 0;
+  for (long long t0 = first_tile; t0 <= end; t0 += kKeys, buf ^= 1) {
+    advance_tiles(t0 + kKeys <= end, [&] { copy_queries(buf ^ 1, t0 + kKeys); });
+    const float *tile_lse = sh.floats[buf][0], *tile_d = sh.floats[buf][1];
+    const bool whole = unmasked_tile(s, pad, t0, j0);
+    // In two halves of 32 queries, so that S^T and dP^T of half a tile are live at a time (the whole
+    // tile's left the kernel short of registers).
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const uint16_t *q_half = sh.streamed[buf][0] + half * 32 * kPitch, *go_half = sh.streamed[buf][1] + half * 32 * kPitch;
+      Acc st[4], dpt[4];
+      product_of_rows<4>(st, sh.own[0], q_half, warp, lane);    // S^T = K Q^T: rows keys, columns the half's queries
+      product_of_rows<4>(dpt, sh.own[1], go_half, warp, lane);  // dP^T = V dO^T
+      const QueryTile queries_here{t0 + half * 32, tile_lse + half * 32, tile_d + half * 32};
+      if (whole)
+        transposed_scores_to_ds<false>(st, dpt, s, drop, b, h, keys, visible, queries_here, t);
+      else
+        transposed_scores_to_ds<true>(st, dpt, s, drop, b, h, keys, visible, queries_here, t);
+      accumulate_product<2>(dv, dpt, go_half, lane);
+      accumulate_product<2>(dk, st, q_half, lane);
     }
-    __syncthreads();
-    Acc st[8], dpt[8];
-    product_with_rows(st, ka, qs, g, t);    // S^T: rows keys, columns the tile's queries
-    product_with_rows(dpt, va, gos, g, t);  // dP^T = V dO^T
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2, c = n * 8 + 2 * t + (e % 2);
-        const long long i = t0 + c, j = keys[r];
-        float pz = 0.0f, ds = 0.0f;
-        if (visible[r] && i < s.Lq && s.pattern.sees(i, j) && stats[c][0] != -INFINITY) {
-          const float p = __expf(scale * st[n].c[e] - stats[c][0]);
-          const float z = drop.factor<float>(s.row(b, h, i) * s.Lk + j);
-          pz = p * z;
-          ds = p * (z * dpt[n].c[e] - stats[c][1]);
-        }
-        dpt[n].c[e] = pz;  // (read above: the element's dP^T becomes its P Z)
-        st[n].c[e] = ds;
-      }
-    accumulate_product(dv, dpt, got, g, t);
-    accumulate_product(dk, st, qt, g, t);
   }
+  wait_copies<0>();  // (a block without query tiles leaves none in flight at its exit)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const long long j = keys[r];
@@ -529,13 +665,6 @@ bool environment_says(const char* name, const char* value) {
   return v != nullptr && std::string(v) == value;
 }
 
-// Whether the forward prefetches its next key tile (tc_forward_kernel's kPrefetch): SRU_ATTENTION_PREFETCH=0
-// turns it off, asked once.
-bool forward_prefetches() {
-  static const bool off = environment_says("SRU_ATTENTION_PREFETCH", "0");
-  return !off;
-}
-
 bool tensor_cores_allowed() {
   static const bool switched_off = environment_says("SRU_ATTENTION_SIMT", "1");
   return !switched_off && g_tensor_cores_allowed.load();
@@ -547,7 +676,7 @@ bool strides_multiple_of(const HeadStrides& st, long long n) {
 bool aligned_to(const Tensor& t, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes == 0; }
 
 // Whether every row of 64 features the kernels load starts on a 16-byte boundary (the tensors' data and
-// every stride a multiple of 8 elements), for load_tiles's 16-byte words; the calls that cannot are counted.
+// every stride a multiple of 8 elements), for copy_tile's 16-byte words; the calls that cannot are counted.
 bool sixteen_byte_rows(const AttentionShape& s, std::initializer_list<const Tensor*> loaded) {
   bool wide = true;
   for (const HeadStrides* st : {&s.q, &s.k, &s.v, &s.o}) wide = wide && strides_multiple_of(*st, 8);
@@ -556,23 +685,32 @@ bool sixteen_byte_rows(const AttentionShape& s, std::initializer_list<const Tens
   return wide;
 }
 
-// Whether the kernels on device `index` were built from code for 8.0 or later (a build whose PTX is for
-// an older card would be compiled by the driver without the mma path, which traps), asked once.
-bool kernels_hold_mma(int index) {
+// Whether the kernels can run on device `index`, asked once: built from code for 8.0 or later (a build
+// whose PTX is for an older card would be compiled by the driver without the mma path, which traps), and
+// the backward kernels allowed their 55.5 KB of dynamic shared memory (BackwardShared; every card of 8.0
+// and later has 99 KB or more a block).
+bool kernels_ready(int index) {
   constexpr int kDevices = 64;
   static std::once_flag once[kDevices];
-  static bool holds[kDevices];
+  static bool ready[kDevices];
   if (index < 0 || index >= kDevices) return false;
   std::call_once(once[index], [index] {
     int before = 0;
     cudaGetDevice(&before);
     cudaSetDevice(index);
     cudaFuncAttributes attributes{};
-    holds[index] = cudaFuncGetAttributes(&attributes, tc_forward_kernel<uint4, true>) == cudaSuccess && attributes.ptxVersion >= 80;
+    bool ok = cudaFuncGetAttributes(&attributes, tc_forward_kernel<uint4>) == cudaSuccess && attributes.ptxVersion >= 80;
+    constexpr int kBytes = static_cast<int>(sizeof(BackwardShared));
+    for (const void* kernel : {reinterpret_cast<const void*>(tc_backward_dq_kernel<uint4>),
+                               reinterpret_cast<const void*>(tc_backward_dq_kernel<uint32_t>),
+                               reinterpret_cast<const void*>(tc_backward_dkv_kernel<uint4>),
+                               reinterpret_cast<const void*>(tc_backward_dkv_kernel<uint32_t>)})
+      ok = ok && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes) == cudaSuccess;
+    ready[index] = ok;
     cudaGetLastError();
     cudaSetDevice(before);
   });
-  return holds[index];
+  return ready[index];
 }
 
 // Compute capability of each device, asked once (the call is too slow for every attention).
@@ -596,7 +734,7 @@ bool tensor_core_attention_applies(const AttentionTensors& in, const AttentionSh
   if (!tensor_cores_allowed() || in.q.dtype() != DType::BF16 || s.dh != kHead || s.dv != kHead) return false;
   // A decoding step's few queries fill a 64-query block poorly: the SIMT kernels' warp a query is better.
   if (s.Lq < kMinQueries) return false;
-  if (capability_of(in.q.device().index) < 80 || !kernels_hold_mma(in.q.device().index)) return false;
+  if (capability_of(in.q.device().index) < 80 || !kernels_ready(in.q.device().index)) return false;
   for (const HeadStrides* st : {&s.q, &s.k, &s.v, &s.o})
     if (!strides_multiple_of(*st, 2)) return false;
   for (const Tensor* t : {&in.q, &in.k, &in.v})
@@ -610,11 +748,10 @@ void tensor_core_attention_forward(const AttentionTensors& in, const AttentionSh
                                    const Tensor& out, const Tensor& lse) {
   g_tensor_core_calls.fetch_add(1);
   const auto raw = [](const Tensor& t) { return static_cast<const uint16_t*>(t.data_ptr()); };
-  // 16-byte words where every row allows them (load_tiles), else 4-byte ones.
+  // 16-byte words where every row allows them (copy_tile), else 4-byte ones.
   const bool wide = sixteen_byte_rows(s, {&in.q, &in.k, &in.v});
-  auto* const kernel = forward_prefetches() ? (wide ? tc_forward_kernel<uint4, true> : tc_forward_kernel<uint32_t, true>)
-                                            : (wide ? tc_forward_kernel<uint4, false> : tc_forward_kernel<uint32_t, false>);
-  kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream_of(in.q)>>>(raw(in.q), raw(in.k), raw(in.v),
+  auto* const kernel = wide ? tc_forward_kernel<uint4> : tc_forward_kernel<uint32_t>;
+  kernel<<<tc_grid(s.B * s.H, s.Lq), kThreads, 0, stream_of(in.q)>>>(raw(in.q), raw(in.k), raw(in.v),
                                                                       in.padding_data(), s, drop,
                                                                       static_cast<uint16_t*>(out.data_ptr()),
                                                                       lse.data<float>());
@@ -632,13 +769,13 @@ void tensor_core_attention_backward(const AttentionTensors& in, const AttentionS
   auto* const dq_kernel = wide ? tc_backward_dq_kernel<uint4> : tc_backward_dq_kernel<uint32_t>;
   auto* const dkv_kernel = wide ? tc_backward_dkv_kernel<uint4> : tc_backward_dkv_kernel<uint32_t>;
   if (s.Lq > 0)
-    dq_kernel<<<tc_grid(s.B * s.H, s.Lq), kWarps * 32, 0, stream>>>(raw(in.q), raw(in.k), raw(in.v), in.padding_data(),
-                                                                    s, drop, raw(out), raw(grad_out), lse.data<float>(),
-                                                                    row_dot.data<float>(), written(gq));
+    dq_kernel<<<tc_grid(s.B * s.H, s.Lq), kThreads, sizeof(BackwardShared), stream>>>(
+        raw(in.q), raw(in.k), raw(in.v), in.padding_data(), s, drop, raw(out), raw(grad_out), lse.data<float>(),
+        row_dot.data<float>(), written(gq));
   if (s.Lk > 0)
-    dkv_kernel<<<tc_grid(s.B * s.H, s.Lk), kWarps * 32, 0, stream>>>(raw(in.q), raw(in.k), raw(in.v), in.padding_data(),
-                                                                     s, drop, raw(grad_out), lse.data<float>(),
-                                                                     row_dot.data<float>(), written(gk), written(gv));
+    dkv_kernel<<<tc_grid(s.B * s.H, s.Lk), kThreads, sizeof(BackwardShared), stream>>>(
+        raw(in.q), raw(in.k), raw(in.v), in.padding_data(), s, drop, raw(grad_out), lse.data<float>(),
+        row_dot.data<float>(), written(gk), written(gv));
   SRU_CUDA_LAUNCH_CHECK("tensor-core attention backward kernels");
 }
 
