@@ -72,6 +72,11 @@ TEST(RowExp, EveryLengthGivesTheOneValuePathsBitsAndLaneOrderSums) {
       ASSERT_EQ(bits_of(out[c]), bits_of(rows::exp(x[c] - shift) * scale)) << "n " << n << ", c " << c;
     const double expected = lane_sum(n, [&](int64_t c) { return static_cast<double>(rows::exp(x[c] - shift)); });
     EXPECT_EQ(rows::sum_exp(x.data(), n, shift), expected) << "n " << n;
+    // The softmax forward's pair: exps stored while summed, then scaled: exp_scaled's bits.
+    std::vector<float> stored(static_cast<size_t>(n));
+    EXPECT_EQ(rows::exp_and_sum(x.data(), n, shift, stored.data()), expected) << "n " << n;
+    rows::scale(stored.data(), n, scale);
+    for (int64_t c = 0; c < n; ++c) ASSERT_EQ(bits_of(stored[c]), bits_of(out[c])) << "n " << n << ", c " << c;
     float best = -kInf;
     for (float v : x) best = std::max(best, v);
     EXPECT_EQ(rows::max(x.data(), n), best) << "n " << n;
@@ -79,10 +84,13 @@ TEST(RowExp, EveryLengthGivesTheOneValuePathsBitsAndLaneOrderSums) {
     EXPECT_EQ(kept.sum, lane_sum(n, [&](int64_t c) { return x[c] == -kInf ? 0.0 : static_cast<double>(x[c]); }));
     EXPECT_EQ(kept.count, n - (n > 3 ? 1 : 0)) << "n " << n;
   }
-  // In place, as the softmax kernels call it.
-  std::vector<float> x = random_row(21, -5.0, 5.0, 3), y = x;
+  // In place, as the softmax kernels call them.
+  std::vector<float> x = random_row(21, -5.0, 5.0, 3), y = x, z = x;
   rows::exp_scaled(y.data(), 21, 0.5f, 2.0f, y.data());
   for (int c = 0; c < 21; ++c) EXPECT_EQ(bits_of(y[c]), bits_of(rows::exp(x[c] - 0.5f) * 2.0f));
+  rows::exp_and_sum(z.data(), 21, 0.5f, z.data());
+  rows::scale(z.data(), 21, 2.0f);
+  for (int c = 0; c < 21; ++c) EXPECT_EQ(bits_of(z[c]), bits_of(y[c]));
 }
 
 // Layer norm's row sums (the float32 rows of ops/cpu/layer_norm.cpp): the lane order row_exp.h

@@ -103,13 +103,15 @@ void softmax_rows_f32(const Tensor& x, const Rows& rows, double scale, bool log,
       std::fill(out, out + C, static_cast<T>(log ? kMinusInf : 0.0f));
       return;
     }
-    const double sum = cpu::rows::sum_exp(score, C, row_max);
     float* result = std::is_same_v<T, float> ? reinterpret_cast<float*>(out) : scratch.b.data();
     if (log) {
+      const double sum = cpu::rows::sum_exp(score, C, row_max);
       const float lse = static_cast<float>(static_cast<double>(row_max) + std::log(sum));
       for (int64_t c = 0; c < C; ++c) result[c] = score[c] - lse;
     } else {
-      cpu::rows::exp_scaled(score, C, row_max, static_cast<float>(1.0 / sum), result);
+      // exp(score - max) / sum: the exps stored as they are summed, then scaled (one exp an element)
+      const double sum = cpu::rows::exp_and_sum(score, C, row_max, result);
+      cpu::rows::scale(result, C, static_cast<float>(1.0 / sum));
     }
     if constexpr (!std::is_same_v<T, float>)
       for (int64_t c = 0; c < C; ++c) out[c] = static_cast<T>(result[c]);

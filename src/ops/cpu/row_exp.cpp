@@ -98,6 +98,20 @@ SRU_AVX2_FMA int64_t sum_exp_avx2(const float* x, int64_t n, float shift, double
   return c;
 }
 
+SRU_AVX2_FMA int64_t exp_and_sum_avx2(const float* x, int64_t n, float shift, float* out, double* lanes) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  const __m256 s = _mm256_set1_ps(shift);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), s));
+    _mm256_storeu_ps(out + c, e);
+    add_to_lanes(e, lo, hi);
+  }
+  _mm256_storeu_pd(lanes, lo);
+  _mm256_storeu_pd(lanes + 4, hi);
+  return c;
+}
+
 SRU_AVX2_FMA int64_t exp_scaled_avx2(const float* x, int64_t n, float shift, float scale, float* out) {
   const __m256 s = _mm256_set1_ps(shift), k = _mm256_set1_ps(scale);
   int64_t c = 0;
@@ -160,6 +174,23 @@ void exp_scaled(const float* x, int64_t n, float shift, float scale, float* out)
   if (have_avx2_fma()) c = exp_scaled_avx2(x, n, shift, scale, out);
 #endif
   for (; c < n; ++c) out[c] = exp_scalar(x[c] - shift) * scale;
+}
+
+double exp_and_sum(const float* x, int64_t n, float shift, float* out) {
+  double lanes[kLanes] = {};
+  int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (have_avx2_fma()) c = exp_and_sum_avx2(x, n, shift, out, lanes);
+#endif
+  for (; c < n; ++c) {
+    out[c] = exp_scalar(x[c] - shift);
+    lanes[c % kLanes] += static_cast<double>(out[c]);
+  }
+  return add_lanes(lanes);
+}
+
+void scale(float* x, int64_t n, float scale) {
+  for (int64_t c = 0; c < n; ++c) x[c] *= scale;  // (the compiler vectorises it: no order to keep)
 }
 
 double sum(const float* x, int64_t n) {

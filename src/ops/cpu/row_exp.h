@@ -28,6 +28,11 @@ float max(const float* x, int64_t n);
 double sum_exp(const float* x, int64_t n, float shift);
 // out[c] = exp(x[c] - shift) * scale (out may be x).
 void exp_scaled(const float* x, int64_t n, float shift, float scale, float* out);
+// out[c] = exp(x[c] - shift), returning their sum_exp (out may be x). With scale() after it, the softmax
+// forward's exp_scaled(x, n, shift, 1 / sum_exp(...)) to the bit, each exp computed once.
+double exp_and_sum(const float* x, int64_t n, float shift, float* out);
+// x[c] *= scale.
+void scale(float* x, int64_t n, float scale);
 // sum_c x[c] and sum_c a[c] b[c] (each product in double), in double lanes.
 double sum(const float* x, int64_t n);
 double dot(const float* a, const float* b, int64_t n);

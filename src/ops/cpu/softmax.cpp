@@ -100,7 +100,7 @@ void softmax_forward(const Tensor& x, bool log, const Tensor& y) {
             const float lse = static_cast<float>(static_cast<double>(mx) + std::log(rows::sum_exp(row, C, mx)));
             for (int64_t c = 0; c < C; ++c) out[c] = row[c] - lse;
           } else {
-            rows::exp_scaled(row, C, mx, static_cast<float>(1.0 / rows::sum_exp(row, C, mx)), out);
+            rows::scale(out, C, static_cast<float>(1.0 / rows::exp_and_sum(row, C, mx, out)));  // one exp an element
           }
           store_row(out, C, py + n * C);
         }
