@@ -31,6 +31,7 @@
 #include "core/cuda/device_info.h"
 #include "core/parallel.h"
 #include "dist/communicator.h"
+#include "ops/cpu/blas.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/matmul.h"
 #include "ops/sru_recurrence.h"
@@ -302,7 +303,9 @@ int run(const BenchCommand& command, const SharedOptions& shared, const std::vec
   if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
   std::cout << "threads: " << sru::num_threads() << (cpu_time ? ", clock: process CPU time" : "")
             << ", SRU kernels: " << sru::cpu::sru_kernel_isa()
-            << (sru::cpu::bf16_dot_kernels_available() ? ", bf16 GEMM: AVX512-BF16" : "")
+            << (sru::cpu::bf16_dot_kernels_available() ? ", bf16 GEMM: AVX512-BF16" : "") << ", BLAS: "
+            << sru::cpu::blas_kernels().core
+            << (sru::cpu::blas_kernels().replaced.empty() ? "" : " (OpenBLAS chose " + sru::cpu::blas_kernels().replaced + ")")
             << (sru::matmul_precision() != sru::MatmulPrecision::Highest
                     ? ", precision: " + sru::precision_name(sru::matmul_precision())
                     : std::string())

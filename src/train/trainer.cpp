@@ -8,6 +8,7 @@
 
 #include "core/cuda/device_info.h"
 #include "nn/attention.h"
+#include "ops/cpu/blas.h"
 #include "ops/cpu/gemm_bf16.h"
 #include "ops/matmul.h"
 #include "tasks/registry.h"
@@ -63,6 +64,11 @@ void apply_precision(const config::TrainConfig& train, Device device) {
   const MatmulPrecision precision = parse_precision(train.precision, "train.precision");
   set_matmul_precision(precision);
   if (!device.is_cpu()) return;
+  const cpu::BlasKernels& blas = cpu::blas_kernels();
+  if (!blas.replaced.empty())
+    spdlog::info("OpenBLAS chose its {} (SSE3) kernels for this processor, which it does not know; using {} "
+                 "(OPENBLAS_CORETYPE chooses otherwise)",
+                 blas.replaced, blas.core);
   if (precision == MatmulPrecision::High)
     spdlog::info("train.precision tf32: the CPU has no TF32, its products stay FP32");
   if (precision == MatmulPrecision::Medium) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <tuple>
 
@@ -12,6 +13,7 @@
 #include "core/kernel_count.h"
 #include "core/parallel.h"
 #include "core/philox.h"
+#include "ops/cpu/blas.h"
 #include "ops/bf16_round.h"
 #include "ops/attention.h"
 #include "ops/ops.h"
@@ -257,6 +259,24 @@ TEST(Bf16, RoundsToNearestEvenWithOverflowAndNan) {
     EXPECT_EQ(round_to_bf16(r), r);
     EXPECT_LE(std::fabs(r - xs[i]), std::ldexp(std::fabs(xs[i]), -8)) << xs[i];
   }
+}
+
+// OpenBLAS's kernels (ops/cpu/blas.h): an OpenBLAS older than the processor falls back to Prescott's
+// SSE3 kernels (Debian 12's 0.3.21 on a 5th generation Xeon: sgemm 4-5x slower); the first GEMM
+// replaces that fallback wherever the processor has AVX2 and FMA, unless the user chose the kernels
+// (OPENBLAS_CORETYPE), and the GEMMs then still compute the product (the test below, the whole suite).
+TEST(Matmul, OpenBlasNeverRunsPrescottKernelsOnAnAvx2Processor) {
+  (void)matmul(Tensor::ones({2, 2}), Tensor::ones({2, 2}));  // the first GEMM makes the choice
+  const cpu::BlasKernels& kernels = cpu::blas_kernels();
+  if (!kernels.replaced.empty()) {
+    EXPECT_EQ(kernels.replaced, "Prescott");
+    EXPECT_NE(kernels.core, "Prescott");
+  }
+  const bool users_choice = kernels.replaced.empty() && std::getenv("OPENBLAS_CORETYPE") != nullptr;
+#if defined(__x86_64__)
+  if (!users_choice && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    EXPECT_NE(kernels.core, "Prescott") << "OpenBLAS kept its SSE3 fallback on a processor with AVX2 and FMA";
+#endif
 }
 
 // OpenBLAS's own threading changes the last bits between 1 and 2 threads at these shapes (64 x 256 x

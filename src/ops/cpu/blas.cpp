@@ -4,12 +4,50 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <strings.h>
 
 #include "core/parallel.h"
+
+// OpenBLAS's dynamic-architecture entry points (exported by DYNAMIC_ARCH builds, absent from others:
+// weak, so a build without them links and leaves the kernels as they are).
+extern "C" {
+void gotoblas_dynamic_init(void) __attribute__((weak));
+void gotoblas_dynamic_quit(void) __attribute__((weak));
+}
 
 namespace sru::cpu {
 
 namespace {
+
+// The kernels to ask for on a processor OpenBLAS did not recognise: SkylakeX needs AVX-512 F, CD, BW,
+// DQ and VL (what OpenBLAS's own test for it asks), Haswell AVX2 and FMA; null: none better than SSE3.
+const char* better_core_than_prescott() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+  return nullptr;
+}
+
+BlasKernels choose_blas_kernels() {
+  BlasKernels k;
+  k.core = openblas_get_corename();
+  const char* better = better_core_than_prescott();
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr && strcasecmp(k.core.c_str(), "Prescott") == 0 && better != nullptr &&
+      gotoblas_dynamic_init != nullptr && gotoblas_dynamic_quit != nullptr) {
+    // Before any GEMM has run: the kernel table is all that changes (its blocking parameters come with
+    // it; OpenBLAS's buffers are sized for every core of the build).
+    setenv("OPENBLAS_CORETYPE", better, 0);
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+    k.replaced = k.core;
+    k.core = openblas_get_corename();
+  }
+  return k;
+}
 
 // Multiply-adds per tile (about 50 us of one core's arithmetic), so a tile's dispatch is small against
 // it and small GEMMs stay one call.
@@ -35,6 +73,11 @@ void call_blas(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, 
 
 }  // namespace
 
+const BlasKernels& blas_kernels() {
+  static const BlasKernels kernels = choose_blas_kernels();
+  return kernels;
+}
+
 GemmTiling gemm_tiling(int64_t M, int64_t N, int64_t K) {
   GemmTiling t;
   const int64_t wanted = std::clamp<int64_t>(M * N * K / kTileWork, 1, kMaxTiles);
@@ -51,6 +94,7 @@ template <typename T>
 void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* a, int64_t lda, const T* b,
                int64_t ldb, T beta, T* c, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
+  (void)blas_kernels();  // chosen once, before the first call (the tiles below may run on several threads)
   const GemmTiling t = gemm_tiling(M, N, K);
   const int64_t tiles = t.row_blocks * t.col_blocks;
   auto tile = [&](int64_t i) {
