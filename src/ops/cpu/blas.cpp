@@ -35,14 +35,17 @@ const char* better_core_than_prescott() {
 BlasKernels choose_blas_kernels() {
   BlasKernels k;
   k.core = openblas_get_corename();
+  k.switchable = gotoblas_dynamic_init != nullptr && gotoblas_dynamic_quit != nullptr;
   const char* better = better_core_than_prescott();
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr && strcasecmp(k.core.c_str(), "Prescott") == 0 && better != nullptr &&
-      gotoblas_dynamic_init != nullptr && gotoblas_dynamic_quit != nullptr) {
+      k.switchable) {
     // Before any GEMM has run: the kernel table is all that changes (its blocking parameters come with
-    // it; OpenBLAS's buffers are sized for every core of the build).
+    // it; OpenBLAS's buffers are sized for every core of the build). Between the two calls OpenBLAS has
+    // no table: no BLAS call may run then (every one of ours comes through blas_gemm, after this).
     setenv("OPENBLAS_CORETYPE", better, 0);
     gotoblas_dynamic_quit();
     gotoblas_dynamic_init();
+    unsetenv("OPENBLAS_CORETYPE");
     k.replaced = k.core;
     k.core = openblas_get_corename();
   }

@@ -20,14 +20,16 @@ void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const
 // OpenBLAS's kernels (its core name, e.g. "SkylakeX", "Haswell", "Zen"), chosen before the first GEMM:
 // an OpenBLAS built for every processor (DYNAMIC_ARCH) picks its kernels by the processor's model when
 // it loads, and one older than the processor (Debian 12's 0.3.21 on Intel family 6 model 207, a 5th
-// generation Xeon) falls back to Prescott's SSE3 kernels: sgemm ~3x slower. When OPENBLAS_CORETYPE is
-// unset and that fallback happened on a processor with AVX-512 (F, CD, BW, DQ, VL) or AVX2 and FMA, the
-// first call sets OPENBLAS_CORETYPE to SkylakeX or Haswell and has OpenBLAS choose again (its exported
-// gotoblas_dynamic_quit / _init, looked up weakly: other builds are left alone). A user's
-// OPENBLAS_CORETYPE is always kept.
+// generation Xeon) falls back to Prescott's SSE3 kernels: sgemm 4-5x slower. When OPENBLAS_CORETYPE
+// is unset and that fallback happened on a processor with AVX-512 (F, CD, BW, DQ, VL) or AVX2 and FMA,
+// the first call has OpenBLAS choose again with OPENBLAS_CORETYPE set to SkylakeX or Haswell for the
+// moment (its exported gotoblas_dynamic_quit / _init, looked up weakly: other builds are left alone; the
+// variable is removed again, so child processes decide for themselves). A user's OPENBLAS_CORETYPE is
+// always kept. Every BLAS call must come after this (blas_gemm makes it first).
 struct BlasKernels {
-  std::string core;      // openblas_get_corename() after the choice
-  std::string replaced;  // the fallback replaced ("Prescott"), empty when OpenBLAS's own choice stands
+  std::string core;         // openblas_get_corename() after the choice
+  std::string replaced;     // the fallback replaced ("Prescott"), empty when OpenBLAS's own choice stands
+  bool switchable = false;  // the library can choose again (a DYNAMIC_ARCH build exporting the entry points)
 };
 const BlasKernels& blas_kernels();
 
