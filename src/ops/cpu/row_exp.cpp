@@ -88,23 +88,15 @@ SRU_AVX2_FMA float max_avx2(const float* x, int64_t n, int64_t& done) {
   return best;
 }
 
-SRU_AVX2_FMA int64_t sum_exp_avx2(const float* x, int64_t n, float shift, double* lanes) {
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-  const __m256 s = _mm256_set1_ps(shift);
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes) add_to_lanes(exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), s)), lo, hi);
-  _mm256_storeu_pd(lanes, lo);
-  _mm256_storeu_pd(lanes + 4, hi);
-  return c;
-}
-
-SRU_AVX2_FMA int64_t exp_and_sum_avx2(const float* x, int64_t n, float shift, float* out, double* lanes) {
+// sum_exp's eight lanes; kStore: also out[c] = the exp (exp_and_sum).
+template <bool kStore>
+SRU_AVX2_FMA int64_t sum_exp_avx2(const float* x, int64_t n, float shift, float* out, double* lanes) {
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
   const __m256 s = _mm256_set1_ps(shift);
   int64_t c = 0;
   for (; c + kLanes <= n; c += kLanes) {
     const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), s));
-    _mm256_storeu_ps(out + c, e);
+    if constexpr (kStore) _mm256_storeu_ps(out + c, e);
     add_to_lanes(e, lo, hi);
   }
   _mm256_storeu_pd(lanes, lo);
@@ -137,6 +129,22 @@ SRU_AVX2_FMA int64_t sum_kept_avx2(const float* x, int64_t n, double* lanes, int
 }
 #endif
 
+// sum_c exp(x[c] - shift) in the lanes; kStore: also out[c] = the exp.
+template <bool kStore>
+double sum_exp_rows(const float* x, int64_t n, float shift, float* out) {
+  double lanes[kLanes] = {};
+  int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (have_avx2_fma()) c = sum_exp_avx2<kStore>(x, n, shift, out, lanes);
+#endif
+  for (; c < n; ++c) {
+    const float e = exp_scalar(x[c] - shift);
+    if constexpr (kStore) out[c] = e;
+    lanes[c % kLanes] += static_cast<double>(e);
+  }
+  return add_lanes(lanes);
+}
+
 }  // namespace
 
 const char* isa() {
@@ -158,15 +166,7 @@ float max(const float* x, int64_t n) {
   return best;
 }
 
-double sum_exp(const float* x, int64_t n, float shift) {
-  double lanes[kLanes] = {};
-  int64_t c = 0;
-#if SRU_ROW_EXP_AVX2
-  if (have_avx2_fma()) c = sum_exp_avx2(x, n, shift, lanes);
-#endif
-  for (; c < n; ++c) lanes[c % kLanes] += static_cast<double>(exp_scalar(x[c] - shift));
-  return add_lanes(lanes);
-}
+double sum_exp(const float* x, int64_t n, float shift) { return sum_exp_rows<false>(x, n, shift, nullptr); }
 
 void exp_scaled(const float* x, int64_t n, float shift, float scale, float* out) {
   int64_t c = 0;
@@ -176,18 +176,7 @@ void exp_scaled(const float* x, int64_t n, float shift, float scale, float* out)
   for (; c < n; ++c) out[c] = exp_scalar(x[c] - shift) * scale;
 }
 
-double exp_and_sum(const float* x, int64_t n, float shift, float* out) {
-  double lanes[kLanes] = {};
-  int64_t c = 0;
-#if SRU_ROW_EXP_AVX2
-  if (have_avx2_fma()) c = exp_and_sum_avx2(x, n, shift, out, lanes);
-#endif
-  for (; c < n; ++c) {
-    out[c] = exp_scalar(x[c] - shift);
-    lanes[c % kLanes] += static_cast<double>(out[c]);
-  }
-  return add_lanes(lanes);
-}
+double exp_and_sum(const float* x, int64_t n, float shift, float* out) { return sum_exp_rows<true>(x, n, shift, out); }
 
 void scale(float* x, int64_t n, float scale) {
   for (int64_t c = 0; c < n; ++c) x[c] *= scale;  // (the compiler vectorises it: no order to keep)

@@ -64,9 +64,10 @@ struct Acc {  // one 16 x 8 float32 accumulator: rows g and g + 8, columns 2t an
   float c[4];
 };
 
-__device__ __forceinline__ void clear(Acc acc[8]) {
+template <int kTiles = 8>
+__device__ __forceinline__ void clear(Acc acc[kTiles]) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n) acc[n].c[0] = acc[n].c[1] = acc[n].c[2] = acc[n].c[3] = 0.0f;
+  for (int n = 0; n < kTiles; ++n) acc[n].c[0] = acc[n].c[1] = acc[n].c[2] = acc[n].c[3] = 0.0f;
 }
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
@@ -129,8 +130,7 @@ __device__ __forceinline__ void load_a_rows(uint32_t a[4][4], const uint16_t* ti
 template <int kTiles = 8>
 __device__ __forceinline__ void product_with_rows(Acc acc[kTiles], const uint32_t a[4][4], const uint16_t* rows,
                                                   int lane) {
-#pragma unroll
-  for (int n = 0; n < kTiles; ++n) acc[n].c[0] = acc[n].c[1] = acc[n].c[2] = acc[n].c[3] = 0.0f;
+  clear<kTiles>(acc);
   const uint16_t* at = rows + lane % 8 * kPitch + lane / 8 * 8;
 #pragma unroll
   for (int n = 0; n < kTiles; ++n)
