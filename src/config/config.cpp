@@ -116,8 +116,9 @@ std::vector<Section> Config::schema() {
         string_field("attention", &train.attention, "How multi-head attention is computed (Transformer, SRU++, "
                      "the SQuAD reader's question attention): composed = the head products and the softmax kernels "
                      "(the (Lq, Lk) weights in memory); fused = one fused op each way (no (Lq, Lk) matrix kept: for "
-                     "long sequences short of memory; slower on an H200 at the measured sizes, docs/results.md); "
-                     "auto = composed, or srubench's --attention", {"auto", "composed", "fused"}),
+                     "long sequences short of memory; slower on an H200 at the measured sizes, docs/results.md), where "
+                     "a head has at most 128 features (wider heads, e.g. configs/squad.yaml's 300-d question "
+                     "attention, stay composed); auto = composed, or srubench's --attention", {"auto", "composed", "fused"}),
         int_field("early_stop_patience", &train.early_stop_patience,
                   "Stop after this many evaluations without improvement (0 = off)", 0),
         real_field("dist_bucket_mb", &train.dist_bucket_mb, "Data parallel: MiB of gradients per all-reduce; the "

@@ -2,7 +2,8 @@
 // attend_projected with AttentionKernel::Composed: head products, the fused softmax kernels, dropout)
 // on the CPU: every mask kind (none, key padding with a fully padded sequence, causal with memory and a
 // window, causal with padding), lengths 1 to 200, one and several heads, dv != dh, float64 and float32;
-// the same dropout as dropout() over the weights (batch shards too); argument errors. Its float64
+// the same dropout as dropout() over the weights (batch shards too); argument errors; float32 against
+// the float64 reference at L 64 and 200; the SQuAD reader's question attention on it where its width fits. Its float64
 // gradient check and CPU/CUDA parity run through the op table (tests/unit/test_op_table.cpp,
 // tests/parity/test_cuda_op_table.cpp). The pattern's tile rules that the CUDA kernels use to skip and
 // unmask whole tiles, against every pair.
@@ -161,6 +162,58 @@ TEST(FusedAttention, HeadMajorHeadsAsTheDecodingCacheHoldsThem) {
       }
       expect_same(runs[0], runs[1], dt == DType::F64 ? 1e-12 : 2e-5);
     }
+}
+
+// float32 through the fused op against the float64 composed attention at the longer lengths (the
+// float32 comparisons above are against the composed float32 path, which rounds alike): the online
+// softmax's rescaling and the blocked sums keep float32's own error: 1-3e-7 measured at outputs and
+// gradients of ~0.1, against a bound of 2e-6 (absolute and relative; 1e-7 fails).
+TEST(FusedAttention, Float32StaysNearTheFloat64Reference) {
+  for (const int64_t L : {64, 200})
+    for (const bool causal_with_padding : {false, true}) {
+      SCOPED_TRACE("L " + std::to_string(L) + (causal_with_padding ? ", causal with key padding" : ", no mask"));
+      const int64_t B = 3, heads = 3, dh = 8;
+      const AttentionMask mask =
+          causal_with_padding ? AttentionMask::causal(0, -1, key_padding(B, L)) : AttentionMask::none();
+      const Tensor q = leaf_of({L, B, heads * dh}, 21, DType::F64), k = leaf_of({L, B, heads * dh}, 22, DType::F64),
+                   v = leaf_of({L, B, heads * dh}, 23, DType::F64);
+      const Attended reference = run(AttentionKernel::Composed, q, k, v, heads, mask, 0.0);
+      const Attended fused =
+          run(AttentionKernel::Fused, q.to(DType::F32), k.to(DType::F32), v.to(DType::F32), heads, mask, 0.0);
+      expect_same(fused, reference, 2e-6);
+    }
+}
+
+// The SQuAD reader's question attention (DrQA's SeqAttnMatch: one head of the layer's width over the
+// question's projection, key padding) takes the fused op when train.attention is fused and its width
+// fits the fused kernels (<= 128 features, configs/squad-small.yaml's 100), and stays composed above that
+// (configs/squad.yaml's 300-d vectors): forward and every gradient, the layer's weights included.
+TEST(FusedAttention, TheReadersQuestionAttentionTakesTheFusedOpWhereItsWidthFits) {
+  for (const int64_t d : {16, 130}) {
+    SCOPED_TRACE("width " + std::to_string(d));
+    const int64_t B = 3, Lx = 11, Ly = 7;
+    Generator gen(31);
+    const SeqAttnMatch match(d, DType::F32, gen);
+    const Tensor x = leaf_of({B, Lx, d}, 32, DType::F32), y = leaf_of({B, Ly, d}, 33, DType::F32);
+    const Tensor y_mask = key_padding(B, Ly);
+    std::vector<Attended> runs;
+    for (const AttentionKernel kernel : {AttentionKernel::Fused, AttentionKernel::Composed}) {
+      set_attention_kernel(kernel);
+      const Tensor lx = x.detach(), ly = y.detach();
+      for (Tensor t : {lx, ly}) t.set_requires_grad(true);
+      match.linear->weight.set_grad(Tensor());
+      const Tensor out = match.forward(lx, ly, y_mask);
+      Generator weights_gen(99);
+      autograd::backward(sum(mul(out, Tensor::uniform(out.shape(), -1, 1, out.dtype(), weights_gen))));
+      runs.push_back({out.detach(), lx.grad(), ly.grad(), match.linear->weight.grad(), 0});
+    }
+    set_attention_kernel(AttentionKernel::Auto);
+    expect_same(runs[0], runs[1], 2e-5);
+    if (d <= kFusedAttentionMaxHead)
+      EXPECT_NE(runs[0].out.to_vector<float>(), runs[1].out.to_vector<float>()) << "the fused op did not run";
+    else
+      EXPECT_EQ(runs[0].out.to_vector<float>(), runs[1].out.to_vector<float>()) << "too wide for the fused op";
+  }
 }
 
 // The process-wide choice behind Auto (srubench --attention): fused makes Auto take the fused op on the
