@@ -33,6 +33,7 @@
 #include "dist/communicator.h"
 #include "ops/cpu/blas.h"
 #include "ops/cpu/gemm_bf16.h"
+#include "ops/cpu/row_exp.h"
 #include "ops/matmul.h"
 #include "ops/sru_recurrence.h"
 
@@ -302,7 +303,7 @@ int run(const BenchCommand& command, const SharedOptions& shared, const std::vec
   command.run(report, device);
   if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
   std::cout << "threads: " << sru::num_threads() << (cpu_time ? ", clock: process CPU time" : "")
-            << ", SRU kernels: " << sru::cpu::sru_kernel_isa()
+            << ", SRU kernels: " << sru::cpu::sru_kernel_isa() << ", row kernels: " << sru::cpu::rows::isa()
             << (sru::cpu::bf16_dot_kernels_available() ? ", bf16 GEMM: AVX512-BF16" : "") << ", BLAS: "
             << sru::cpu::blas_kernels().core
             << (sru::cpu::blas_kernels().replaced.empty() ? "" : " (OpenBLAS chose " + sru::cpu::blas_kernels().replaced + ")")
@@ -330,8 +331,9 @@ int main(int argc, char** argv) {
                  "composed or fused (nn/attention.h AttentionKernel)")
       ->capture_default_str()->check(CLI::IsMember(sru::nn::attention_kernel_names()));
   cli.add_option("--cpu-kernels", shared.cpu_kernels, "Widest CPU kernel builds: auto (what the processor has), "
-                 "avx2 (no AVX-512: the SRU recurrence's AVX2 build, bf16 products as rounded operands through "
-                 "sgemm) or baseline (the SRU recurrence's x86-64 build too)")
+                 "avx2 (no AVX-512: the SRU recurrence's AVX2 build, the row primitives' eight lanes, bf16 products "
+                 "as rounded operands through sgemm) or baseline (the SRU recurrence's x86-64 build and scalar "
+                 "row primitives too)")
       ->capture_default_str()->check(CLI::IsMember({"auto", "avx2", "baseline"}));
   Options options;
   const std::vector<BenchCommand> commands = {

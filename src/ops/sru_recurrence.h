@@ -85,7 +85,8 @@ namespace cpu {
 // The CPU kernel builds, narrowest first; each gives the same results to the bit.
 enum class SruKernelIsa { Baseline, Avx2, Avx512 };
 // Which compiled kernel build runs: "avx512" or "avx2" (the widest the processor has) or "baseline".
-// The fused LSTM recurrence's row kernels (ops/cpu/lstm_row_kernels.h) follow the same choice.
+// The fused LSTM recurrence's row kernels (ops/cpu/lstm_row_kernels.h) and the softmax family's and
+// layer norm's row primitives (ops/cpu/row_exp.h) follow the same choice.
 const char* sru_kernel_isa();
 SruKernelIsa sru_kernel_isa_in_use();
 // Runs no build wider than `widest` (parity tests, benchmarks); returns the previous limit.

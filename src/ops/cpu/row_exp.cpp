@@ -1,12 +1,18 @@
 // Float32 row primitives of the CPU softmax family: the exp polynomial, row max, sums in double lanes
-// (contracts and accuracy: row_exp.h). The AVX2 + FMA functions carry target attributes (the file is
-// compiled for baseline x86-64) and run when the processor has both; the scalar twins perform the
-// same operations in the same order, lane by lane.
+// (contracts and accuracy: row_exp.h). The AVX2 + FMA and AVX-512 functions carry target attributes
+// (the file is compiled for baseline x86-64, with -ffp-contract=off so that no product and sum fuse)
+// and run when the processor has them and the CPU kernels' ISA limit allows (ops/sru_recurrence.h
+// limit_sru_kernel_isa, srubench --cpu-kernels); the scalar twins perform the same operations in the
+// same order, lane by lane. The AVX-512 functions take sixteen floats a step where the AVX2 ones take
+// eight, and put elements c and c + 8 into double lane c mod 8 one after the other, as two AVX2 steps
+// would: the same bits on every path.
 #include "ops/cpu/row_exp.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "ops/sru_recurrence.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -41,6 +47,13 @@ float exp_scalar(float x) {
   return p * two_n;
 }
 
+// The largest of a vector's n lanes (none NaN: the vector maxima keep NaN out).
+float largest(const float* lanes, int n) {
+  float best = lanes[0];
+  for (int l = 1; l < n; ++l) best = lanes[l] > best ? lanes[l] : best;
+  return best;
+}
+
 double add_lanes(const double* lanes) {
   double s = 0.0;
   for (int l = 0; l < kLanes; ++l) s += lanes[l];
@@ -54,6 +67,23 @@ bool have_avx2_fma() {
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
 }
+#endif
+
+// Which vector functions run: the widest the processor has within the CPU kernels' ISA limit (an
+// AVX-512 processor has FMA; AVX2 needs FMA beside it here).
+enum class Path { Scalar, Avx2, Avx512 };
+Path path() {
+#if SRU_ROW_EXP_AVX2
+  switch (sru_kernel_isa_in_use()) {
+    case SruKernelIsa::Avx512: return Path::Avx512;
+    case SruKernelIsa::Avx2: return have_avx2_fma() ? Path::Avx2 : Path::Scalar;
+    case SruKernelIsa::Baseline: break;
+  }
+#endif
+  return Path::Scalar;
+}
+
+#if SRU_ROW_EXP_AVX2
 
 // exp_scalar on eight lanes: the clamps pass NaN through (max/min return their second operand when
 // either is NaN), whose polynomial is NaN; the range tests are false for NaN.
@@ -82,10 +112,8 @@ SRU_AVX2_FMA float max_avx2(const float* x, int64_t n, int64_t& done) {
   for (; c + kLanes <= n; c += kLanes) m = _mm256_max_ps(_mm256_loadu_ps(x + c), m);  // NaN: keeps m
   alignas(32) float lanes[kLanes];
   _mm256_store_ps(lanes, m);
-  float best = lanes[0];
-  for (int l = 1; l < kLanes; ++l) best = lanes[l] > best ? lanes[l] : best;
   done = c;
-  return best;
+  return largest(lanes, kLanes);
 }
 
 // sum_exp's eight lanes; kStore: also out[c] = the exp (exp_and_sum).
@@ -127,6 +155,150 @@ SRU_AVX2_FMA int64_t sum_kept_avx2(const float* x, int64_t n, double* lanes, int
   count = kept;
   return c;
 }
+
+// ---- AVX-512: sixteen floats a step, then at most one eight-float step as above ----
+#define SRU_AVX512 __attribute__((target("avx512f,avx2,fma")))
+constexpr int kWide = 16;
+
+// exp8 on sixteen lanes, the same operations (the range tests as masks).
+SRU_AVX512 inline __m512 exp16(__m512 x) {
+  const __m512 low = _mm512_set1_ps(kLow), high = _mm512_set1_ps(kHigh);
+  const __m512 xc = _mm512_min_ps(high, _mm512_max_ps(low, x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), xc);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kTaylor[7]);
+  for (int k = 6; k >= 0; --k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kTaylor[k]));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  // Zero below the range (NaN kept: "not less" holds for it), +inf above it.
+  const __m512 e = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, low, _CMP_NLT_UQ), _mm512_mul_ps(p, _mm512_castsi512_ps(bits)));
+  const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  return _mm512_mask_mov_ps(e, _mm512_cmp_ps_mask(x, high, _CMP_GT_OQ), inf);
+}
+
+// Eight floats widened into the eight double lanes; sixteen: the first eight, then the next eight.
+SRU_AVX512 inline __m512d add_to_lanes(__m512d lanes, __m256 v) { return _mm512_add_pd(lanes, _mm512_cvtps_pd(v)); }
+SRU_AVX512 inline __m512d add16_to_lanes(__m512d lanes, __m512 v) {
+  lanes = add_to_lanes(lanes, _mm512_castps512_ps256(v));
+  return add_to_lanes(lanes, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+SRU_AVX512 float max_avx512(const float* x, int64_t n, int64_t& done) {
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t c = 0;
+  for (; c + kWide <= n; c += kWide) m = _mm512_max_ps(_mm512_loadu_ps(x + c), m);  // NaN: keeps m
+  alignas(64) float lanes[kWide];
+  _mm512_store_ps(lanes, m);
+  float best = largest(lanes, kWide);
+  if (c + kLanes <= n) {
+    int64_t rest = 0;
+    const float tail = max_avx2(x + c, kLanes, rest);
+    best = tail > best ? tail : best;
+    c += kLanes;
+  }
+  done = c;
+  return best;
+}
+
+template <bool kStore>
+SRU_AVX512 int64_t sum_exp_avx512(const float* x, int64_t n, float shift, float* out, double* lanes) {
+  __m512d sums = _mm512_setzero_pd();
+  const __m512 s = _mm512_set1_ps(shift);
+  int64_t c = 0;
+  for (; c + kWide <= n; c += kWide) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + c), s));
+    if constexpr (kStore) _mm512_storeu_ps(out + c, e);
+    sums = add16_to_lanes(sums, e);
+  }
+  if (c + kLanes <= n) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), _mm256_set1_ps(shift)));
+    if constexpr (kStore) _mm256_storeu_ps(out + c, e);
+    sums = add_to_lanes(sums, e);
+    c += kLanes;
+  }
+  _mm512_storeu_pd(lanes, sums);
+  return c;
+}
+
+SRU_AVX512 int64_t exp_scaled_avx512(const float* x, int64_t n, float shift, float scale, float* out) {
+  const __m512 s = _mm512_set1_ps(shift), k = _mm512_set1_ps(scale);
+  int64_t c = 0;
+  for (; c + kWide <= n; c += kWide)
+    _mm512_storeu_ps(out + c, _mm512_mul_ps(exp16(_mm512_sub_ps(_mm512_loadu_ps(x + c), s)), k));
+  if (c + kLanes <= n) c += exp_scaled_avx2(x + c, kLanes, shift, scale, out + c);
+  return c;
+}
+
+SRU_AVX512 int64_t sum_kept_avx512(const float* x, int64_t n, double* lanes, int64_t& count) {
+  __m512d sums = _mm512_setzero_pd();
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t c = 0, kept = 0;
+  for (; c + kWide <= n; c += kWide) {
+    const __m512 v = _mm512_loadu_ps(x + c);
+    const __mmask16 keep = _mm512_cmp_ps_mask(v, minus_inf, _CMP_NEQ_UQ);  // NaN is kept, as smoothing_keeps
+    sums = add16_to_lanes(sums, _mm512_maskz_mov_ps(keep, v));              // a dropped lane adds +0
+    kept += __builtin_popcount(static_cast<unsigned>(keep));
+  }
+  if (c + kLanes <= n) {
+    const __m256 v = _mm256_loadu_ps(x + c);
+    const __m256 keep = _mm256_cmp_ps(v, _mm256_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_NEQ_UQ);
+    sums = add_to_lanes(sums, _mm256_and_ps(keep, v));
+    kept += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(keep)));
+    c += kLanes;
+  }
+  _mm512_storeu_pd(lanes, sums);
+  count = kept;
+  return c;
+}
+
+// The double-lane sums of layer norm and the dot product: eight floats widened a step, each lane's
+// terms computed in double as the scalar loops compute them (no fused multiply-add: -ffp-contract=off).
+SRU_AVX512 inline __m512d widened(const float* x) { return _mm512_cvtps_pd(_mm256_loadu_ps(x)); }
+
+SRU_AVX512 int64_t sum_avx512(const float* x, int64_t n, double* lanes) {
+  __m512d sums = _mm512_setzero_pd();
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) sums = _mm512_add_pd(sums, widened(x + c));
+  _mm512_storeu_pd(lanes, sums);
+  return c;
+}
+
+SRU_AVX512 int64_t sum_squared_deviations_avx512(const float* x, int64_t n, double mean, double* lanes) {
+  __m512d sums = _mm512_setzero_pd();
+  const __m512d m = _mm512_set1_pd(mean);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    const __m512d d = _mm512_sub_pd(widened(x + c), m);
+    sums = _mm512_add_pd(sums, _mm512_mul_pd(d, d));
+  }
+  _mm512_storeu_pd(lanes, sums);
+  return c;
+}
+
+SRU_AVX512 int64_t dot_avx512(const float* a, const float* b, int64_t n, double* lanes) {
+  __m512d sums = _mm512_setzero_pd();
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) sums = _mm512_add_pd(sums, _mm512_mul_pd(widened(a + c), widened(b + c)));
+  _mm512_storeu_pd(lanes, sums);
+  return c;
+}
+
+SRU_AVX512 int64_t norm_grad_sums_avx512(const float* g, const float* w, const float* x, int64_t n, double mean,
+                                         double rstd, double* gh_lanes, double* ghx_lanes) {
+  __m512d gh_sums = _mm512_setzero_pd(), ghx_sums = _mm512_setzero_pd();
+  const __m512d m = _mm512_set1_pd(mean), r = _mm512_set1_pd(rstd);
+  int64_t c = 0;
+  for (; c + kLanes <= n; c += kLanes) {
+    const __m256 g8 = _mm256_loadu_ps(g + c);
+    const __m512d gh = _mm512_cvtps_pd(w ? _mm256_mul_ps(g8, _mm256_loadu_ps(w + c)) : g8);  // the float product
+    gh_sums = _mm512_add_pd(gh_sums, gh);
+    ghx_sums = _mm512_add_pd(ghx_sums, _mm512_mul_pd(gh, _mm512_mul_pd(_mm512_sub_pd(widened(x + c), m), r)));
+  }
+  _mm512_storeu_pd(gh_lanes, gh_sums);
+  _mm512_storeu_pd(ghx_lanes, ghx_sums);
+  return c;
+}
 #endif
 
 // sum_c exp(x[c] - shift) in the lanes; kStore: also out[c] = the exp.
@@ -135,7 +307,9 @@ double sum_exp_rows(const float* x, int64_t n, float shift, float* out) {
   double lanes[kLanes] = {};
   int64_t c = 0;
 #if SRU_ROW_EXP_AVX2
-  if (have_avx2_fma()) c = sum_exp_avx2<kStore>(x, n, shift, out, lanes);
+  const Path vectors = path();
+  if (vectors == Path::Avx512) c = sum_exp_avx512<kStore>(x, n, shift, out, lanes);
+  if (vectors == Path::Avx2) c = sum_exp_avx2<kStore>(x, n, shift, out, lanes);
 #endif
   for (; c < n; ++c) {
     const float e = exp_scalar(x[c] - shift);
@@ -148,9 +322,11 @@ double sum_exp_rows(const float* x, int64_t n, float shift, float* out) {
 }  // namespace
 
 const char* isa() {
-#if SRU_ROW_EXP_AVX2
-  if (have_avx2_fma()) return "avx2";
-#endif
+  switch (path()) {
+    case Path::Avx512: return "avx512";
+    case Path::Avx2: return "avx2";
+    case Path::Scalar: break;
+  }
   return "scalar";
 }
 
@@ -160,7 +336,9 @@ float max(const float* x, int64_t n) {
   float best = -std::numeric_limits<float>::infinity();
   int64_t c = 0;
 #if SRU_ROW_EXP_AVX2
-  if (have_avx2_fma()) best = max_avx2(x, n, c);
+  const Path vectors = path();
+  if (vectors == Path::Avx512) best = max_avx512(x, n, c);
+  if (vectors == Path::Avx2) best = max_avx2(x, n, c);
 #endif
   for (; c < n; ++c) best = x[c] > best ? x[c] : best;
   return best;
@@ -171,7 +349,9 @@ double sum_exp(const float* x, int64_t n, float shift) { return sum_exp_rows<fal
 void exp_scaled(const float* x, int64_t n, float shift, float scale, float* out) {
   int64_t c = 0;
 #if SRU_ROW_EXP_AVX2
-  if (have_avx2_fma()) c = exp_scaled_avx2(x, n, shift, scale, out);
+  const Path vectors = path();
+  if (vectors == Path::Avx512) c = exp_scaled_avx512(x, n, shift, scale, out);
+  if (vectors == Path::Avx2) c = exp_scaled_avx2(x, n, shift, scale, out);
 #endif
   for (; c < n; ++c) out[c] = exp_scalar(x[c] - shift) * scale;
 }
@@ -185,6 +365,9 @@ void scale(float* x, int64_t n, float scale) {
 double sum(const float* x, int64_t n) {
   double lanes[kLanes] = {};
   int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (path() == Path::Avx512) c = sum_avx512(x, n, lanes);
+#endif
   for (; c + kLanes <= n; c += kLanes)
     for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(x[c + l]);
   for (; c < n; ++c) lanes[c % kLanes] += static_cast<double>(x[c]);
@@ -194,6 +377,9 @@ double sum(const float* x, int64_t n) {
 double sum_squared_deviations(const float* x, int64_t n, double mean) {
   double lanes[kLanes] = {};
   int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (path() == Path::Avx512) c = sum_squared_deviations_avx512(x, n, mean, lanes);
+#endif
   for (; c + kLanes <= n; c += kLanes)
     for (int l = 0; l < kLanes; ++l) {
       const double d = static_cast<double>(x[c + l]) - mean;
@@ -214,6 +400,9 @@ NormGradSums norm_grad_sums(const float* g, const float* w, const float* x, int6
     ghx_lanes[l] += gh * ((static_cast<double>(x[c]) - mean) * rstd);
   };
   int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (path() == Path::Avx512) c = norm_grad_sums_avx512(g, w, x, n, mean, rstd, gh_lanes, ghx_lanes);
+#endif
   for (; c + kLanes <= n; c += kLanes)
     for (int l = 0; l < kLanes; ++l) add(c + l, l);
   for (; c < n; ++c) add(c, static_cast<int>(c % kLanes));
@@ -223,6 +412,9 @@ NormGradSums norm_grad_sums(const float* g, const float* w, const float* x, int6
 double dot(const float* a, const float* b, int64_t n) {
   double lanes[kLanes] = {};
   int64_t c = 0;
+#if SRU_ROW_EXP_AVX2
+  if (path() == Path::Avx512) c = dot_avx512(a, b, n, lanes);
+#endif
   for (; c + kLanes <= n; c += kLanes)
     for (int l = 0; l < kLanes; ++l) lanes[l] += static_cast<double>(a[c + l]) * static_cast<double>(b[c + l]);
   for (; c < n; ++c) lanes[c % kLanes] += static_cast<double>(a[c]) * static_cast<double>(b[c]);
@@ -234,7 +426,9 @@ KeptSum sum_kept(const float* x, int64_t n) {
   KeptSum out;
   int64_t c = 0;
 #if SRU_ROW_EXP_AVX2
-  if (have_avx2_fma()) c = sum_kept_avx2(x, n, lanes, out.count);
+  const Path vectors = path();
+  if (vectors == Path::Avx512) c = sum_kept_avx512(x, n, lanes, out.count);
+  if (vectors == Path::Avx2) c = sum_kept_avx2(x, n, lanes, out.count);
 #endif
   for (; c < n; ++c)
     if (x[c] != -std::numeric_limits<float>::infinity()) {

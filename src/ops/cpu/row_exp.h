@@ -1,7 +1,8 @@
 // Float32 row primitives of the CPU softmax family (ops/cpu/softmax.cpp): exp by one fixed polynomial,
-// a row's maximum, sums of shifted exps and of logits in double lanes. With AVX2 + FMA (chosen at run
-// time) eight lanes at once; otherwise the same operations one element at a time in the same order,
-// so both give the same bits (tests/unit/test_row_exp.cpp).
+// a row's maximum, sums of shifted exps and of logits in double lanes. With AVX-512 sixteen floats at
+// once, with AVX2 + FMA eight (chosen at run time, within the CPU kernels' ISA limit: ops/sru_recurrence.h
+// limit_sru_kernel_isa); otherwise the same operations one element at a time in the same order, so every
+// path gives the same bits (tests/unit/test_row_exp.cpp).
 //
 // exp(x): x clamped to [-87.33654, 88]; n = nearest integer to x log2(e); r = x - n ln2 (two FMAs,
 // ln2 split in a high and a low part); exp(r) by its Taylor polynomial of degree 7 (|r| <= ln2 / 2:
@@ -18,7 +19,7 @@
 
 namespace sru::cpu::rows {
 
-// "avx2" when the processor has AVX2 and FMA (the eight-lane path runs), else "scalar".
+// The path that runs: "avx512" (sixteen lanes), "avx2" (AVX2 and FMA: eight lanes) or "scalar".
 const char* isa();
 // The same polynomial, one value (what every lane computes).
 float exp(float x);
