@@ -360,8 +360,8 @@ PY
     # and 5,449 -> 5,124, and into the accumulated .grad of later micro-batches: 5,124 -> 4,740; since
     # 2026-11-29 the SRU's dropout mask on c drawn by the recurrence's kernels: 63 -> 56, and the
     # Linear's weight and bias gradients in one dispatch: 56 -> 55, 52 -> 51, 4,740 -> 4,255, and the
-    # feed-forward's ReLU in the first Linear's bias pass (linear_relu): 4,255 -> 4,195; 229, 131 and
-    # 8,363 on 2026-11-27, issue 38's starting point); srutrain's metrics.jsonl
+    # feed-forward's ReLU in the first Linear's bias pass (linear_relu): 4,255 -> 4,195, 710 a step of
+    # one batch; 229, 131 and 8,363 on 2026-11-27, issue 38's starting point); srutrain's metrics.jsonl
     # records srubench's number for every logged step.
     python3 "$src/scripts/reproduce/make_data.py" parallel "$work/pairs" > /dev/null
     tiny_sizes=(--set model.hidden_size=16 --set model.embedding_size=16 --set data.batch_size=4 --set data.bptt=8)
@@ -386,7 +386,8 @@ sys.exit(0 if n <= float(sys.argv[3]) else 1)
 PY
     }
     count enwik8-lstm.yaml 51 --set data.path="$data" "${tiny_sizes[@]}"
-    count translate/wmt-base.yaml 4195 "${pairs[@]}"
+    count translate/wmt-base.yaml 4195 "${pairs[@]}"  # its train.accumulate 5: five batches a step
+    count translate/wmt-base.yaml 710 "${pairs[@]}" --set train.accumulate=1  # issue 38's goal row (<= 400 replayed)
     count enwik8.yaml 55 --set data.path="$data" "${tiny_sizes[@]}"  # last: its count.json is read below
     "$train" --config "$src/configs/enwik8.yaml" --set data.path="$data" "${tiny_sizes[@]}" --set train.max_steps=4 \
       --set log.every_steps=1 --set eval.every_steps=2 --set eval.max_batches=1 --set train.threads=1 \

@@ -218,11 +218,22 @@ struct Trained {
   std::vector<double> losses;
   uint64_t dispatches = 0;  // the steps' (core/kernel_count.h)
   std::vector<std::vector<uint32_t>> weights;
+  std::vector<std::string> names;  // the weights' parameters
   bool whole_buffer_update = false;
 };
 
+// The optimiser's settings besides its kind: the defaults are the tests' usual ones (momentum -1: 0.9 for
+// SGD, else 0); freeze_embedding takes the embedding out of training before the optimiser is made, as
+// classify's and SQuAD's model.freeze_embedding do.
+struct Settings {
+  double momentum = -1.0, weight_decay = 0.01, clip = 0.5;
+  int accumulate = 2;
+  bool freeze_embedding = false;
+};
+
 Trained train_char_lm(const std::string& type, const std::string& kind, bool flat, int steps,
-                      const std::vector<std::string>& no_decay = {}, bool weight_shadows = true) {
+                      const std::vector<std::string>& no_decay = {}, bool weight_shadows = true,
+                      const Settings& settings = {}) {
   const std::string path = sru::testing::tmp_dir() + "flat_parameters_" + type + ".bin";
   {
     Generator gen(7);
@@ -240,13 +251,16 @@ Trained train_char_lm(const std::string& type, const std::string& kind, bool fla
   if (type == "sru") cfg.encoder_options.as<nn::SRUOptions>().layer_norm = true;
   cfg.train.optimizer = kind;
   cfg.train.lr = kind == "sgd" ? 0.1 : 0.003;
-  cfg.train.momentum = kind == "sgd" ? 0.9 : 0.0;
-  cfg.train.weight_decay = 0.01;
+  cfg.train.momentum = settings.momentum >= 0 ? settings.momentum : kind == "sgd" ? 0.9 : 0.0;
+  cfg.train.weight_decay = settings.weight_decay;
   cfg.train.weight_decay_exclude = no_decay;
-  cfg.train.clip_grad_norm = 0.5;
-  cfg.train.accumulate = 2;
+  cfg.train.clip_grad_norm = settings.clip;
+  cfg.train.accumulate = settings.accumulate;
   Generator gen(11);
   const auto task = tasks::make_task(cfg, gen);
+  if (settings.freeze_embedding)
+    for (auto& [name, p] : task->model().named_parameters())
+      if (name.find("embedding") != std::string::npos) p.set_requires_grad(false);
   std::unique_ptr<optim::Optimizer> optimizer;
   if (flat) {
     optimizer = train::make_optimizer(cfg.train, task->model());
@@ -266,12 +280,16 @@ Trained train_char_lm(const std::string& type, const std::string& kind, bool fla
   task->start_epoch(0, 0);
   Trained out;
   const uint64_t dispatches_before = kernel_dispatches();
+  const int64_t batches = settings.accumulate;
   for (int s = 0; s < steps; ++s) {
-    out.losses.push_back(step.run(2 * s, 2, s + 1, 0).loss);
+    out.losses.push_back(step.run(batches * s, batches, s + 1, 0).loss);
     out.whole_buffer_update = optimizer->whole_buffer_updates() == 1;
   }
   out.dispatches = kernel_dispatches() - dispatches_before;
-  for (const auto& [name, p] : task->model().named_parameters()) out.weights.push_back(bits(p));
+  for (const auto& [name, p] : task->model().named_parameters()) {
+    out.weights.push_back(bits(p));
+    out.names.push_back(name);
+  }
   return out;
 }
 
@@ -285,6 +303,41 @@ TEST(FlatParameters, TrainingTakesTheSameStepsToTheBitWithEveryOptimiser) {
       EXPECT_EQ(plain.losses, flat.losses) << type << " " << kind;
       EXPECT_EQ(plain.weights, flat.weights) << type << " " << kind;
       EXPECT_TRUE(flat.whole_buffer_update) << type << " " << kind;
+    }
+}
+
+// The other settings the per-tensor update and the whole-buffer one must agree on: SGD without
+// momentum, no clipping, no weight decay, one batch a step; and a frozen embedding (outside the flat
+// buffers and the optimiser), which must stay as it was.
+TEST(FlatParameters, EverySettingTakesTheSameStepsToTheBit) {
+  Settings plain_sgd;
+  plain_sgd.momentum = 0.0;
+  plain_sgd.weight_decay = 0.0;
+  plain_sgd.clip = 0.0;
+  plain_sgd.accumulate = 1;
+  Settings frozen;
+  frozen.freeze_embedding = true;
+  frozen.clip = 0.0;
+  frozen.accumulate = 1;
+  const std::pair<std::string, Settings> cases[] = {{"sgd", plain_sgd}, {"adamw", frozen}, {"sgd", frozen}};
+  for (const std::string type : {"sru", "lstm", "transformer"})
+    for (const auto& [kind, settings] : cases) {
+      SCOPED_TRACE(type + " " + kind + (settings.freeze_embedding ? ", frozen embedding" : ", plain"));
+      const Trained plain = train_char_lm(type, kind, false, 3, {}, true, settings);
+      const Trained flat = train_char_lm(type, kind, true, 3, {}, true, settings);
+      EXPECT_EQ(plain.losses, flat.losses);
+      EXPECT_EQ(plain.weights, flat.weights);
+      EXPECT_TRUE(flat.whole_buffer_update);
+      if (!settings.freeze_embedding) continue;
+      const Trained untrained = train_char_lm(type, kind, true, 0, {}, true, settings);
+      int frozen_tensors = 0;
+      for (size_t i = 0; i < flat.names.size(); ++i) {
+        const bool embedding = flat.names[i].find("embedding") != std::string::npos;
+        frozen_tensors += embedding;
+        if (embedding) EXPECT_EQ(flat.weights[i], untrained.weights[i]) << flat.names[i] << " moved";
+        else EXPECT_NE(flat.weights[i], untrained.weights[i]) << flat.names[i] << " did not train";
+      }
+      EXPECT_GT(frozen_tensors, 0);
     }
 }
 
