@@ -347,6 +347,16 @@ if [ "$mode" = focus ]; then
     --launch-skip 3 --launch-count 3 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
     --section WarpStateStats --section SourceCounters $build/srubench --warm-up-seconds 0 ops --device cuda \
     --only fused_attention --dtype bf16 --repeats 3
+  # The row kernels' own time (issue 39: softmax, layer norm, column sums >= 60% of copy bandwidth): srubench's
+  # rows time each call from the host's enqueue, so a 9 us kernel reads as 16-17 us there; Nsight Compute's
+  # durations (caches flushed between kernels) and DRAM bytes, grouped by kernel (docs/gpu-notes.md "the row
+  # kernels' own time").
+  command -v ncu > /dev/null && bench ncu_row_kernels timeout 90 ncu --clock-control none --csv --print-units base \
+    --print-kernel-base function --metrics gpu__time_duration.sum,dram__bytes.sum --log-file "$out/ncu_row_kernels.csv" \
+    bash -c "for op in softmax layer_norm cross_entropy sum; do $build/srubench --warm-up-seconds 0 ops --device cuda \
+      --only \$op --repeats 3; done"
+  [ -s "$out/ncu_row_kernels.csv" ] && bench ncu_row_kernels_table python3 scripts/ncu_kernel_table.py \
+    "$out/ncu_row_kernels.csv" --top 30
   [ -s $m30k/train.en.gz ] && for kernel in fused composed; do
     bench "translate_epoch_${kernel}_bf16" $build/srubench --warm-up-seconds 0 --attention $kernel train-epoch \
       --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 --steps 20 \
