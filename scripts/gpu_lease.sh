@@ -351,12 +351,13 @@ if [ "$mode" = focus ]; then
   # rows time each call from the host's enqueue, so a 9 us kernel reads as 16-17 us there; Nsight Compute's
   # durations (caches flushed between kernels) and DRAM bytes, grouped by kernel (docs/gpu-notes.md "the row
   # kernels' own time").
-  command -v ncu > /dev/null && bench ncu_row_kernels timeout 90 ncu --clock-control none --csv --print-units base \
-    --print-kernel-base function --metrics gpu__time_duration.sum,dram__bytes.sum --log-file "$out/ncu_row_kernels.csv" \
-    bash -c "for op in softmax layer_norm cross_entropy sum; do $build/srubench --warm-up-seconds 0 ops --device cuda \
-      --only \$op --repeats 3; done"
-  [ -s "$out/ncu_row_kernels.csv" ] && bench ncu_row_kernels_table python3 scripts/ncu_kernel_table.py \
-    "$out/ncu_row_kernels.csv" --top 30
+  command -v ncu > /dev/null && for op in softmax layer_norm cross_entropy sum; do
+    bench "ncu_row_kernels_$op" timeout 40 ncu --clock-control none --csv --print-units base --print-kernel-base function \
+      --metrics gpu__time_duration.sum,dram__bytes.sum --log-file "$out/ncu_row_kernels_$op.csv" \
+      $build/srubench --warm-up-seconds 0 ops --device cuda --only $op --repeats 3
+    [ -s "$out/ncu_row_kernels_$op.csv" ] && bench "ncu_row_kernels_${op}_table" python3 scripts/ncu_kernel_table.py \
+      "$out/ncu_row_kernels_$op.csv" --top 12
+  done
   [ -s $m30k/train.en.gz ] && for kernel in fused composed; do
     bench "translate_epoch_${kernel}_bf16" $build/srubench --warm-up-seconds 0 --attention $kernel train-epoch \
       --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set train.precision=bf16 --steps 20 \

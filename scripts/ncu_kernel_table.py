@@ -32,7 +32,7 @@ def number(text):
 
 
 def read_launches(path):
-    """{launch id: {"name", "ns", "bytes"}} from an ncu CSV file."""
+    """{(process id, launch id): {"name", "ns", "bytes"}} from an ncu CSV file."""
     lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
     if start is None:
@@ -41,7 +41,9 @@ def read_launches(path):
     for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         if not row.get("ID") or row.get("Metric Value") in (None, "", "n/a"):
             continue
-        launch = launches.setdefault(row["ID"], {"name": row["Kernel Name"], "ns": 0.0, "bytes": 0.0})
+        # A profile over several processes (a shell loop under ncu) may number each one's launches anew.
+        key = (row.get("Process ID", ""), row["ID"])
+        launch = launches.setdefault(key, {"name": row["Kernel Name"], "ns": 0.0, "bytes": 0.0})
         unit = (row.get("Metric Unit") or "").strip().lower()
         value = number(row["Metric Value"])
         if row["Metric Name"].startswith("gpu__time_duration"):
