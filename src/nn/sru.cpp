@@ -71,7 +71,12 @@ void SRULayer::reset_parameters(Generator& gen) {
   if (layer_norm) scale_block(weight, k, -1, 0.1);
   if (o.rescale && o.has_skip_term && k == 4) scale_block(weight, k, 3, alpha);
 
-  if (!o.v1) {
+  if (!o.v1 && o.weight_c_init >= 0) {
+    // `sru`'s weight_c_init: U(-w, w) as it stands; the gate blocks scaled as below.
+    weight_c.copy_(Tensor::uniform(weight_c.shape(), -o.weight_c_init, o.weight_c_init, weight_c.dtype(), gen));
+    scale_block(weight, k, 1, std::sqrt(0.5));
+    scale_block(weight, k, 2, std::sqrt(0.5));
+  } else if (!o.v1) {
     // Var[v] = 1, then v and the gate blocks scaled by sqrt(0.5) so each gate's input keeps unit variance.
     weight_c.copy_(Tensor::uniform(weight_c.shape(), -std::sqrt(3.0), std::sqrt(3.0), weight_c.dtype(), gen));
     weight_c.mul_(std::sqrt(0.5));
@@ -132,11 +137,15 @@ Tensor SRULayer::project(const Tensor& x, bool bf16) const {
 SRU::SRU(const SRUOptions& o, Generator& gen) : options(o) {
   SRU_CHECK(o.num_layers > 0, "SRU: num_layers must be positive, got ", o.num_layers);
   const int64_t out = (o.bidirectional ? 2 : 1) * o.hidden_size;
+  const bool map_input = o.proj_input_to_hidden_first && o.input_size != out;
   for (int64_t i = 0; i < o.num_layers; ++i) {
     const double layer_dropout = i + 1 != o.num_layers ? o.dropout : 0.0;
-    layers.push_back(std::make_shared<SRULayer>(i == 0 ? o.input_size : out, o, layer_dropout, gen));
+    layers.push_back(std::make_shared<SRULayer>(i == 0 && !map_input ? o.input_size : out, o, layer_dropout, gen));
     register_module("rnn_lst." + std::to_string(i), layers.back());
   }
+  // (`sru` initialises it as torch.nn.Linear does: nn::Linear's own initialisation.)
+  if (map_input)
+    input_to_hidden = register_module("input_to_hidden", std::make_shared<Linear>(o.input_size, out, false, o.dtype, gen));
 }
 
 Tensor layer_state(const Tensor& states, int64_t i, int64_t layers, const char* what) {
@@ -157,7 +166,7 @@ std::pair<Tensor, Tensor> SRU::forward(const Tensor& x, const Tensor& c0, const 
   // A padding mask made on the host may come with x on a device: one copy here (no host wait) serves
   // every layer.
   const Tensor pad = mask_pad.defined() ? mask_pad.to(x.device()) : mask_pad;
-  Tensor h = x;
+  Tensor h = input_to_hidden ? input_to_hidden->forward(x) : x;
   std::vector<Tensor> last_states;
   for (int64_t i = 0; i < n; ++i) {
     auto [h_i, c_i] = layers[i]->forward(h, layer_state(c0, i, n, "SRU"), pad);
@@ -202,10 +211,26 @@ std::vector<config::Section> sru_option_fields(SRUOptions& o) {
       bool_field("has_skip_term", &o.has_skip_term, "Highway skip connection")}}};
 }
 
+namespace {
+
+// The "sru" encoder's keys: the layers' (sru_option_fields) and the stack's own.
+std::vector<config::Section> sru_stack_fields(SRUOptions& o) {
+  using namespace config;
+  std::vector<Section> sections = sru_option_fields(o);
+  std::vector<Field>& model = sections.front().fields;
+  model.push_back(real_field("weight_c_init", &o.weight_c_init, "weight_c starts uniform in [-w, w]; negative: "
+                             "`sru`'s default (None), U(-sqrt(3), sqrt(3)) * sqrt(0.5)", -1.0));
+  model.push_back(bool_field("proj_input_to_hidden_first", &o.proj_input_to_hidden_first,
+                             "Map the input to the layers' width first when they differ (input_to_hidden.weight)"));
+  return sections;
+}
+
+}  // namespace
+
 EncoderSpec sru_encoder() {
   return {"sru", "The Simple Recurrent Unit (Lei et al. 2018) with the options of the PyTorch package `sru` v2.6; "
                  "parameters `rnn_lst.{i}.*` (docs/checkpoint-format.md).",
-          [] { return config::Options::of(SRUOptions{}, &sru_option_fields); },
+          [] { return config::Options::of(SRUOptions{}, &sru_stack_fields); },
           [](const EncoderArgs& a, const config::Options& options, Generator& gen) -> std::shared_ptr<SequenceEncoder> {
             return std::make_shared<SRU>(with_common_args(options.as<SRUOptions>(), a), gen);
           }};

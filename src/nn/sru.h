@@ -39,6 +39,12 @@ struct SRUOptions {
   bool has_skip_term = true;
   bool rescale = false;
   bool v1 = false;               // no c_{t-1} terms in the gates
+  // weight_c's initial range, as `sru`'s weight_c_init: negative = its None, U(-sqrt(3), sqrt(3)) * sqrt(0.5)
+  // (E[v] = 0, Var[v] = 1/2); w >= 0: U(-w, w).
+  double weight_c_init = -1.0;
+  // The stack (nn::SRU) maps its input to the layers' width out first when input_size != out: a Linear
+  // without bias, `input_to_hidden.weight` (out, input_size), as `sru`'s proj_input_to_hidden_first.
+  bool proj_input_to_hidden_first = false;
   DType dtype = DType::F32;
 };
 
@@ -81,6 +87,7 @@ class SRU : public SequenceEncoder {
 
   SRUOptions options;
   std::vector<std::shared_ptr<SRULayer>> layers;
+  std::shared_ptr<Linear> input_to_hidden;  // with proj_input_to_hidden_first and input_size != out, else null
 };
 
 // Stacked per-layer states (layers, B, out): layer i's (B, out) (undefined when `states` is), checked
@@ -91,7 +98,8 @@ EncoderStatePtr cell_state_from(const std::vector<Tensor>& tensors, const char* 
 Tensor stack_layer_states(const std::vector<Tensor>& last_states);
 
 // The SRU's own config keys (model.*) bound to o's members: every SRUOptions member but the sizes,
-// dropout and bidirectional (encoders built on SRU layers share them).
+// dropout and bidirectional (encoders built on SRU layers share them), and but weight_c_init and
+// proj_input_to_hidden_first, which only the stack of SRU layers (encoder "sru") takes.
 std::vector<config::Section> sru_option_fields(SRUOptions& o);
 
 // The registry entry "sru": its keys are the SRUOptions above other than the sizes, dropout and

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/node.h"
+#include "config/config.h"
 #include "core/kernel_count.h"
 #include "nn/sru.h"
 #include "ops/ops.h"
@@ -211,6 +212,74 @@ TEST(SRU, InitialisationFollowsTheReference) {
   for (double v : l0.weight_c.to_vector<double>()) var += v * v;
   EXPECT_NEAR(var / 200, 0.5, 0.1);
   EXPECT_EQ(model.layers[1]->dropout, 0.0) << "the last layer has no dropout";
+}
+
+// `sru`'s weight_c_init: weight_c starts U(-w, w) as drawn (no sqrt(0.5) factor); the weights and
+// their gate blocks come out as with the default (same generator draws before weight_c).
+TEST(SRU, WeightCInitSetsItsRangeAndLeavesTheWeights) {
+  SRUOptions o;
+  o.input_size = 64;
+  o.hidden_size = 64;
+  o.num_layers = 2;
+  Generator default_gen(9), ranged_gen(9);
+  const SRU by_default(o, default_gen);
+  o.weight_c_init = 0.25;
+  const SRU ranged(o, ranged_gen);
+  for (int64_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE("layer " + std::to_string(i));
+    EXPECT_EQ(ranged.layers[i]->weight.to_vector<double>(), by_default.layers[i]->weight.to_vector<double>());
+    double largest = 0, largest_default = 0;
+    for (double v : ranged.layers[i]->weight_c.to_vector<double>()) largest = std::max(largest, std::abs(v));
+    for (double v : by_default.layers[i]->weight_c.to_vector<double>())
+      largest_default = std::max(largest_default, std::abs(v));
+    EXPECT_LE(largest, 0.25);
+    EXPECT_GT(largest, 0.2) << "128 draws of U(-0.25, 0.25)";
+    EXPECT_GT(largest_default, 0.9) << "the default: U(-sqrt(3), sqrt(3)) * sqrt(0.5), up to 1.22";
+  }
+  const std::string sru_model = "task: charlm\ndata:\n  path: x\nmodel:\n  type: sru\n";
+  const config::Config cfg =
+      config::parse_config(sru_model + "  weight_c_init: 0.5\n  proj_input_to_hidden_first: true\n", "exp.yaml");
+  EXPECT_EQ(cfg.encoder_options.as<SRUOptions>().weight_c_init, 0.5);
+  EXPECT_TRUE(cfg.encoder_options.as<SRUOptions>().proj_input_to_hidden_first);
+  EXPECT_NE(sru::testing::error_of([&] { config::parse_config(sru_model + "  weight_c_init: -2\n", "exp.yaml"); })
+                .find("model.weight_c_init"),
+            std::string::npos);
+  // Only the stack of SRU layers takes them: an encoder built on SRU layers otherwise refuses the key.
+  EXPECT_NE(sru::testing::error_of([] {
+              config::parse_config("task: wordlm\ndata:\n  path: x\nmodel:\n  type: embed-sru\n"
+                                   "  proj_input_to_hidden_first: true\n", "exp.yaml");
+            }).find("proj_input_to_hidden_first"),
+            std::string::npos);
+}
+
+// `sru`'s proj_input_to_hidden_first: input_to_hidden.weight (out, input_size) maps the input to the
+// layers' width first, so that layer 0 takes out inputs (k = 3: its skip term is its input); none when
+// the widths agree. The stack's output is the layers' on the mapped input, gradients included.
+TEST(SRU, ProjInputToHiddenFirstMapsTheInputAsSruDoes) {
+  SRUOptions o;
+  o.input_size = 5;
+  o.hidden_size = 3;
+  o.num_layers = 2;
+  o.bidirectional = true;  // out = 6
+  o.proj_input_to_hidden_first = true;
+  o.dtype = DType::F64;
+  Generator gen(4);
+  SRU model(o, gen);
+  ASSERT_TRUE(model.input_to_hidden);
+  const auto state = model.state();
+  const auto mapped = std::find_if(state.begin(), state.end(), [](auto& e) { return e.first == "input_to_hidden.weight"; });
+  ASSERT_NE(mapped, state.end());
+  EXPECT_EQ(mapped->second.shape(), (Shape{6, 5}));
+  EXPECT_EQ(model.layers[0]->input_size, 6);
+  EXPECT_EQ(model.layers[0]->k, 3);
+  const Tensor x = sru::testing::leaf({4, 2, 5}, 11);
+  const Tensor h = model.forward(x).first;
+  const Tensor by_hand = model.layers[1]->forward(model.layers[0]->forward(model.input_to_hidden->forward(x), Tensor(),
+                                                                            Tensor()).first, Tensor(), Tensor()).first;
+  EXPECT_EQ(h.to_vector<double>(), by_hand.to_vector<double>());
+  sru::testing::expect_gradients_match([&](const std::vector<Tensor>& in) { return model.forward(in[0]).first; }, {x});
+  o.input_size = 6;
+  EXPECT_FALSE(SRU(o, gen).input_to_hidden) << "the widths agree: nothing to map";
 }
 
 TEST(SRU, V1FreezesWeightCAtZero) {
