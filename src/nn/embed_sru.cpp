@@ -116,16 +116,19 @@ SuperEmbedConversion convert_to_super_embed(const SequenceEncoder& encoder, cons
             "(model.normalize_after) depends on the state, so the layer cannot be computed once per word");
   const SRULayer& layer = *sru->layers[0];
   SRU_CHECK(!layer.is_training(), what, ": the SRU must be in evaluation mode (no dropout)");
-  SRU_CHECK(rows.dim() == 2 && rows.size(1) == layer.input_size, what, ": input rows must be (V, ", layer.input_size,
+  SRU_CHECK(rows.dim() == 2 && rows.size(1) == o.input_size, what, ": input rows must be (V, ", o.input_size,
             "), got ", shape_str(rows.shape()));
 
   autograd::NoGradGuard no_grad;
   const Device device = rows.device();
   const Device cpu = Device::cpu();
+  // With proj_input_to_hidden_first the first layer reads input_to_hidden(row): a function of the word
+  // as well, so the tables below absorb it (and the converted input rows are the mapped ones).
+  const Tensor layer_rows = sru->input_to_hidden ? sru->input_to_hidden->forward(rows) : rows;
   const int64_t V = rows.size(0), n_in = layer.input_size, d = layer.output_size, k = layer.k;
   // U for every row, exactly as the layer computes it inside a sequence (rows as (V, 1, n_in)).
-  const Tensor U = layer.project(rows.view({V, 1, n_in})).to(cpu);
-  const Tensor x = rows.to(cpu), bias = layer.bias.to(cpu);
+  const Tensor U = layer.project(layer_rows.view({V, 1, n_in})).to(cpu);
+  const Tensor x = layer_rows.to(cpu), bias = layer.bias.to(cpu);
   const DType dtype = U.dtype();
   Tensor forget = Tensor::empty({V, d}, dtype), reset = Tensor::empty({V, d}, dtype);
   Tensor cell_input = Tensor::empty({V, d}, dtype), skip = Tensor::empty({V, d}, dtype);
@@ -152,7 +155,7 @@ SuperEmbedConversion convert_to_super_embed(const SequenceEncoder& encoder, cons
 
   SuperEmbedConversion out;
   for (const auto& [name, t] : sru->state())
-    if (name.rfind("rnn_lst.0.", 0) != 0) out.encoder.emplace_back(name, t);
+    if (name.rfind("rnn_lst.0.", 0) != 0 && name.rfind("input_to_hidden.", 0) != 0) out.encoder.emplace_back(name, t);
   out.encoder.emplace_back("rnn_lst.0.cell_input.weight", cell_input.to(device));
   out.encoder.emplace_back("rnn_lst.0.forget.weight", forget.to(device));
   out.encoder.emplace_back("rnn_lst.0.reset.weight", reset.to(device));

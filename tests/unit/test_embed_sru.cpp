@@ -255,12 +255,14 @@ TEST(EmbedSru, AV1SruConvertsToSuperEmbedWithTheSamePerplexity) {
   struct Case {
     std::string name;
     int64_t embedding, hidden;
-    bool tied, rescale;
+    bool tied, rescale, mapped_input = false;
   };
   for (const Case& k : {Case{"k3", 8, 8, false, false}, Case{"k3-tied-rescaled", 8, 8, true, true},
-                        Case{"k4-projected-skip", 6, 8, false, false}}) {
+                        Case{"k4-projected-skip", 6, 8, false, false},
+                        Case{"input-mapped-first", 6, 8, false, true, true}}) {
     SCOPED_TRACE(k.name);
     config::Config cfg = tiny_wordlm("sru", k.embedding, k.hidden);
+    cfg.encoder_options.as<nn::SRUOptions>().proj_input_to_hidden_first = k.mapped_input;
     cfg.encoder_options.as<nn::SRUOptions>().v1 = true;
     cfg.encoder_options.as<nn::SRUOptions>().use_tanh = true;
     cfg.encoder_options.as<nn::SRUOptions>().rescale = k.rescale;
