@@ -71,15 +71,14 @@ void SRULayer::reset_parameters(Generator& gen) {
   if (layer_norm) scale_block(weight, k, -1, 0.1);
   if (o.rescale && o.has_skip_term && k == 4) scale_block(weight, k, 3, alpha);
 
-  if (!o.v1 && o.weight_c_init >= 0) {
-    // `sru`'s weight_c_init: U(-w, w) as it stands; the gate blocks scaled as below.
-    weight_c.copy_(Tensor::uniform(weight_c.shape(), -o.weight_c_init, o.weight_c_init, weight_c.dtype(), gen));
-    scale_block(weight, k, 1, std::sqrt(0.5));
-    scale_block(weight, k, 2, std::sqrt(0.5));
-  } else if (!o.v1) {
-    // Var[v] = 1, then v and the gate blocks scaled by sqrt(0.5) so each gate's input keeps unit variance.
-    weight_c.copy_(Tensor::uniform(weight_c.shape(), -std::sqrt(3.0), std::sqrt(3.0), weight_c.dtype(), gen));
-    weight_c.mul_(std::sqrt(0.5));
+  if (!o.v1) {
+    if (o.weight_c_init >= 0) {  // `sru`'s weight_c_init: U(-w, w) as it stands
+      weight_c.copy_(Tensor::uniform(weight_c.shape(), -o.weight_c_init, o.weight_c_init, weight_c.dtype(), gen));
+    } else {  // Var[v] = 1, then v scaled by sqrt(0.5)
+      weight_c.copy_(Tensor::uniform(weight_c.shape(), -std::sqrt(3.0), std::sqrt(3.0), weight_c.dtype(), gen));
+      weight_c.mul_(std::sqrt(0.5));
+    }
+    // The gate blocks scaled by sqrt(0.5) so each gate's input keeps unit variance.
     scale_block(weight, k, 1, std::sqrt(0.5));
     scale_block(weight, k, 2, std::sqrt(0.5));
   } else {
@@ -145,7 +144,8 @@ SRU::SRU(const SRUOptions& o, Generator& gen) : options(o) {
   }
   // (`sru` initialises it as torch.nn.Linear does: nn::Linear's own initialisation.)
   if (map_input)
-    input_to_hidden = register_module("input_to_hidden", std::make_shared<Linear>(o.input_size, out, false, o.dtype, gen));
+    input_to_hidden = register_module("input_to_hidden",
+                                      std::make_shared<Linear>(o.input_size, out, false, o.dtype, gen));
 }
 
 Tensor layer_state(const Tensor& states, int64_t i, int64_t layers, const char* what) {
