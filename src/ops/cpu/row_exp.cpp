@@ -211,11 +211,10 @@ SRU_AVX512 int64_t sum_exp_avx512(const float* x, int64_t n, float shift, float*
     if constexpr (kStore) _mm512_storeu_ps(out + c, e);
     sums = add16_to_lanes(sums, e);
   }
-  if (c + kLanes <= n) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + c), _mm256_set1_ps(shift)));
-    if constexpr (kStore) _mm256_storeu_ps(out + c, e);
-    sums = add_to_lanes(sums, e);
-    c += kLanes;
+  if (c + kLanes <= n) {  // the last eight by the AVX2 step: its lanes start at zero, so adding them adds each exp
+    alignas(64) double tail[kLanes];
+    c += sum_exp_avx2<kStore>(x + c, kLanes, shift, kStore ? out + c : out, tail);
+    sums = _mm512_add_pd(sums, _mm512_load_pd(tail));
   }
   _mm512_storeu_pd(lanes, sums);
   return c;
@@ -240,12 +239,12 @@ SRU_AVX512 int64_t sum_kept_avx512(const float* x, int64_t n, double* lanes, int
     sums = add16_to_lanes(sums, _mm512_maskz_mov_ps(keep, v));              // a dropped lane adds +0
     kept += __builtin_popcount(static_cast<unsigned>(keep));
   }
-  if (c + kLanes <= n) {
-    const __m256 v = _mm256_loadu_ps(x + c);
-    const __m256 keep = _mm256_cmp_ps(v, _mm256_set1_ps(-std::numeric_limits<float>::infinity()), _CMP_NEQ_UQ);
-    sums = add_to_lanes(sums, _mm256_and_ps(keep, v));
-    kept += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(keep)));
-    c += kLanes;
+  if (c + kLanes <= n) {  // the last eight by the AVX2 step, as in sum_exp_avx512
+    alignas(64) double tail[kLanes];
+    int64_t tail_kept = 0;
+    c += sum_kept_avx2(x + c, kLanes, tail, tail_kept);
+    sums = _mm512_add_pd(sums, _mm512_load_pd(tail));
+    kept += tail_kept;
   }
   _mm512_storeu_pd(lanes, sums);
   count = kept;
