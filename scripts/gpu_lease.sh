@@ -310,6 +310,25 @@ if [ "$mode" = run ]; then
     --section WarpStateStats --section SourceCounters $build/srubench --warm-up-seconds 0 ops --device cuda \
     --only fused_attention --dtype bf16 --repeats 3
 fi
+# The recurrence with bf16 I/O at the paper char-LM's layer (L 100, B 128, d 1312), two columns a thread
+# (the default since 2026-11-30) against one (`--sru-column-pairs off`), timed and under Nsight Compute
+# (kernel times and DRAM bytes), then the enwik8 bf16 step without the pairs, beside `train_epoch_bf16`
+# or `train_epoch_bf16_70` (docs/gpu-notes.md "the bf16 recurrence two columns a thread").
+recurrence_column_pair_rows() {
+  local pairs
+  for pairs in on off; do
+    bench "recurrence_paper_bf16_pairs_$pairs" $build/srubench --warm-up-seconds 0 --sru-column-pairs $pairs sru-vs-lstm \
+      --device cuda --precision bf16 --lengths 100 --hidden 1312 --batch 128 --impls recurrence_bf16 copy --repeats 20 \
+      --json "$out/recurrence_paper_bf16_pairs_$pairs.json"
+    command -v ncu > /dev/null && bench "ncu_recurrence_paper_bf16_pairs_$pairs" timeout 60 ncu --clock-control none \
+      -k 'regex:(forward|backward)_kernel' --metrics gpu__time_duration.sum,dram__bytes.sum,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
+      $build/srubench --warm-up-seconds 0 --sru-column-pairs $pairs sru-vs-lstm --device cuda --precision bf16 \
+      --lengths 100 --hidden 1312 --batch 128 --impls recurrence_bf16 --warmup 1 --repeats 1
+  done
+  bench train_epoch_bf16_pairs_off $build/srubench --warm-up-seconds 0 --sru-column-pairs off train-epoch \
+    --config=configs/enwik8.yaml --set train.device=cuda --set train.precision=bf16 --set data.path=$data --steps 20 \
+    --warmup-steps 3 --repeats 3 --json "$out/train_epoch_bf16_pairs_off.json"
+}
 # The classifier and the SQuAD reader, their steps replayed as CUDA graphs against every step eager.
 replayed_against_eager_rows() {
   # The MR classifier's protocol (configs/classify/mr.yaml: 2 x 128 SRU, batch 32, fixed batches) on
@@ -334,6 +353,8 @@ replayed_against_eager_rows() {
   done
 }
 if [ "$mode" = focus ]; then
+  # 2026-11-30 afternoon: the bf16 recurrence two columns a thread against one (first: minutes).
+  recurrence_column_pair_rows
   # After the lease of 2026-11-29 night (docs/gpu-notes.md "the tensor-core attention on ldmatrix and
   # cp.async"): the tensor-core attention with its fragments read by ldmatrix (no transposed tiles), its
   # tiles copied by cp.async two buffers deep, the last query tiles first, beside SDPA; then the steady replayed steps (70 of the sample's 71 an epoch, where 20 left 2 eager ones in each
@@ -505,6 +526,7 @@ for precision in bf16 $([ "$full" = 1 ] && echo tf32); do
   bench "sru_vs_lstm_$precision" $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --precision $precision \
     "${sizes[@]}" --repeats 20 --impls gemm recurrence copy sru_fused lstm_cudnn --json "$out/sru_vs_lstm_$precision.json"
 done
+recurrence_column_pair_rows
 # (The recurrence row writes grad x since 2026-11-27: an srubench from before that does less work.)
 if [ -x $build/srubench-before ]; then
   bench sru_vs_lstm_before $build/srubench-before --warm-up-seconds 0 sru-vs-lstm --device cuda "${sizes[@]}" --repeats 20 \

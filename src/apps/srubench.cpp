@@ -51,7 +51,8 @@ void add_timing_options(CLI::App* cmd, sru::bench::TimingOptions& timing,
 struct SharedOptions {
   int threads = 0;
   double warm_up_seconds = 2.0;
-  std::string json_path, device = "cpu", precision = "fp32", attention = "auto", cpu_kernels = "auto";
+  std::string json_path, device = "cpu", precision = "fp32", attention = "auto", cpu_kernels = "auto",
+              sru_column_pairs = "on";
   void add_json(CLI::App* cmd) { cmd->add_option("--json", json_path, "Also write the rows as JSON to this file"); }
   void add_precision(CLI::App* cmd) {
     cmd->add_option("--precision", precision, "Float32 matrix products: fp32, tf32 (TF32 tensor cores on a GPU; FP32 "
@@ -293,6 +294,7 @@ int run(const BenchCommand& command, const SharedOptions& shared, const std::vec
   }
   sru::set_matmul_precision(sru::parse_precision(shared.precision, "--precision"));
   sru::nn::set_attention_kernel(sru::nn::parse_attention_kernel(shared.attention, "--attention"));
+  sru::set_sru_column_pairs(shared.sru_column_pairs == "on");
   if (shared.cpu_kernels != "auto") {  // the AVX-512 builds off: the SRU recurrence's and the bf16 GEMM's
     sru::cpu::limit_sru_kernel_isa(shared.cpu_kernels == "avx2" ? sru::cpu::SruKernelIsa::Avx2
                                                                 : sru::cpu::SruKernelIsa::Baseline);
@@ -304,7 +306,8 @@ int run(const BenchCommand& command, const SharedOptions& shared, const std::vec
   if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
   std::cout << "threads: " << sru::num_threads() << (cpu_time ? ", clock: process CPU time" : "")
             << ", SRU kernels: " << sru::cpu::sru_kernel_isa() << ", row kernels: " << sru::cpu::rows::isa()
-            << (sru::cpu::bf16_dot_kernels_available() ? ", bf16 GEMM: AVX512-BF16" : "") << ", BLAS: "
+            << (sru::cpu::bf16_dot_kernels_available() ? ", bf16 GEMM: AVX512-BF16" : "")
+            << (sru::sru_column_pairs() ? "" : ", SRU column pairs: off") << ", BLAS: "
             << sru::cpu::blas_kernels().core
             << (sru::cpu::blas_kernels().replaced.empty() ? "" : " (OpenBLAS chose " + sru::cpu::blas_kernels().replaced + ")")
             << (sru::matmul_precision() != sru::MatmulPrecision::Highest
@@ -335,6 +338,9 @@ int main(int argc, char** argv) {
                  "as rounded operands through sgemm) or baseline (the SRU recurrence's x86-64 build and scalar "
                  "row primitives too)")
       ->capture_default_str()->check(CLI::IsMember({"auto", "avx2", "baseline"}));
+  cli.add_option("--sru-column-pairs", shared.sru_column_pairs, "CUDA SRU recurrence with bf16 I/O: on (two neighbouring "
+                 "columns a thread where d is even) or off (one column a thread, the kernels before 2026-11-30)")
+      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
   Options options;
   const std::vector<BenchCommand> commands = {
       add_ceilings(cli, options, shared),   add_sru_vs_lstm(cli, options, shared), add_train_epoch(cli, options, shared),

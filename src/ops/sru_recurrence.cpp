@@ -4,9 +4,13 @@
 
 #include "autograd/node.h"
 
+#include <atomic>
+
 namespace sru {
 
 namespace {
+
+std::atomic<bool> column_pairs_on{true};
 
 void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const Tensor& bias, const Tensor& c0,
                 const Tensor& mask_c, const Tensor& mask_pad, const SruRecurrenceOptions& o) {
@@ -45,6 +49,9 @@ void check_args(const Tensor& U, const Tensor& x, const Tensor& weight_c, const 
 }
 
 }  // namespace
+
+bool set_sru_column_pairs(bool on) { return column_pairs_on.exchange(on); }
+bool sru_column_pairs() { return column_pairs_on.load(); }
 
 std::pair<Tensor, Tensor> sru_recurrence(const Tensor& U, const Tensor& x, const Tensor& weight_c, const Tensor& bias,
                                          const Tensor& c0, const Tensor& mask_c, const Tensor& mask_pad,

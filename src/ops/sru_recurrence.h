@@ -81,6 +81,12 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
                              const Tensor& grad_c0);
 )
 
+// Whether the CUDA kernels with bf16 I/O may take two neighbouring columns a thread where they fit
+// (ops/sru_recurrence_pairs.h; on by default). `srubench --sru-column-pairs off` times the one-column
+// kernels beside them in one process. Returns the previous setting.
+bool set_sru_column_pairs(bool on);
+bool sru_column_pairs();
+
 namespace cpu {
 // The CPU kernel builds, narrowest first; each gives the same results to the bit.
 enum class SruKernelIsa { Baseline, Avx2, Avx512 };

@@ -414,10 +414,12 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
 // The recurrence with bf16 I/O (bf16 U, x, h and their gradients; float32 state and parameters)
 // against its CPU twin, which runs the float kernels between the same roundings: outputs within one
 // bf16 step where a float32 difference crosses a rounding boundary, float32 outputs as at float32.
-// L 300 and d 1024 (B 4) put the GPU kernel's chunked loads and several blocks to work.
+// L 300 and d 1024 (B 4) put the GPU kernel's chunked loads and several blocks to work. An even d runs
+// the kernels that take two columns a thread (ops/sru_recurrence_pairs.h; L 21 ends both of their chunk
+// sizes part-way), an odd d the one-column kernels.
 TEST(CudaParity, SruRecurrenceBf16Io) {
   SKIP_WITHOUT_CUDA();
-  for (const auto& [L, B, d] : std::vector<std::array<int64_t, 3>>{{9, 5, 7}, {300, 4, 1024}})
+  for (const auto& [L, B, d] : std::vector<std::array<int64_t, 3>>{{9, 5, 7}, {21, 3, 8}, {300, 4, 1024}})
     for (int k : {3, 4})
       for (bool bidir : {false, true})
         for (bool extras : {false, true}) {
@@ -463,33 +465,34 @@ TEST(CudaParity, SruRecurrenceBf16Io) {
 // to the bit, so the results agree as the filled-mask parity above does (f32 and bf16 I/O, a shard).
 TEST(CudaParity, SruRecurrenceDrawsItsDropoutMask) {
   SKIP_WITHOUT_CUDA();
-  const int64_t L = 7, B = 6, d = 33;
-  for (const bool bf16 : {false, true})
-    for (const bool shard : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << (bf16 ? "bf16 I/O" : "f32") << (shard ? " shard" : ""));
-      SruRecurrenceOptions o;
-      o.hidden_size = d;
-      o.bidirectional = true;
-      const int64_t out = 2 * d;
-      Generator gen(23);
-      if (shard) gen.set_batch_shard({2 * B, 0, B});
-      o.mask_c_draw = draw_dropout_mask({B, out}, 0.25, gen);
-      uint64_t seed = 900;
-      auto io = [&](Shape s) { const Tensor t = rand_leaf(s, ++seed).detach(); return bf16 ? t.to(DType::BF16) : t; };
-      const Tensor U = io({L, B, 3 * out}), x = io({L, B, out}), gh = io({L, B, out});
-      const Tensor w = rand_leaf({2 * out}, ++seed).detach(), b = rand_leaf({2 * out}, ++seed).detach();
-      auto run = [&](Device dev) {
-        Tensor Ul = U.to(dev).clone().set_requires_grad(true), wl = w.to(dev).clone().set_requires_grad(true);
-        Tensor bl = b.to(dev).clone().set_requires_grad(true);
-        auto [h, c] = sru_recurrence(Ul, x.to(dev), wl, bl, Tensor(), Tensor(), Tensor(), o);
-        autograd::backward(h, gh.to(dev));
-        auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::F64); };
-        return std::vector<Tensor>{host(h), host(c), host(Ul.grad()), host(wl.grad()), host(bl.grad())};
-      };
-      const std::vector<Tensor> cpu = run(Device::cpu()), gpu = run(kCuda);
-      const double tol = bf16 ? 1.0 / 128 : 1e-4;
-      for (size_t i = 0; i < cpu.size(); ++i) EXPECT_TRUE(tensors_near(gpu[i], cpu[i], 1e-3, tol)) << "output " << i;
-    }
+  const int64_t L = 7, B = 6;
+  for (const int64_t d : {33, 34})  // bf16 I/O: the one-column kernels, then the column pairs
+    for (const bool bf16 : {false, true})
+      for (const bool shard : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "d " << d << (bf16 ? " bf16 I/O" : " f32") << (shard ? " shard" : ""));
+        SruRecurrenceOptions o;
+        o.hidden_size = d;
+        o.bidirectional = true;
+        const int64_t out = 2 * d;
+        Generator gen(23);
+        if (shard) gen.set_batch_shard({2 * B, 0, B});
+        o.mask_c_draw = draw_dropout_mask({B, out}, 0.25, gen);
+        uint64_t seed = 900;
+        auto io = [&](Shape s) { const Tensor t = rand_leaf(s, ++seed).detach(); return bf16 ? t.to(DType::BF16) : t; };
+        const Tensor U = io({L, B, 3 * out}), x = io({L, B, out}), gh = io({L, B, out});
+        const Tensor w = rand_leaf({2 * out}, ++seed).detach(), b = rand_leaf({2 * out}, ++seed).detach();
+        auto run = [&](Device dev) {
+          Tensor Ul = U.to(dev).clone().set_requires_grad(true), wl = w.to(dev).clone().set_requires_grad(true);
+          Tensor bl = b.to(dev).clone().set_requires_grad(true);
+          auto [h, c] = sru_recurrence(Ul, x.to(dev), wl, bl, Tensor(), Tensor(), Tensor(), o);
+          autograd::backward(h, gh.to(dev));
+          auto host = [](const Tensor& t) { return t.to(Device::cpu()).to(DType::F64); };
+          return std::vector<Tensor>{host(h), host(c), host(Ul.grad()), host(wl.grad()), host(bl.grad())};
+        };
+        const std::vector<Tensor> cpu = run(Device::cpu()), gpu = run(kCuda);
+        const double tol = bf16 ? 1.0 / 128 : 1e-4;
+        for (size_t i = 0; i < cpu.size(); ++i) EXPECT_TRUE(tensors_near(gpu[i], cpu[i], 1e-3, tol)) << "output " << i;
+      }
 }
 
 // Three optimiser steps with gradient clipping, for every optimiser, on the CPU and on cuda:0.

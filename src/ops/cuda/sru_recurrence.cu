@@ -15,10 +15,13 @@
 // gradients (bf16); every load widens S to T and every store of those rounds T to S once (core/float16.h,
 // the CPU twin's rounding); c, the parameters and the weight_c / bias partial sums stay T. Bytes per
 // (t, b, unit), forward + backward: 64 at float32, 36 with bf16 I/O (U 3 + x + h + grad h + grad U 3 +
-// grad x at 2 bytes, c written and read at 4).
+// grad x at 2 bytes, c written and read at 4). Where d is even and the tensors aligned, bf16 I/O runs
+// the kernels of two neighbouring columns a thread instead (ops/sru_recurrence_pairs.h: 4-byte bf16
+// words, 8-byte c pairs; their thread bodies are also run on the CPU by the tests).
 #include "ops/cuda/kernel_util.cuh"
 #include "ops/sru_math.h"
 #include "ops/sru_recurrence.h"
+#include "ops/sru_recurrence_pairs.h"
 
 #include <type_traits>
 
@@ -26,17 +29,8 @@ namespace sru::cuda {
 
 namespace {
 
-template <typename T, typename S>
-struct Args {
-  long long L, B, d, out;
-  const S *U, *x;
-  const T *weight_c, *bias, *c0, *mask_c;
-  const int32_t* pad;  // (L, B) or null
-  const T* scale_x;    // (1) on the device, or null: then `scale`
-  T scale;
-  bool has_skip, use_tanh;
-  MaskDraw mask_draw;  // on (mask_c null): each thread draws its column's mask value (ops/dropout.h)
-};
+using sru_kernels::Args;
+using sru_kernels::StepWalk;
 
 // One step's inputs as stored (S: float, double or bf16), before widening.
 template <typename S>
@@ -107,21 +101,6 @@ constexpr int kChunk = sizeof(T) == 8 ? 4 : 8;
 // Threads per block of the column kernels: small blocks spread few columns (B*out) over more SMs.
 constexpr unsigned kColumnBlock = 64;
 
-// Where a column's chunk starting at processing step `first` lives: element position and padding index
-// of that step, and their strides per step (negative for direction 1, which walks time backwards).
-template <typename T, typename S>
-struct StepWalk {
-  long long pos, pad_at, stride, pad_stride;
-  __device__ StepWalk(const Column<T, S>& column, long long first) {
-    const long long t = column.time_of(first);
-    const bool forward = column.dir == 0;
-    pos = column.position_of(t);
-    pad_at = t * column.a.B + column.b;
-    stride = forward ? column.a.B * column.a.out : -column.a.B * column.a.out;
-    pad_stride = forward ? column.a.B : -column.a.B;
-  }
-};
-
 template <typename T, typename S>
 struct ForwardChunk {
   RawStep<S> in[kChunk<T>];
@@ -130,7 +109,7 @@ struct ForwardChunk {
 
 template <typename T, typename S, int K, bool Pad>
 __device__ __forceinline__ void load_forward(const Column<T, S>& column, long long first, ForwardChunk<T, S>& chunk) {
-  const StepWalk<T, S> w(column, first);
+  const StepWalk<Column<T, S>> w(column, first);
 #pragma unroll
   for (int s = 0; s < kChunk<T>; ++s) {
     if (first + s >= column.a.L) break;
@@ -142,7 +121,7 @@ __device__ __forceinline__ void load_forward(const Column<T, S>& column, long lo
 template <typename T, typename S, int K, bool Pad>
 __device__ __forceinline__ void compute_forward(const Column<T, S>& column, long long first, const ForwardChunk<T, S>& chunk,
                                                 T& c, S* __restrict__ h, T* __restrict__ c_all) {
-  const StepWalk<T, S> w(column, first);
+  const StepWalk<Column<T, S>> w(column, first);
 #pragma unroll
   for (int s = 0; s < kChunk<T>; ++s) {
     if (first + s >= column.a.L) break;
@@ -190,7 +169,7 @@ struct BackwardChunk {
 template <typename T, typename S, int K, bool Pad>
 __device__ __forceinline__ void load_backward(const Column<T, S>& column, long long last, const T* __restrict__ c_all,
                                               const S* __restrict__ gh, BackwardChunk<T, S>& chunk) {
-  const StepWalk<T, S> w(column, last);
+  const StepWalk<Column<T, S>> w(column, last);
 #pragma unroll
   for (int s = 0; s < kChunk<T>; ++s) {
     if (last - s < 0) break;
@@ -206,7 +185,7 @@ __device__ __forceinline__ void load_backward(const Column<T, S>& column, long l
 template <typename T, typename S, int K, bool Pad>
 __device__ __forceinline__ void compute_backward(const Column<T, S>& column, long long last, const BackwardChunk<T, S>& chunk,
                                                  T& gc, T (&acc)[4], S* __restrict__ gU, S* __restrict__ gx) {
-  const StepWalk<T, S> w(column, last);
+  const StepWalk<Column<T, S>> w(column, last);
   const Args<T, S>& a = column.a;
 #pragma unroll
   for (int s = 0; s < kChunk<T>; ++s) {
@@ -262,6 +241,21 @@ __global__ void backward_kernel(Args<T, S> a, const T* __restrict__ c_all, const
   }
 }
 
+// bf16 I/O, two neighbouring columns a thread (ops/sru_recurrence_pairs.h): B * out / 2 threads. The
+// forward kernel is held to 96 registers without padding (ptxas: no spills; the padded variant spilled
+// there and gets 128): 20 warps an SM put the paper's char-LM layer (B 128, out 1,312: 2,624 warps) in
+// one wave on an H200's 132 SMs, where 120 registers gave 16 warps and 1.24 waves.
+template <int K, bool Pad>
+__global__ void __launch_bounds__(kColumnBlock, Pad ? 8 : 10) pair_forward_kernel(Args<float, bf16> a, bf16* __restrict__ h, float* __restrict__ c_all,
+                                    float* __restrict__ c_last) {
+  SRU_GRID_STRIDE(pair, a.B * a.out / 2) sru_kernels::pair_forward_thread<K, Pad>(a, pair, h, c_all, c_last);
+}
+
+template <int K, bool Pad>
+__global__ void pair_backward_kernel(Args<float, bf16> a, sru_kernels::PairBackwardOutputs o) {
+  SRU_GRID_STRIDE(pair, a.B * a.out / 2) sru_kernels::pair_backward_thread<K, Pad>(a, pair, o);
+}
+
 // grad_weight_c[i] = sum over b of part_v[b, i] (and grad_bias from part_b). A block per tile of 32
 // columns x 32 lanes (grid-stride over tiles): lane y adds rows y, y + 32, ... of its column, then lane
 // 0 adds the 32 lane sums in lane order (fixed, so every run gives the same bits; the CPU twin adds b in
@@ -314,11 +308,7 @@ void with_variant(int k, bool pad, Launch&& launch) {
 
 template <typename T, typename S>
 Args<T, S> args_of(const SruTensors& in, const SruRecurrenceOptions& o, const Tensor& pad) {
-  const long long D = o.bidirectional ? 2 : 1;
-  return {in.U.size(0), in.U.size(1), o.hidden_size, D * o.hidden_size,
-          in.U.data<S>(), data_or_null<S>(in.x), in.weight_c.data<T>(), in.bias.data<T>(),
-          data_or_null<T>(in.c0), data_or_null<T>(in.mask_c), data_or_null<int32_t>(pad),
-          data_or_null<T>(in.scale_x), static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh, o.mask_c_draw};
+  return sru_kernels::kernel_args<T, S>(in, o, data_or_null<int32_t>(pad));
 }
 
 // Calls run.template operator()<T, S>() with the compute type T and the storage type S of U (float and
@@ -339,9 +329,19 @@ void sru_recurrence_forward(const SruTensors& in, const SruRecurrenceOptions& o,
     const long long threads = a.B * a.out;
     if (threads == 0) return;
     const cudaStream_t s = stream_of(in.U);
-    const unsigned grid = grid_for(threads, kColumnBlock);
     S* hp = h.data<S>();
     T *cp = c_all.data<T>(), *lp = c_last.data<T>();
+    if constexpr (std::is_same_v<S, bf16>) {
+      const void* const bf16_tensors[] = {a.U, a.x, hp};
+      if (sru_column_pairs() && sru_kernels::column_pairs_fit(a, bf16_tensors, cp)) {
+        with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
+          pair_forward_kernel<k(), pad()><<<grid_for(threads / 2, kColumnBlock), kColumnBlock, 0, s>>>(a, hp, cp, lp);
+        });
+        SRU_CUDA_LAUNCH_CHECK("sru pair_forward_kernel");
+        return;
+      }
+    }
+    const unsigned grid = grid_for(threads, kColumnBlock);
     with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
       forward_kernel<T, S, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, hp, cp, lp);
     });
@@ -368,10 +368,24 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
       T *pv = part_v.data<T>(), *pb = part_b.data<T>();
       const T *c = c_all.data<T>(), *gc_last = data_or_null<T>(grad_c_last);
       const S* gh = grad_h.data<S>();
-      with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
-        backward_kernel<T, S, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
-      });
-      SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
+      bool paired = false;
+      if constexpr (std::is_same_v<S, bf16>) {
+        const void* const bf16_tensors[] = {a.U, a.x, gh, gU, gx};
+        paired = sru_column_pairs() && sru_kernels::column_pairs_fit(a, bf16_tensors, c);
+        if (paired) {
+          const sru_kernels::PairBackwardOutputs out{c, gh, gc_last, gU, gx, gc0, pv, pb};
+          with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
+            pair_backward_kernel<k(), pad()><<<grid_for(threads / 2, kColumnBlock), kColumnBlock, 0, s>>>(a, out);
+          });
+          SRU_CUDA_LAUNCH_CHECK("sru pair_backward_kernel");
+        }
+      }
+      if (!paired) {
+        with_variant(o.k, a.pad != nullptr, [&](auto k, auto pad) {
+          backward_kernel<T, S, k(), pad()><<<grid, kColumnBlock, 0, s>>>(a, c, gh, gc_last, gU, gx, gc0, pv, pb);
+        });
+        SRU_CUDA_LAUNCH_CHECK("sru backward_kernel");
+      }
     }
     const long long tiles = (2 * a.out + kReduceColumns - 1) / kReduceColumns;
     reduce_batch_kernel<<<grid_for(tiles, 1), dim3(kReduceColumns, kReduceLanes), 0, s>>>(
