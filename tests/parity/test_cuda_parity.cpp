@@ -460,6 +460,58 @@ TEST(CudaParity, SruRecurrenceBf16Io) {
         }
 }
 
+// The bf16 kernels that take two columns a thread (ops/sru_recurrence_pairs.h) against the one-column
+// kernels (set_sru_column_pairs(false)) on the same card: the same step code on the same values, so the
+// same bits in every output. A U whose data starts 2 bytes into its storage cannot take 4-byte words:
+// the launcher must fall back to the one-column kernels, again with the same bits.
+TEST(CudaParity, SruRecurrenceColumnPairsEqualTheOneColumnKernels) {
+  SKIP_WITHOUT_CUDA();
+  struct Restore {
+    ~Restore() { set_sru_column_pairs(true); }
+  } restore;
+  const int64_t L = 21, B = 3, d = 8;
+  for (int k : {3, 4})
+    for (bool bidir : {false, true})
+      for (bool extras : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "k " << k << (bidir ? " bidir" : "") << (extras ? " with c0, mask, padding" : ""));
+        SruRecurrenceOptions o;
+        o.hidden_size = d;
+        o.bidirectional = bidir;
+        o.k = k;
+        o.scale_x = 0.8;
+        const int64_t out = (bidir ? 2 : 1) * d;
+        uint64_t seed = 600 + k + (bidir ? 10 : 0) + (extras ? 20 : 0);
+        auto on_device_bf16 = [&](Shape s) { return rand_leaf(s, ++seed).detach().to(DType::BF16).to(kCuda); };
+        const Tensor U = on_device_bf16({L, B, out * k}), x = on_device_bf16({L, B, out}), gh = on_device_bf16({L, B, out});
+        const Tensor w = rand_leaf({2 * out}, ++seed).detach().to(kCuda), b = rand_leaf({2 * out}, ++seed).detach().to(kCuda);
+        const RecurrenceExtras e = recurrence_extras(extras, L, B, out, DType::F32, seed);
+        // The same values one element into a larger buffer: a view 2 bytes past 4-byte alignment.
+        Tensor shifted_storage = Tensor::empty({U.numel() + 1}, DType::BF16, kCuda);
+        Tensor U_shifted = shifted_storage.narrow0(1, U.numel()).view(U.shape());
+        U_shifted.copy_(U);
+        auto run = [&](const Tensor& U_in, bool pairs) {
+          set_sru_column_pairs(pairs);
+          auto leaf = [](const Tensor& t) { return t.defined() ? t.clone().set_requires_grad(true) : Tensor(); };
+          auto dev = [](const Tensor& t) { return t.defined() ? t.to(kCuda) : Tensor(); };
+          Tensor Ul = U_in.detach().set_requires_grad(true), xl = leaf(x), wl = leaf(w), bl = leaf(b);
+          Tensor c0l = leaf(dev(e.c0.defined() ? e.c0.detach() : Tensor()));
+          auto [h, c] = sru_recurrence(Ul, xl, wl, bl, c0l, dev(e.mask_c), dev(e.mask_pad), o);
+          autograd::backward(h, gh);
+          std::vector<Tensor> outputs{h, c, Ul.grad(), wl.grad(), bl.grad()};
+          if (k == 3) outputs.push_back(xl.grad());
+          if (extras) outputs.push_back(c0l.grad());
+          for (Tensor& t : outputs) t = t.to(Device::cpu());
+          return outputs;
+        };
+        const std::vector<Tensor> one_column = run(U, false), pairs = run(U, true), fallback = run(U_shifted, true);
+        for (size_t i = 0; i < one_column.size(); ++i) {
+          SCOPED_TRACE(::testing::Message() << "output " << i);
+          EXPECT_EQ(std::memcmp(pairs[i].data_ptr(), one_column[i].data_ptr(), one_column[i].nbytes()), 0) << "pairs";
+          EXPECT_EQ(std::memcmp(fallback[i].data_ptr(), one_column[i].data_ptr(), one_column[i].nbytes()), 0) << "misaligned U";
+        }
+      }
+}
+
 // The dropout mask on c drawn by the CUDA kernels (SruRecurrenceOptions::mask_c_draw, a thread per
 // column computing its Philox value) against the CPU twin, which fills the mask first: the same mask
 // to the bit, so the results agree as the filled-mask parity above does (f32 and bf16 I/O, a shard).
