@@ -82,7 +82,7 @@ void sru_recurrence_backward(const SruTensors& in, const SruRecurrenceOptions& o
 )
 
 // Whether the CUDA kernels with bf16 I/O may take two neighbouring columns a thread where they fit
-// (ops/sru_recurrence_pairs.h; on by default). `srubench --sru-column-pairs off` times the one-column
+// (ops/sru_recurrence_threads.h; on by default). `srubench --sru-column-pairs off` times the one-column
 // kernels beside them in one process. Returns the previous setting.
 bool set_sru_column_pairs(bool on);
 bool sru_column_pairs();

@@ -415,7 +415,7 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
 // against its CPU twin, which runs the float kernels between the same roundings: outputs within one
 // bf16 step where a float32 difference crosses a rounding boundary, float32 outputs as at float32.
 // L 300 and d 1024 (B 4) put the GPU kernel's chunked loads and several blocks to work. An even d runs
-// the kernels that take two columns a thread (ops/sru_recurrence_pairs.h; L 21 ends both of their chunk
+// the kernels that take two columns a thread (ops/sru_recurrence_threads.h; L 21 ends both of their chunk
 // sizes part-way), an odd d the one-column kernels.
 TEST(CudaParity, SruRecurrenceBf16Io) {
   SKIP_WITHOUT_CUDA();
@@ -460,7 +460,7 @@ TEST(CudaParity, SruRecurrenceBf16Io) {
         }
 }
 
-// The bf16 kernels that take two columns a thread (ops/sru_recurrence_pairs.h) against the one-column
+// The bf16 kernels that take two columns a thread (ops/sru_recurrence_threads.h) against the one-column
 // kernels (set_sru_column_pairs(false)) on the same card: the same step code on the same values, so the
 // same bits in every output. A U whose data starts 2 bytes into its storage cannot take 4-byte words:
 // the launcher must fall back to the one-column kernels, again with the same bits.

@@ -1,22 +1,27 @@
-// The SRU recurrence's CUDA thread bodies for bf16 I/O with two neighbouring columns a thread, as SRU_HD
-// functions: ops/cuda/sru_recurrence.cu runs them one thread per column pair, and the CPU runs every
-// thread of a launch in turn (tests/unit/test_sru_recurrence_pairs.cpp) to compare them with the CPU
-// twin bit for bit (on the host the gates take the CPU's exp, so only the device's __expf differs).
-// Also the kernels' argument struct and walk, which the one-column kernels share.
+// The SRU recurrence's CUDA thread bodies as SRU_HD functions: ops/cuda/sru_recurrence.cu's kernels are
+// grid-stride loops over them, and the CPU runs every thread of a launch in turn
+// (tests/unit/test_sru_recurrence_threads.cpp) to compare them with the CPU twin bit for bit (on the
+// host the gates take the CPU's exp, so only the device's __expf and its memory accesses differ). Math
+// per element: ops/sru_math.h; shapes and saved state: ops/sru_recurrence.h.
 //
-// Math per element: ops/sru_math.h; shapes and saved state: ops/sru_recurrence.h. A thread owns batch row
-// b and output columns col and col + 1 (col even, both in one direction: d even), walks time in their
-// direction carrying both c values, and loads the next chunk of steps while computing the current one,
-// as the one-column kernels do. Why pairs (docs/gpu-notes.md, "the bf16 recurrence two columns a
-// thread"): at the paper's char-LM sizes the bf16 kernels moved 2.1 TB/s where the float32 ones moved
-// 3.4 with the same structure, and a bf16 value loaded alone fills a 32-bit register with 16 bits, so a
-// thread's buffered chunk held half the bytes a float32 thread's did. Two columns fill each register:
-// U's 2k values of a pair are k 32-bit words (element e of the pair in word e / 2, low half first), x,
-// h, grad h and grad x one word each, c a float pair; every bf16 word is stored with one
-// cvt.rn.bf16x2.f32 (core/float16.h's rounding on the host).
+// One column a thread (every storage type): a thread owns batch row b and output column col = dir*d + j,
+// walks time in its direction carrying c in a register, and loads the next chunk of steps into a
+// second register buffer while it computes the current one, so its loads stay in flight behind the
+// arithmetic. U is read at ((t*B + b)*out + col)*k + m, so neighbouring threads read neighbouring
+// columns. The backward thread accumulates d vf, d vr, d bf, d br of its column in T over time and
+// writes them per batch row; a second kernel sums the B rows per column in order. Padded steps
+// (mask_pad != 0) keep c and output h = 0.
 //
-// Requirements (checked by the launcher, which otherwise runs the one-column kernels): d even, the bf16
-// tensors 4-byte aligned and c_all 8-byte aligned; then every pair's element position is even.
+// Two neighbouring columns a thread (bf16 I/O): batch row b, columns col and col + 1 (col even, both in
+// one direction: d even), both c values carried, chunks as above. Why pairs (docs/gpu-notes.md, "the
+// bf16 recurrence two columns a thread"): at the paper's char-LM sizes the bf16 kernels moved 2.1 TB/s
+// where the float32 ones moved 3.4 with the same structure, and a bf16 value loaded alone fills a
+// 32-bit register with 16 bits, so a thread's buffered chunk held half the bytes a float32 thread's
+// did. Two columns fill each register: U's 2k values of a pair are k 32-bit words (element e of the
+// pair in word e / 2, low half first), x, h, grad h and grad x one word each, c a float pair; every
+// bf16 word is stored with one cvt.rn.bf16x2.f32 (core/float16.h's rounding on the host). Requirements
+// (checked by the launcher, which otherwise runs the one-column kernels): d even, the bf16 tensors
+// 4-byte aligned and c_all 8-byte aligned; then every pair's element position is even.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +89,218 @@ struct StepWalk {
 struct alignas(8) FloatPair {
   float v[2];
 };
+
+// ---- One column a thread: every storage type (float, double; bf16 with float compute) ----
+
+// One step's inputs as stored (S: float, double or bf16), before widening.
+template <typename S>
+struct RawStep {
+  S u0, u1, u2, x_skip;
+};
+
+// One thread's column: batch row b, output column col = dir*d + j, its per-unit parameters, and the
+// mapping from processing step (direction 1 runs from t = L-1 down) to time and element position.
+template <typename T, typename S>
+struct Column {
+  const Args<T, S>& a;
+  long long idx, b, col, dir;
+  T vf, vr, bf, br, mask, c0, scale;
+
+  SRU_HD Column(const Args<T, S>& args, long long i)
+      : a(args), idx(i), b(i / args.out), col(i % args.out), dir(col / args.d), vf(args.weight_c[col]),
+        vr(args.weight_c[args.out + col]), bf(args.bias[col]), br(args.bias[args.out + col]),
+        mask(args.mask_c ? args.mask_c[i] : args.mask_draw.on ? args.mask_draw.template value<T>(i) : T(1)),
+        c0(args.c0 ? args.c0[i] : T(0)),
+        scale(args.scale_x ? args.scale_x[0] : args.scale) {}
+  // A loaded step ready for the step math: widened to T, with the column's parameters, and
+  // x' = scale * x (k = 3; with k = 4 x' is U's 4th column).
+  template <int K>
+  SRU_HD SruStepInput<T> widened(const RawStep<S>& raw) const {
+    SruStepInput<T> in;
+    in.u0 = static_cast<T>(raw.u0);
+    in.u1 = static_cast<T>(raw.u1);
+    in.u2 = static_cast<T>(raw.u2);
+    in.x_skip = static_cast<T>(raw.x_skip);
+    if constexpr (K == 3) in.x_skip *= scale;
+    in.vf = vf;
+    in.vr = vr;
+    in.bf = bf;
+    in.br = br;
+    in.mask = mask;
+    return in;
+  }
+  SRU_HD long long time_of(long long step) const { return dir == 0 ? step : a.L - 1 - step; }
+  SRU_HD long long position_of(long long t) const { return (t * a.B + b) * a.out + col; }
+
+  // The step's stored values at element position pos (U row pos*K, x at pos), as loaded: any
+  // arithmetic on them here (scaling x, or widening bf16 to float, a shift) would wait for the load
+  // at once, making each step's loads wait a round trip before the next step's are issued (the stall
+  // ncu showed, docs/gpu-notes.md); widened() does both when the step is computed.
+  template <int K>
+  SRU_HD RawStep<S> input(long long pos) const {
+    RawStep<S> in;
+    const S* u = a.U + pos * K;
+    in.u0 = u[0];
+    in.u1 = u[1];
+    in.u2 = u[2];
+    if constexpr (K == 4) in.x_skip = u[3];
+    else in.x_skip = a.has_skip ? a.x[pos] : static_cast<S>(T(0));
+    return in;
+  }
+};
+
+// The inputs of kChunk consecutive processing steps of one column. Loads go chunk by chunk, one chunk
+// ahead of the arithmetic (two buffers): one thread per column leaves few warps per SM (B*out
+// threads), so a thread must keep its own loads in flight while it computes; a thread that loaded a
+// chunk and then computed it waited a memory round trip per chunk (the profile in docs/gpu-notes.md).
+// Float64 columns take half the steps per chunk: eight doubles per buffer spilled to local memory.
+// 16-bit storage keeps 8 steps: 16 left the bf16 forward kernel's time unchanged (62 vs 63 us at L 256,
+// d 1024, B 32; docs/gpu-notes.md) for 58 more registers.
+template <typename T>
+constexpr int kChunk = sizeof(T) == 8 ? 4 : 8;
+
+template <typename T, typename S>
+struct ForwardChunk {
+  RawStep<S> in[kChunk<T>];
+  bool padded[kChunk<T>];
+};
+
+template <typename T, typename S, int K, bool Pad>
+SRU_HD void load_forward(const Column<T, S>& column, long long first, ForwardChunk<T, S>& chunk) {
+  const StepWalk<Column<T, S>> w(column, first);
+SRU_UNROLL
+  for (int s = 0; s < kChunk<T>; ++s) {
+    if (first + s >= column.a.L) break;
+    chunk.in[s] = column.template input<K>(w.pos + s * w.stride);
+    chunk.padded[s] = Pad && column.a.pad[w.pad_at + s * w.pad_stride];
+  }
+}
+
+template <typename T, typename S, int K, bool Pad>
+SRU_HD void compute_forward(const Column<T, S>& column, long long first, const ForwardChunk<T, S>& chunk,
+                                                T& c, S* __restrict__ h, T* __restrict__ c_all) {
+  const StepWalk<Column<T, S>> w(column, first);
+SRU_UNROLL
+  for (int s = 0; s < kChunk<T>; ++s) {
+    if (first + s >= column.a.L) break;
+    const long long pos = w.pos + s * w.stride;
+    if (Pad && chunk.padded[s]) {
+      h[pos] = static_cast<S>(T(0));
+      c_all[pos] = c;
+      continue;
+    }
+    T hv;
+    c = sru_step_forward(column.template widened<K>(chunk.in[s]), c, column.a.use_tanh, column.a.has_skip, hv);
+    h[pos] = static_cast<S>(hv);
+    c_all[pos] = c;
+  }
+}
+
+// The forward pass of one column (thread idx of B * out): h and every step's c, and the last c.
+template <typename T, typename S, int K, bool Pad>
+SRU_HD void column_forward_thread(const Args<T, S>& a, long long idx, S* __restrict__ h, T* __restrict__ c_all,
+                                  T* __restrict__ c_last) {
+  const Column<T, S> column(a, idx);
+  T c = column.c0;
+  ForwardChunk<T, S> even, odd;  // chunks 0, 2, 4, ... and 1, 3, 5, ...
+  if (a.L > 0) load_forward<T, S, K, Pad>(column, 0, even);
+  for (long long first = 0; first < a.L; first += 2 * kChunk<T>) {
+    if (first + kChunk<T> < a.L) load_forward<T, S, K, Pad>(column, first + kChunk<T>, odd);
+    compute_forward<T, S, K, Pad>(column, first, even, c, h, c_all);
+    if (first + kChunk<T> >= a.L) break;
+    if (first + 2 * kChunk<T> < a.L) load_forward<T, S, K, Pad>(column, first + 2 * kChunk<T>, even);
+    compute_forward<T, S, K, Pad>(column, first + kChunk<T>, odd, c, h, c_all);
+  }
+  c_last[idx] = c;
+}
+
+// Processing steps last, last-1, ..., last-kChunk+1 (backwards); c_edge is c at step last-kChunk, the
+// state before the chunk's earliest step (c0 when that is step 0), so every step's c_prev is at hand.
+template <typename T, typename S>
+struct BackwardChunk {
+  RawStep<S> in[kChunk<T>];
+  T c_cur[kChunk<T>], c_edge;
+  S g_h[kChunk<T>];
+  bool padded[kChunk<T>];
+};
+
+template <typename T, typename S, int K, bool Pad>
+SRU_HD void load_backward(const Column<T, S>& column, long long last, const T* __restrict__ c_all,
+                                              const S* __restrict__ gh, BackwardChunk<T, S>& chunk) {
+  const StepWalk<Column<T, S>> w(column, last);
+SRU_UNROLL
+  for (int s = 0; s < kChunk<T>; ++s) {
+    if (last - s < 0) break;
+    const long long pos = w.pos - s * w.stride;
+    chunk.in[s] = column.template input<K>(pos);
+    chunk.c_cur[s] = c_all[pos];
+    chunk.g_h[s] = gh[pos];
+    chunk.padded[s] = Pad && column.a.pad[w.pad_at - s * w.pad_stride];
+  }
+  chunk.c_edge = last - kChunk<T> >= 0 ? c_all[w.pos - kChunk<T> * w.stride] : column.c0;
+}
+
+template <typename T, typename S, int K, bool Pad>
+SRU_HD void compute_backward(const Column<T, S>& column, long long last, const BackwardChunk<T, S>& chunk,
+                                                 T& gc, T (&acc)[4], S* __restrict__ gU, S* __restrict__ gx) {
+  const StepWalk<Column<T, S>> w(column, last);
+  const Args<T, S>& a = column.a;
+SRU_UNROLL
+  for (int s = 0; s < kChunk<T>; ++s) {
+    if (last - s < 0) break;
+    const long long pos = w.pos - s * w.stride;
+    if (Pad && chunk.padded[s]) {  // c passed through unchanged: gc flows on as it is
+      for (int k = 0; k < K; ++k) gU[pos * K + k] = static_cast<S>(T(0));
+      if (gx) gx[pos] = static_cast<S>(T(0));
+      continue;
+    }
+    const T c_prev = last - s == 0 ? column.c0 : (s + 1 < kChunk<T> ? chunk.c_cur[s + 1] : chunk.c_edge);
+    const SruStepGrads<T> g =
+        sru_step_backward(column.template widened<K>(chunk.in[s]), c_prev, chunk.c_cur[s], static_cast<T>(chunk.g_h[s]), gc,
+                          a.use_tanh, a.has_skip);
+    gU[pos * K] = static_cast<S>(g.u0);
+    gU[pos * K + 1] = static_cast<S>(g.u1);
+    gU[pos * K + 2] = static_cast<S>(g.u2);
+    if constexpr (K == 4) gU[pos * K + 3] = static_cast<S>(g.x_skip);
+    if (K == 3 && a.has_skip && gx) gx[pos] = static_cast<S>(g.x_skip * column.scale);
+    acc[0] += g.vf;
+    acc[1] += g.vr;
+    acc[2] += g.u1;
+    acc[3] += g.u2;
+    gc = g.c_prev;
+  }
+}
+
+// The backward pass of one column (thread idx of B * out): grad U, grad x and grad c0 of the column, and
+// its sums of d vf, d vr, d bf, d br over the steps into part_v / part_b (B, 2 out) at its batch row.
+template <typename T, typename S, int K, bool Pad>
+SRU_HD void column_backward_thread(const Args<T, S>& a, long long idx, const T* __restrict__ c_all,
+                                   const S* __restrict__ gh, const T* __restrict__ gc_last, S* __restrict__ gU,
+                                   S* __restrict__ gx, T* __restrict__ gc0, T* __restrict__ part_v,
+                                   T* __restrict__ part_b) {
+  const Column<T, S> column(a, idx);
+  T gc = gc_last ? gc_last[idx] : T(0);
+  T acc[4] = {T(0), T(0), T(0), T(0)};  // d vf, d vr, d bf, d br of this column and batch row
+  // Walks the processing order backwards (step = L-1 .. 0), kChunk steps at a time, loading a chunk ahead.
+  BackwardChunk<T, S> even, odd;
+  if (a.L > 0) load_backward<T, S, K, Pad>(column, a.L - 1, c_all, gh, even);
+  for (long long last = a.L - 1; last >= 0; last -= 2 * kChunk<T>) {
+    if (last - kChunk<T> >= 0) load_backward<T, S, K, Pad>(column, last - kChunk<T>, c_all, gh, odd);
+    compute_backward<T, S, K, Pad>(column, last, even, gc, acc, gU, gx);
+    if (last - kChunk<T> < 0) break;
+    if (last - 2 * kChunk<T> >= 0) load_backward<T, S, K, Pad>(column, last - 2 * kChunk<T>, c_all, gh, even);
+    compute_backward<T, S, K, Pad>(column, last - kChunk<T>, odd, gc, acc, gU, gx);
+  }
+  if (gc0) gc0[idx] = gc;
+  T* pv = part_v + column.b * 2 * a.out;
+  T* pb = part_b + column.b * 2 * a.out;
+  pv[column.col] = acc[0];
+  pv[a.out + column.col] = acc[1];
+  pb[column.col] = acc[2];
+  pb[a.out + column.col] = acc[3];
+}
+
+// ---- Two neighbouring columns a thread: bf16 I/O ----
 
 // 4- and 8-byte accesses: on the device read-only cache loads (a kernel never writes what it reads) and
 // plain stores (the launcher checked the alignment); memcpy on the host, where reading bf16 storage
