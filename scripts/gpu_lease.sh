@@ -399,6 +399,8 @@ if [ "$mode" = focus ]; then
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0
 fi
+# 0. The newest change first (2026-11-30): the bf16 recurrence two columns a thread against one.
+recurrence_column_pair_rows
 # 1. The paper-size configs at every precision, ours and the peers' at theirs, side by side; with
 # --idle-share, as many steps again under CUPTI's activity records: the GPU's idle share of a step.
 paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)
@@ -526,7 +528,6 @@ for precision in bf16 $([ "$full" = 1 ] && echo tf32); do
   bench "sru_vs_lstm_$precision" $build/srubench --warm-up-seconds 0 sru-vs-lstm --device cuda --precision $precision \
     "${sizes[@]}" --repeats 20 --impls gemm recurrence copy sru_fused lstm_cudnn --json "$out/sru_vs_lstm_$precision.json"
 done
-recurrence_column_pair_rows
 # (The recurrence row writes grad x since 2026-11-27: an srubench from before that does less work.)
 if [ -x $build/srubench-before ]; then
   bench sru_vs_lstm_before $build/srubench-before --warm-up-seconds 0 sru-vs-lstm --device cuda "${sizes[@]}" --repeats 20 \
