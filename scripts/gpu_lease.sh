@@ -325,6 +325,13 @@ recurrence_column_pair_rows() {
       $build/srubench --warm-up-seconds 0 --sru-column-pairs $pairs sru-vs-lstm --device cuda --precision bf16 \
       --lengths 100 --hidden 1312 --batch 128 --impls recurrence_bf16 --warmup 1 --repeats 1
   done
+  # The layer grid's sizes (B 32: a few blocks an SM, where half the threads may cost more than their
+  # fuller registers gain), both ways.
+  for pairs in on off; do
+    bench "recurrence_grid_bf16_pairs_$pairs" $build/srubench --warm-up-seconds 0 --sru-column-pairs $pairs sru-vs-lstm \
+      --device cuda --precision bf16 --lengths 32 128 256 --hidden 256 512 1024 --batch 32 --impls recurrence_bf16 \
+      --repeats 20 --json "$out/recurrence_grid_bf16_pairs_$pairs.json"
+  done
   bench train_epoch_bf16_pairs_off $build/srubench --warm-up-seconds 0 --sru-column-pairs off train-epoch \
     --config=configs/enwik8.yaml --set train.device=cuda --set train.precision=bf16 --set data.path=$data --steps 20 \
     --warmup-steps 3 --repeats 3 --json "$out/train_epoch_bf16_pairs_off.json"
