@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <cstring>
 #include <cstddef>
-#include <type_traits>
 
 #include "core/float16.h"
 #include "core/hd.h"
@@ -57,21 +56,26 @@ struct Args {
   MaskDraw mask_draw;  // on (mask_c null): each thread draws its column's mask value (ops/dropout.h)
 };
 
+// A tensor's data as E, or null when it is undefined (an optional operand).
+template <typename E>
+const E* data_if_defined(const Tensor& t) {
+  return t.defined() ? t.data<E>() : nullptr;
+}
+
 // The arguments of a launch over `in` (tensors on the kernels' device; pad: the (L, B) padding as int32
 // or null).
 template <typename T, typename S>
 Args<T, S> kernel_args(const SruTensors& in, const SruRecurrenceOptions& o, const int32_t* pad) {
   const long long D = o.bidirectional ? 2 : 1;
-  auto data = [](const Tensor& t, auto* type) { return t.defined() ? t.data<std::remove_pointer_t<decltype(type)>>() : nullptr; };
   return {in.U.size(0), in.U.size(1), o.hidden_size, D * o.hidden_size,
-          in.U.data<S>(), data(in.x, (S*)nullptr), in.weight_c.data<T>(), in.bias.data<T>(),
-          data(in.c0, (T*)nullptr), data(in.mask_c, (T*)nullptr), pad,
-          data(in.scale_x, (T*)nullptr), static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh, o.mask_c_draw};
+          in.U.data<S>(), data_if_defined<S>(in.x), in.weight_c.data<T>(), in.bias.data<T>(),
+          data_if_defined<T>(in.c0), data_if_defined<T>(in.mask_c), pad,
+          data_if_defined<T>(in.scale_x), static_cast<T>(o.scale_x), o.has_skip_term, o.use_tanh, o.mask_c_draw};
 }
 
 // Where a thread's chunk starting at processing step `first` lives: element position and padding index
 // of that step, and their strides per step (negative for direction 1, which walks time backwards).
-// Columns: the one-column kernels' Column or ColumnPair below (a, b, dir, time_of, position_of).
+// Columns: Column or ColumnPair, below (a, b, dir, time_of, position_of).
 template <typename Columns>
 struct StepWalk {
   long long pos, pad_at, stride, pad_stride;
