@@ -58,7 +58,7 @@ struct Args {
 
 // A tensor's data as E, or null when it is undefined (an optional operand).
 template <typename E>
-const E* data_if_defined(const Tensor& t) {
+E* data_if_defined(const Tensor& t) {
   return t.defined() ? t.data<E>() : nullptr;
 }
 

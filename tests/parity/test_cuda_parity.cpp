@@ -411,6 +411,53 @@ TEST(CudaParity, SruRecurrenceOptionGrid) {
             }
 }
 
+// A recurrence with bf16 I/O: bf16 U, x and grad h, float32 parameters and, with `extras`, c0, a
+// dropout mask and padding, all on the host; the seeds follow from seed_base and the options.
+struct Bf16RecurrenceCase {
+  SruRecurrenceOptions o;
+  Tensor U, x, gh, w, b;
+  RecurrenceExtras e;
+};
+
+Bf16RecurrenceCase bf16_recurrence_case(int64_t L, int64_t B, int64_t d, int k, bool bidir, bool extras,
+                                        uint64_t seed_base) {
+  Bf16RecurrenceCase c;
+  c.o.hidden_size = d;
+  c.o.bidirectional = bidir;
+  c.o.k = k;
+  c.o.scale_x = 0.8;
+  const int64_t out = (bidir ? 2 : 1) * d;
+  uint64_t seed = seed_base + k + (bidir ? 10 : 0) + (extras ? 20 : 0);
+  auto bf16_of = [&](Shape s) { return rand_leaf(s, ++seed).detach().to(DType::BF16); };
+  c.U = bf16_of({L, B, out * k});
+  c.x = bf16_of({L, B, out});
+  c.gh = bf16_of({L, B, out});
+  c.w = rand_leaf({2 * out}, ++seed).detach();
+  c.b = rand_leaf({2 * out}, ++seed).detach();
+  c.e = recurrence_extras(extras, L, B, out, DType::F32, seed);
+  return c;
+}
+
+// The case's outputs and gradients, brought back to the host in their own dtypes (grad x with k = 3,
+// grad c0 with c0).
+struct RecurrenceResults {
+  Tensor h, c, gU, gx, gw, gb, gc0;
+};
+
+// Forward and backward of the case on dev, with U as given: moved to dev, or used in place (a view
+// keeps its offset) when it is there already.
+RecurrenceResults run_bf16_recurrence(const Bf16RecurrenceCase& r, const Tensor& U, Device dev) {
+  auto leaf = [&](const Tensor& t) { return t.defined() ? t.to(dev).clone().set_requires_grad(true) : Tensor(); };
+  auto plain = [&](const Tensor& t) { return t.defined() ? t.to(dev) : Tensor(); };
+  Tensor Ul = U.to(dev).detach().set_requires_grad(true), xl = leaf(r.x), wl = leaf(r.w), bl = leaf(r.b);
+  Tensor c0l = leaf(r.e.c0.defined() ? r.e.c0.detach() : Tensor());
+  auto [h, c] = sru_recurrence(Ul, xl, wl, bl, c0l, plain(r.e.mask_c), plain(r.e.mask_pad), r.o);
+  autograd::backward(h, r.gh.to(dev));
+  auto host = [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()) : Tensor(); };
+  return {host(h), host(c), host(Ul.grad()), r.o.k == 3 ? host(xl.grad()) : Tensor(), host(wl.grad()),
+          host(bl.grad()), c0l.defined() ? host(c0l.grad()) : Tensor()};
+}
+
 // The recurrence with bf16 I/O (bf16 U, x, h and their gradients; float32 state and parameters)
 // against its CPU twin, which runs the float kernels between the same roundings: outputs within one
 // bf16 step where a float32 difference crosses a rounding boundary, float32 outputs as at float32.
@@ -425,38 +472,18 @@ TEST(CudaParity, SruRecurrenceBf16Io) {
         for (bool extras : {false, true}) {
           SCOPED_TRACE(::testing::Message() << "L " << L << " d " << d << " k " << k << (bidir ? " bidir" : "")
                                             << (extras ? " with c0, mask, padding" : ""));
-          SruRecurrenceOptions o;
-          o.hidden_size = d;
-          o.bidirectional = bidir;
-          o.k = k;
-          o.scale_x = 0.8;
-          const int64_t out = (bidir ? 2 : 1) * d;
-          uint64_t seed = 300 + k + (bidir ? 10 : 0) + (extras ? 20 : 0);
-          auto bf16_of = [&](Shape s) { return rand_leaf(s, ++seed).detach().to(DType::BF16); };
-          const Tensor U = bf16_of({L, B, out * k}), x = bf16_of({L, B, out}), gh = bf16_of({L, B, out});
-          const Tensor w = rand_leaf({2 * out}, ++seed).detach(), b = rand_leaf({2 * out}, ++seed).detach();
-          const RecurrenceExtras e = recurrence_extras(extras, L, B, out, DType::F32, seed);
-          struct Run {
-            Tensor h, c, gU, gx, gw, gb, gc0;
+          const Bf16RecurrenceCase r = bf16_recurrence_case(L, B, d, k, bidir, extras, 300);
+          const RecurrenceResults cpu = run_bf16_recurrence(r, r.U, Device::cpu()), gpu = run_bf16_recurrence(r, r.U, kCuda);
+          auto near = [](const Tensor& a, const Tensor& b, double rel, double abs) {
+            return tensors_near(a.to(DType::F64), b.to(DType::F64), rel, abs);
           };
-          auto run = [&](Device dev) {
-            auto leaf = [&](const Tensor& t) { return t.defined() ? t.to(dev).clone().set_requires_grad(true) : Tensor(); };
-            auto plain = [&](const Tensor& t) { return t.defined() ? t.to(dev) : Tensor(); };
-            Tensor Ul = leaf(U), xl = leaf(x), wl = leaf(w), bl = leaf(b), c0l = leaf(e.c0.defined() ? e.c0.detach() : Tensor());
-            auto [h, c] = sru_recurrence(Ul, xl, wl, bl, c0l, plain(e.mask_c), plain(e.mask_pad), o);
-            autograd::backward(h, gh.to(dev));
-            auto host = [](const Tensor& t) { return t.defined() ? t.to(Device::cpu()).to(DType::F64) : Tensor(); };
-            return Run{host(h), host(c), host(Ul.grad()), k == 3 ? host(xl.grad()) : Tensor(), host(wl.grad()),
-                       host(bl.grad()), c0l.defined() ? host(c0l.grad()) : Tensor()};
-          };
-          const Run cpu = run(Device::cpu()), gpu = run(kCuda);
-          EXPECT_TRUE(tensors_near(gpu.h, cpu.h, 1e-5, 1.0 / 128)) << "h";
-          EXPECT_TRUE(tensors_near(gpu.gU, cpu.gU, 1e-5, 1.0 / 128)) << "grad U";
-          if (k == 3) EXPECT_TRUE(tensors_near(gpu.gx, cpu.gx, 1e-5, 1.0 / 128)) << "grad x";
-          EXPECT_TRUE(tensors_near(gpu.c, cpu.c, 1e-4, 1e-4)) << "c";
-          EXPECT_TRUE(tensors_near(gpu.gw, cpu.gw, 1e-3, 1e-3)) << "grad weight_c";
-          EXPECT_TRUE(tensors_near(gpu.gb, cpu.gb, 1e-3, 1e-3)) << "grad bias";
-          if (extras) EXPECT_TRUE(tensors_near(gpu.gc0, cpu.gc0, 1e-4, 1e-4)) << "grad c0";
+          EXPECT_TRUE(near(gpu.h, cpu.h, 1e-5, 1.0 / 128)) << "h";
+          EXPECT_TRUE(near(gpu.gU, cpu.gU, 1e-5, 1.0 / 128)) << "grad U";
+          if (k == 3) EXPECT_TRUE(near(gpu.gx, cpu.gx, 1e-5, 1.0 / 128)) << "grad x";
+          EXPECT_TRUE(near(gpu.c, cpu.c, 1e-4, 1e-4)) << "c";
+          EXPECT_TRUE(near(gpu.gw, cpu.gw, 1e-3, 1e-3)) << "grad weight_c";
+          EXPECT_TRUE(near(gpu.gb, cpu.gb, 1e-3, 1e-3)) << "grad bias";
+          if (extras) EXPECT_TRUE(near(gpu.gc0, cpu.gc0, 1e-4, 1e-4)) << "grad c0";
         }
 }
 
@@ -469,45 +496,31 @@ TEST(CudaParity, SruRecurrenceColumnPairsEqualTheOneColumnKernels) {
   struct Restore {
     ~Restore() { set_sru_column_pairs(true); }
   } restore;
-  const int64_t L = 21, B = 3, d = 8;
   for (int k : {3, 4})
     for (bool bidir : {false, true})
       for (bool extras : {false, true}) {
         SCOPED_TRACE(::testing::Message() << "k " << k << (bidir ? " bidir" : "") << (extras ? " with c0, mask, padding" : ""));
-        SruRecurrenceOptions o;
-        o.hidden_size = d;
-        o.bidirectional = bidir;
-        o.k = k;
-        o.scale_x = 0.8;
-        const int64_t out = (bidir ? 2 : 1) * d;
-        uint64_t seed = 600 + k + (bidir ? 10 : 0) + (extras ? 20 : 0);
-        auto on_device_bf16 = [&](Shape s) { return rand_leaf(s, ++seed).detach().to(DType::BF16).to(kCuda); };
-        const Tensor U = on_device_bf16({L, B, out * k}), x = on_device_bf16({L, B, out}), gh = on_device_bf16({L, B, out});
-        const Tensor w = rand_leaf({2 * out}, ++seed).detach().to(kCuda), b = rand_leaf({2 * out}, ++seed).detach().to(kCuda);
-        const RecurrenceExtras e = recurrence_extras(extras, L, B, out, DType::F32, seed);
+        const Bf16RecurrenceCase r = bf16_recurrence_case(21, 3, 8, k, bidir, extras, 600);
+        const Tensor U = r.U.to(kCuda);
         // The same values one element into a larger buffer: a view 2 bytes past 4-byte alignment.
         Tensor shifted_storage = Tensor::empty({U.numel() + 1}, DType::BF16, kCuda);
         Tensor U_shifted = shifted_storage.narrow0(1, U.numel()).view(U.shape());
         U_shifted.copy_(U);
         auto run = [&](const Tensor& U_in, bool pairs) {
           set_sru_column_pairs(pairs);
-          auto leaf = [](const Tensor& t) { return t.defined() ? t.clone().set_requires_grad(true) : Tensor(); };
-          auto dev = [](const Tensor& t) { return t.defined() ? t.to(kCuda) : Tensor(); };
-          Tensor Ul = U_in.detach().set_requires_grad(true), xl = leaf(x), wl = leaf(w), bl = leaf(b);
-          Tensor c0l = leaf(dev(e.c0.defined() ? e.c0.detach() : Tensor()));
-          auto [h, c] = sru_recurrence(Ul, xl, wl, bl, c0l, dev(e.mask_c), dev(e.mask_pad), o);
-          autograd::backward(h, gh);
-          std::vector<Tensor> outputs{h, c, Ul.grad(), wl.grad(), bl.grad()};
-          if (k == 3) outputs.push_back(xl.grad());
-          if (extras) outputs.push_back(c0l.grad());
-          for (Tensor& t : outputs) t = t.to(Device::cpu());
-          return outputs;
+          return run_bf16_recurrence(r, U_in, kCuda);
         };
-        const std::vector<Tensor> one_column = run(U, false), pairs = run(U, true), fallback = run(U_shifted, true);
-        for (size_t i = 0; i < one_column.size(); ++i) {
-          SCOPED_TRACE(::testing::Message() << "output " << i);
-          EXPECT_EQ(std::memcmp(pairs[i].data_ptr(), one_column[i].data_ptr(), one_column[i].nbytes()), 0) << "pairs";
-          EXPECT_EQ(std::memcmp(fallback[i].data_ptr(), one_column[i].data_ptr(), one_column[i].nbytes()), 0) << "misaligned U";
+        const RecurrenceResults one_column = run(U, false), pairs = run(U, true), fallback = run(U_shifted, true);
+        auto same_bits = [](const Tensor& a, const Tensor& b) {
+          return a.defined() == b.defined() && (!a.defined() || std::memcmp(a.data_ptr(), b.data_ptr(), b.nbytes()) == 0);
+        };
+        const std::pair<const char*, Tensor RecurrenceResults::*> outputs[] = {
+            {"h", &RecurrenceResults::h},   {"c", &RecurrenceResults::c},   {"grad U", &RecurrenceResults::gU},
+            {"grad x", &RecurrenceResults::gx}, {"grad weight_c", &RecurrenceResults::gw},
+            {"grad bias", &RecurrenceResults::gb}, {"grad c0", &RecurrenceResults::gc0}};
+        for (const auto& [name, field] : outputs) {
+          EXPECT_TRUE(same_bits(pairs.*field, one_column.*field)) << name << ", pairs";
+          EXPECT_TRUE(same_bits(fallback.*field, one_column.*field)) << name << ", misaligned U";
         }
       }
 }

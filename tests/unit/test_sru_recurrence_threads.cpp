@@ -21,6 +21,8 @@ using namespace sru;
 
 namespace {
 
+using sru_kernels::data_if_defined;
+
 struct Case {
   int64_t L, B, d;
   int k;
@@ -95,12 +97,6 @@ Outputs run_twin(const Problem& p) {
   return r;
 }
 
-template <typename T>
-T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-const void* data_ptr_or_null(const Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
-
 // grad weight_c / grad bias: the threads' per-row partial sums (B, 2 out) added over the batch in order.
 template <typename T>
 void sum_over_batch(const Tensor& part_v, const Tensor& part_b, Outputs& r) {
@@ -125,8 +121,8 @@ Outputs run_columns(const Problem& p, const int32_t* pad) {
     sru_kernels::column_forward_thread<T, S, K, Pad>(a, i, r.h.data<S>(), r.c_all.data<T>(), r.c_last.data<T>());
   const Tensor part_v = Tensor::empty({a.B, 2 * a.out}, r.gw.dtype()), part_b = Tensor::empty({a.B, 2 * a.out}, r.gw.dtype());
   for (long long i = 0; i < a.B * a.out; ++i)
-    sru_kernels::column_backward_thread<T, S, K, Pad>(a, i, r.c_all.data<T>(), p.gh.data<S>(), data_or_null<T>(p.gc_last),
-                                                      r.gU.data<S>(), data_or_null<S>(r.gx), data_or_null<T>(r.gc0),
+    sru_kernels::column_backward_thread<T, S, K, Pad>(a, i, r.c_all.data<T>(), p.gh.data<S>(), data_if_defined<T>(p.gc_last),
+                                                      r.gU.data<S>(), data_if_defined<S>(r.gx), data_if_defined<T>(r.gc0),
                                                       part_v.data<T>(), part_b.data<T>());
   sum_over_batch<T>(part_v, part_b, r);
   return r;
@@ -137,14 +133,14 @@ template <int K, bool Pad>
 Outputs run_pairs(const Problem& p, const int32_t* pad) {
   Outputs r = allocated(p);
   const auto a = sru_kernels::kernel_args<float, bf16>(p.in, p.o, pad);
-  const void* const bf16_tensors[] = {a.U, a.x, p.gh.data_ptr(), r.h.data_ptr(), r.gU.data_ptr(), data_ptr_or_null(r.gx)};
+  const void* const bf16_tensors[] = {a.U, a.x, p.gh.data_ptr(), r.h.data_ptr(), r.gU.data_ptr(), data_if_defined<bf16>(r.gx)};
   EXPECT_TRUE(sru_kernels::column_pairs_fit(a, bf16_tensors, r.c_all.data<float>()));
   const long long pairs = a.B * a.out / 2;
   for (long long i = 0; i < pairs; ++i)
     sru_kernels::pair_forward_thread<K, Pad>(a, i, r.h.data<bf16>(), r.c_all.data<float>(), r.c_last.data<float>());
   const Tensor part_v = Tensor::empty({a.B, 2 * a.out}, DType::F32), part_b = Tensor::empty({a.B, 2 * a.out}, DType::F32);
-  const sru_kernels::PairBackwardOutputs o{r.c_all.data<float>(), p.gh.data<bf16>(), data_or_null<float>(p.gc_last),
-                                           r.gU.data<bf16>(), data_or_null<bf16>(r.gx), data_or_null<float>(r.gc0),
+  const sru_kernels::PairBackwardOutputs o{r.c_all.data<float>(), p.gh.data<bf16>(), data_if_defined<float>(p.gc_last),
+                                           r.gU.data<bf16>(), data_if_defined<bf16>(r.gx), data_if_defined<float>(r.gc0),
                                            part_v.data<float>(), part_b.data<float>()};
   for (long long i = 0; i < pairs; ++i) sru_kernels::pair_backward_thread<K, Pad>(a, i, o);
   sum_over_batch<float>(part_v, part_b, r);
