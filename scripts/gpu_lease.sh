@@ -336,6 +336,18 @@ recurrence_column_pair_rows() {
     --config=configs/enwik8.yaml --set train.device=cuda --set train.precision=bf16 --set data.path=$data --steps 20 \
     --warmup-steps 3 --repeats 3 --json "$out/train_epoch_bf16_pairs_off.json"
 }
+# Replayed steps launched ahead of the read of the step before (train.launch_ahead, 2026-11-30) against
+# each read before the next launch: the paper SRU and LSTM at bf16, their idle share (docs/gpu-notes.md
+# "steps launched ahead"); 70 steps a repeat, so that the replays dominate.
+launch_ahead_rows() {
+  local ahead
+  for ahead in auto off; do
+    bench "train_epoch_bf16_launch_ahead_$ahead" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/enwik8.yaml --config=configs/enwik8-lstm.yaml --set train.device=cuda --set train.precision=bf16 \
+      --set train.launch_ahead=$ahead --set data.path=$data --steps 70 --warmup-steps 3 --repeats 3 --idle-share \
+      --json "$out/train_epoch_bf16_launch_ahead_$ahead.json"
+  done
+}
 # The classifier and the SQuAD reader, their steps replayed as CUDA graphs against every step eager.
 replayed_against_eager_rows() {
   # The MR classifier's protocol (configs/classify/mr.yaml: 2 x 128 SRU, batch 32, fixed batches) on
@@ -362,6 +374,7 @@ replayed_against_eager_rows() {
 if [ "$mode" = focus ]; then
   # 2026-11-30 afternoon: the bf16 recurrence two columns a thread against one (first: minutes).
   recurrence_column_pair_rows
+  launch_ahead_rows
   # After the lease of 2026-11-29 night (docs/gpu-notes.md "the tensor-core attention on ldmatrix and
   # cp.async"): the tensor-core attention with its fragments read by ldmatrix (no transposed tiles), its
   # tiles copied by cp.async two buffers deep, the last query tiles first, beside SDPA; then the steady replayed steps (70 of the sample's 71 an epoch, where 20 left 2 eager ones in each
@@ -406,8 +419,10 @@ if [ "$mode" = focus ]; then
   printf '%s\n' "${verdicts[@]}" | tee "$out/verdicts.txt" "$final_out/verdicts.txt"
   exit 0
 fi
-# 0. The newest change first (2026-11-30): the bf16 recurrence two columns a thread against one.
+# 0. The newest changes first (2026-11-30): the bf16 recurrence two columns a thread against one, and
+# replayed steps launched ahead of the read of the step before.
 recurrence_column_pair_rows
+launch_ahead_rows
 # 1. The paper-size configs at every precision, ours and the peers' at theirs, side by side; with
 # --idle-share, as many steps again under CUPTI's activity records: the GPU's idle share of a step.
 paper=(configs/enwik8.yaml configs/enwik8-lstm.yaml)

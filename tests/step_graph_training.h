@@ -4,6 +4,8 @@
 // (unit/test_step_graph.cpp) and on a GPU (parity/test_cuda_graph.cpp).
 #pragma once
 
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -143,10 +145,13 @@ inline config::Config step_graph_squad_config(const std::string& device = "cpu")
 }
 
 struct StepGraphTraining {
-  std::vector<double> losses, norms;
-  std::vector<uint64_t> dispatches;  // per step
-  std::vector<uint64_t> value_reads;  // per step: host waits on a GPU (core/host_sync.h)
+  std::vector<double> losses, norms;  // by step
+  std::vector<train::StepOutcome::Kind> kinds;  // by step
+  std::vector<uint64_t> dispatches;  // per step (launched ahead: per call, which may read the step before)
+  std::vector<uint64_t> value_reads;  // per step: host waits on a GPU (core/host_sync.h); per call launched ahead
+  int64_t steps_left_launched = 0;   // calls that left their step launched (train.launch_ahead)
   nn::NamedTensors parameters;       // on the CPU
+  nn::NamedTensors optimizer_state;  // on the CPU
   int64_t replayed = 0, steps = 0;
   train::TrainingStep::GraphPlan plan;  // of the last epoch
 };
@@ -154,12 +159,15 @@ struct StepGraphTraining {
 // `epochs` epochs of c (on c.train.device); host_twin: the captured steps replayed through the CPU twin
 // (or through the graphs make_graph(task, optimizer) returns, when given). poison_step >= 0 (CPU only): that step runs
 // with a NaN in the output bias, restored after it. before_optimizer(task), when given, runs before the
-// optimiser lays the parameters out in flat buffers.
+// optimiser lays the parameters out in flat buffers. launch_ahead: the steps go through
+// TrainingStep::run_ahead, each but an epoch's last may stay launched (as srutrain's loop has them);
+// a run stopped by a non-finite step (on_nonfinite stop) ends there.
 inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twin, int64_t poison_step = -1,
                                           int64_t epochs = 2,
                                           std::function<std::unique_ptr<train::StepGraph>(tasks::Task&, optim::Optimizer&)>
                                               make_graph = {},
-                                          const std::function<void(tasks::Task&)>& before_optimizer = {}) {
+                                          const std::function<void(tasks::Task&)>& before_optimizer = {},
+                                          bool launch_ahead = false) {
   const PrecisionScope precision(parse_precision(c.train.precision, "train.precision"));
   Generator gen(11);
   auto task = tasks::make_task(c, gen);
@@ -176,10 +184,15 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
   else if (host_twin)
     step.replay_on_the_host();
   StepGraphTraining out;
+  out.losses.assign(static_cast<size_t>(epochs * per_epoch), std::numeric_limits<double>::quiet_NaN());
+  out.norms = out.losses;
+  out.kinds.assign(out.losses.size(), train::StepOutcome::Kind::Updated);
   Tensor poisoned = task->model().named_parameters().back().second;
-  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+  bool stopped = false;
+  std::vector<int> outcomes_of(out.losses.size(), 0);
+  for (int64_t epoch = 0; epoch < epochs && !stopped; ++epoch) {
     task->start_epoch(epoch, 0);
-    for (int64_t i = 0; i < per_epoch; ++i) {
+    for (int64_t i = 0; i < per_epoch && !stopped; ++i) {
       const int64_t global = epoch * per_epoch + i;
       float saved = 0;
       if (global == poison_step) {
@@ -188,22 +201,54 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
       }
       const uint64_t before = kernel_dispatches(), reads_before = host_wait_counts().value_reads;
       const int64_t first = i * accumulate;
-      const train::StepOutcome r = step.run(first, train::batches_of_step(first, batches, accumulate), global + 1, epoch);
+      const std::vector<train::StepOutcome> read = step.run_ahead(
+          first, train::batches_of_step(first, batches, accumulate), global + 1, epoch, {}, launch_ahead && i + 1 < per_epoch);
       out.dispatches.push_back(kernel_dispatches() - before);
       out.value_reads.push_back(host_wait_counts().value_reads - reads_before);
-      if (global == poison_step) {
-        EXPECT_EQ(r.kind, train::StepOutcome::Kind::Skipped);
-        poisoned.data<float>()[0] = saved;
+      if (global == poison_step) poisoned.data<float>()[0] = saved;
+      for (const train::StepOutcome& r : read) {
+        const size_t k = static_cast<size_t>(r.step - 1);
+        EXPECT_EQ(++outcomes_of[k], 1) << "step " << r.step << " reported twice";
+        out.losses[k] = r.loss;
+        out.norms[k] = r.grad_norm;
+        out.kinds[k] = r.kind;
+        stopped = stopped || r.kind == train::StepOutcome::Kind::NonFinite;
       }
-      out.losses.push_back(r.loss);
-      out.norms.push_back(r.grad_norm);
     }
   }
+  if (poison_step >= 0) EXPECT_NE(out.kinds[static_cast<size_t>(poison_step)], train::StepOutcome::Kind::Updated);
+  EXPECT_FALSE(step.has_launched_step());
+  // Every step up to the end (or the stop) reported once; none after a stop.
+  for (size_t k = 0; k < outcomes_of.size(); ++k)
+    if (!stopped) EXPECT_EQ(outcomes_of[k], 1) << "step " << k + 1 << " not reported";
+  out.steps_left_launched = step.steps_left_launched();
+  for (const auto& [name, t] : optimizer->state()) out.optimizer_state.emplace_back(name, t.to(Device::cpu()));
   for (const auto& [name, t] : task->model().named_parameters()) out.parameters.emplace_back(name, t.to(Device::cpu()));
   out.replayed = step.replayed_steps();
   out.plan = step.graph_plan();
   out.steps = epochs * per_epoch;
   return out;
+}
+
+// Two runs of train_step_graph took the same steps to the bit: each step's kind, loss and norm (a NaN
+// loss matching a NaN), then the final parameters and optimiser state.
+inline void expect_same_training(const StepGraphTraining& a, const StepGraphTraining& b) {
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_EQ(a.kinds[i], b.kinds[i]) << "step " << i;
+    if (std::isnan(a.losses[i])) {
+      EXPECT_TRUE(std::isnan(b.losses[i])) << "step " << i;
+      continue;
+    }
+    EXPECT_EQ(a.losses[i], b.losses[i]) << "step " << i;
+    EXPECT_EQ(a.norms[i], b.norms[i]) << "step " << i;
+  }
+  for (const auto& [mine, theirs] : {std::pair{&a.parameters, &b.parameters}, std::pair{&a.optimizer_state, &b.optimizer_state}}) {
+    ASSERT_EQ(mine->size(), theirs->size());
+    for (size_t k = 0; k < mine->size(); ++k)
+      EXPECT_EQ(std::memcmp((*mine)[k].second.data_ptr(), (*theirs)[k].second.data_ptr(), (*mine)[k].second.nbytes()), 0)
+          << (*mine)[k].first;
+  }
 }
 
 }  // namespace sru::testing

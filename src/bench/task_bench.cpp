@@ -122,13 +122,15 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     double last_lr = 0;
     auto run_steps = [&](int64_t n) {
       task->start_epoch(epoch, 0);
-      for (int64_t i = 0; i < n; ++i) {
-        const auto r = step.run(i * accumulate, sru::train::batches_of_step(i * accumulate, batches, accumulate),
-                                ++taken, epoch);
-        SRU_CHECK(r.kind != sru::train::StepOutcome::Kind::NonFinite, "srubench train-epoch: ", path, ": non-finite ",
-                  r.nonfinite, " at step ", taken);
-        tokens += r.tokens;
-        last_lr = r.lr;
+      for (int64_t i = 0; i < n; ++i) {  // (launched ahead as srutrain does, train.launch_ahead; the last step read)
+        const auto read = step.run_ahead(i * accumulate, sru::train::batches_of_step(i * accumulate, batches, accumulate),
+                                         ++taken, epoch, {}, i + 1 < n);
+        for (const sru::train::StepOutcome& r : read) {
+          SRU_CHECK(r.kind != sru::train::StepOutcome::Kind::NonFinite, "srubench train-epoch: ", path, ": non-finite ",
+                    r.nonfinite, " at step ", r.step);
+          tokens += r.tokens;
+          last_lr = r.lr;
+        }
       }
       ++epoch;
       if (device.is_cuda()) sru::cuda::synchronize(device.index);  // the host clock times finished work
@@ -157,8 +159,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("s_per_epoch", seconds);
     row.set("tokens_per_s", static_cast<double>(tokens) / o.repeats / (t.median_ms / 1000.0));
     row.set("vs_first", seconds / first_seconds);
-    row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr);
-    row.set("ranks", comm.size());
+    row.set("steps_taken", static_cast<double>(taken)).set("lr_last", last_lr).set("ranks", comm.size());
     row.set("kernels_per_step", kernels_per_step);  // dispatches (core/kernel_count.h); on a GPU each is >= 1 launch
     // The timed steps that replayed the captured step as a CUDA graph (train.cuda_graphs), as a share.
     row.set("replayed_share", static_cast<double>(step.replayed_steps() - replayed_before) / timed_steps);

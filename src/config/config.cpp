@@ -113,6 +113,15 @@ std::vector<Section> Config::schema() {
                   "each epoch's batch shapes are counted and the most frequent get graphs while there is room (graphs "
                   "are kept for the run; the log says what share of the epoch's steps they cover); graphs share "
                   "one memory pool, so each costs a capture and its nodes, not a step's activations", 1),
+        string_field("launch_ahead", &train.launch_ahead, "With replayed steps (train.cuda_graphs), launch each "
+                     "step before reading the loss and gradient norm of the step before it, so that the GPU does not "
+                     "wait for the host between steps. The same results: a step launched behind a non-finite one "
+                     "holds its update on the device, is taken back and runs again after train.on_nonfinite has "
+                     "acted (with stop, it is not run). Steps that log (log.every_steps), evaluate, end an epoch or "
+                     "the run are read at once. auto: where steps replay, without train.ema_decay or a model "
+                     "with after-update hooks (embed-sru's gate clipping, the SQuAD reader's fixed rows); on: an "
+                     "error where auto would not; off: each step's values read before the next step is launched",
+                     {"auto", "on", "off"}),
         string_field("attention", &train.attention, "How multi-head attention is computed (Transformer, SRU++, "
                      "the SQuAD reader's question attention): composed = the head products and the softmax kernels "
                      "(the (Lq, Lk) weights in memory); fused = one fused op each way (no (Lq, Lk) matrix kept: for "

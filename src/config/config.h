@@ -64,6 +64,7 @@ struct TrainConfig {
   std::string on_nonfinite = "stop";  // stop | skip
   std::string cuda_graphs = "auto";   // auto | on | off: replay the training step as a CUDA graph (train/step.h)
   int64_t cuda_graphs_max = 64;       // most graphs a run keeps (an epoch's most frequent batch shapes)
+  std::string launch_ahead = "auto";  // auto | on | off: launch a replayed step before reading the last one's loss
   std::string attention = "auto";     // auto | composed | fused: the multi-head attention's kernels (nn/attention.h)
   int64_t early_stop_patience = 0; // evaluations without improvement before stopping; 0 = off
   double dist_bucket_mb = 25.0;    // data parallel: gradient MiB per all-reduce (0 = one bucket)

@@ -93,4 +93,35 @@ void read_scalars(const std::vector<ScalarRead>& reads) {
   for (size_t i = 0; i < reads.size(); ++i) *reads[i].into = values[i];
 }
 
+ScalarsReadLater::ScalarsReadLater(std::vector<ScalarRead> reads) : reads_(std::move(reads)) {
+  std::vector<Tensor> scalars;
+  for (const ScalarRead& r : reads_) {
+    SRU_CHECK(r.value.numel() == 1, "ScalarsReadLater: ", r.value.str(), " has ", r.value.numel(),
+              " elements, expected 1");
+    SRU_CHECK(r.value.device() == reads_[0].value.device(), "ScalarsReadLater: tensors on ",
+              reads_[0].value.device().str(), " and ", r.value.device().str());
+    scalars.push_back(r.value);
+    dtypes_.push_back(r.value.dtype());
+  }
+  if (!scalars.empty() && scalars[0].device().is_cuda()) {
+    device_ = scalars[0].device().index;
+    slot_ = cuda::queue_scalar_read(device_, scalars);
+    return;
+  }
+  for (const Tensor& t : scalars)
+    SRU_DISPATCH_ALL(t.dtype(), "ScalarsReadLater", [&]<typename T>() { cpu_values_.push_back(static_cast<double>(*t.data<T>())); });
+}
+
+ScalarsReadLater::~ScalarsReadLater() {
+  if (slot_ >= 0 && !waited_) cuda::release_scalar_read(device_, slot_);
+}
+
+void ScalarsReadLater::wait() {
+  SRU_CHECK(!waited_, "ScalarsReadLater::wait: the values were read already");
+  detail::count_value_read("ScalarsReadLater");
+  const std::vector<double> values = slot_ >= 0 ? cuda::finish_scalar_read(device_, slot_, dtypes_) : cpu_values_;
+  waited_ = true;
+  for (size_t i = 0; i < reads_.size(); ++i) *reads_[i].into = values[i];
+}
+
 }  // namespace sru

@@ -54,6 +54,28 @@ struct ScalarRead {
 };
 void read_scalars(const std::vector<ScalarRead>& reads);
 
+// The same values, read later: construction queues their copies behind the work queued so far (no
+// wait), and wait() waits for that point only, so work queued in between keeps the GPU busy (the
+// trainer launches step n + 1 before it reads step n's loss and norm: train/step.h). wait() is the one
+// value read (counted there). On the CPU the values are taken at construction (later work may
+// overwrite the tensors). Dropped without wait(): the values are discarded.
+class ScalarsReadLater {
+ public:
+  explicit ScalarsReadLater(std::vector<ScalarRead> reads);
+  ~ScalarsReadLater();
+  ScalarsReadLater(const ScalarsReadLater&) = delete;
+  ScalarsReadLater& operator=(const ScalarsReadLater&) = delete;
+  void wait();  // once: each value into its double
+
+ private:
+  std::vector<ScalarRead> reads_;
+  std::vector<double> cpu_values_;
+  std::vector<DType> dtypes_;
+  int device_ = -1;  // CUDA: the device, and the runtime's slot
+  int slot_ = -1;
+  bool waited_ = false;
+};
+
 namespace detail {
 void count_value_read(const char* what);
 // Counts a device wait and times it: construct right before the blocking CUDA call, in a scope that

@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -56,7 +58,20 @@ class Trainer {
 
  private:
   void setup();
-  StepOutcome train_one_step(int64_t first, int64_t count);
+  // Launches the next step (first, count) and takes in the outcomes read meanwhile: false when the run
+  // must stop for a non-finite step (train.on_nonfinite stop); `votes`: the step's, once it is read.
+  bool train_one_step(int64_t first, int64_t count, StepVotes& votes);
+  // Whether step `step`, ending before batch `next_batch`, may stay launched and unread
+  // (train.launch_ahead): not when it logs, evaluates, or ends the epoch or the run.
+  bool may_stay_launched(int64_t step, int64_t next_batch) const;
+  // What a step cost: the time and kernel dispatches of the call that launched it (which also read the
+  // step launched before it), counted when the step is read, for an updated step only.
+  struct StepCost {
+    double seconds = 0;
+    uint64_t dispatches = 0;
+  };
+  // Counts, logs and records a step's outcome; false for a non-finite step under on_nonfinite stop.
+  bool take_in(const StepOutcome& r, const StepCost& cost);
   void log_window(const StepOutcome& outcome);
   void evaluate_and_checkpoint();
   void save(const std::string& name);
@@ -88,6 +103,7 @@ class Trainer {
   double window_loss_ = 0, train_seconds_ = 0;
   int64_t window_steps_ = 0, window_tokens_ = 0, tokens_total_ = 0, skipped_ = 0, timed_steps_ = 0;
   uint64_t window_dispatches_ = 0;  // kernel dispatches of the window's steps
+  std::map<int64_t, StepCost> unread_costs_;  // by step: launched, not read yet
 };
 
 void Trainer::setup() {
@@ -122,6 +138,13 @@ void Trainer::setup() {
   optimizer_ = make_optimizer(c.train, task_->model());
   step_ = std::make_unique<TrainingStep>(*task_, *optimizer_, c.train,
                                          schedule_options(c.train, task_->model_size(), total_steps_), &comm_);
+  // Tests: the captured steps replayed through the CPU twin of a CUDA graph (train/step_graph.h), so that
+  // the loop's replays and launching ahead run on a machine without a GPU.
+  if (const char* twin = std::getenv("SRU_REPLAY_ON_HOST"); twin && std::string(twin) == "1") {
+    step_->replay_on_the_host();
+    spdlog::info("SRU_REPLAY_ON_HOST=1: the captured steps replay through the CPU twin (launched ahead: {})",
+                 step_->launches_ahead() ? "yes" : "no");
+  }
 
   dir_ = std::make_unique<RunDirectory>(run_.dir, comm_);
   dir_->prepare();
@@ -148,6 +171,7 @@ void Trainer::setup() {
 }
 
 void Trainer::save(const std::string& name) {
+  SRU_CHECK(!step_->has_launched_step(), "internal: a checkpoint while a step is launched and unread");
   progress_.rng_seed = gen_.seed();
   progress_.rng_offset = gen_.offset();
   WeightEma* ema = step_->ema();
@@ -157,43 +181,63 @@ void Trainer::save(const std::string& name) {
                         raw ? ema->raw_weights() : nn::NamedTensors{});
 }
 
-StepOutcome Trainer::train_one_step(int64_t first, int64_t count) {
+bool Trainer::may_stay_launched(int64_t step, int64_t next_batch) const {
+  const config::Config& c = cfg();
+  const bool logs = step % c.log.every_steps == 0, evaluates = c.eval.every_steps > 0 && step % c.eval.every_steps == 0;
+  return !logs && !evaluates && step < total_steps_ && next_batch < batches_per_epoch_;
+}
+
+bool Trainer::train_one_step(int64_t first, int64_t count, StepVotes& votes) {
   const auto t0 = Clock::now();
   const uint64_t dispatches_before = kernel_dispatches();
-  // Asked after backward, and summed over the ranks: any rank's Ctrl-C or time limit stops them all
-  // after this step.
-  const auto votes = [&] {
+  // Asked after backward (or when a replayed step is launched), and summed over the ranks: any rank's
+  // Ctrl-C or time limit stops them all after this step.
+  const auto ask = [&] {
     const double elapsed = std::chrono::duration<double>(Clock::now() - started_).count();
     return StepVotes{stop_requested(), cfg().train.max_seconds > 0 && elapsed >= cfg().train.max_seconds};
   };
-  const StepOutcome r = step_->run(first, count, progress_.step + 1, progress_.epoch, votes);
+  const int64_t step = progress_.step + 1;
+  const std::vector<StepOutcome> outcomes = step_->run_ahead(first, count, step, progress_.epoch, ask,
+                                                             may_stay_launched(step, first + count));
+  unread_costs_[step] = {std::chrono::duration<double>(Clock::now() - t0).count(), kernel_dispatches() - dispatches_before};
+  ++progress_.step;
+  progress_.step_in_epoch += count;
+  votes = {};
+  for (const StepOutcome& r : outcomes) {
+    const auto cost = unread_costs_.extract(r.step);
+    if (!take_in(r, cost.empty() ? StepCost{} : cost.mapped())) return false;
+    if (r.step == step) votes = r.votes;
+  }
+  return true;
+}
+
+bool Trainer::take_in(const StepOutcome& r, const StepCost& cost) {
   if (r.kind == StepOutcome::Kind::NonFinite) {
     if (comm_.is_root())
       spdlog::error("non-finite {} at step {} (loss {}); stopping. The weights were not updated with it, and "
                     "{}/last.safetensors is the last good checkpoint (lower train.lr, or set train.clip_grad_norm)",
-                    r.nonfinite, progress_.step + 1, r.loss, run_.dir);
-    dir_->append_metrics({{"step", progress_.step + 1}, {"event", "nonfinite"}, {"what", r.nonfinite}});
-    return r;
+                    r.nonfinite, r.step, r.loss, run_.dir);
+    dir_->append_metrics({{"step", r.step}, {"event", "nonfinite"}, {"what", r.nonfinite}});
+    return false;
   }
-  ++progress_.step;
-  progress_.step_in_epoch += count;
   if (r.kind == StepOutcome::Kind::Skipped) {
     ++skipped_;
     if (comm_.is_root())
-      spdlog::warn("non-finite {} at step {}: update skipped, carried state reset ({} so far)", r.nonfinite,
-                   progress_.step, skipped_);
-    dir_->append_metrics({{"step", progress_.step}, {"event", "skipped"}, {"what", r.nonfinite}});
-    return r;
+      spdlog::warn("non-finite {} at step {}: update skipped, carried state reset ({} so far)", r.nonfinite, r.step,
+                   skipped_);
+    dir_->append_metrics({{"step", r.step}, {"event", "skipped"}, {"what", r.nonfinite}});
+    return true;
   }
-  train_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
-  window_dispatches_ += kernel_dispatches() - dispatches_before;
+  train_seconds_ += cost.seconds;
+  window_dispatches_ += cost.dispatches;
   ++timed_steps_;
   tokens_total_ += r.tokens;
   window_loss_ += r.loss;
   window_tokens_ += r.tokens;
   ++window_steps_;
-  if (progress_.step % cfg().log.every_steps == 0 || progress_.step == total_steps_) log_window(r);
-  return r;
+  // (A step that logs is never left launched: it is read in its own call, progress_.step == r.step.)
+  if (r.step % cfg().log.every_steps == 0 || r.step == total_steps_) log_window(r);
+  return true;
 }
 
 void Trainer::log_window(const StepOutcome& r) {
@@ -239,6 +283,7 @@ void Trainer::progress_line(double loss) {
 }
 
 void Trainer::evaluate_and_checkpoint() {
+  SRU_CHECK(!step_->has_launched_step(), "internal: an evaluation while a step is launched and unread");
   if (tty_) std::cout << "\n";
   const WeightEma::InModel average(step_->ema());  // evaluated and saved: the average, when on
   const std::string split = task_->validation_split();
@@ -314,6 +359,8 @@ void Trainer::finish(const std::string& reason) {
   summary["seconds_per_epoch"] = timed_steps_ > 0 ? train_seconds_ / timed_steps_ * steps_per_epoch_ : 0.0;
   summary["token"] = task_->token_name();
   summary["skipped_steps"] = skipped_;
+  // Replayed steps left launched while the step before was read (train.launch_ahead).
+  summary["steps_launched_ahead"] = step_->steps_left_launched();
   summary["device"] = train_device_.str();
   summary["threads"] = requested_threads();           // the most; fewer while other processes kept cores busy
   summary["thread_adaptations"] = thread_adaptations();  // how often the load changed the thread count
@@ -343,11 +390,12 @@ int Trainer::run() {
   while (progress_.step < total_steps_ && progress_.epoch < c.train.epochs && !stop_for_patience_) {
     task_->start_epoch(progress_.epoch, progress_.step_in_epoch);
     while (progress_.step_in_epoch < batches_per_epoch_ && progress_.step < total_steps_ && !stop_for_patience_) {
-      const StepOutcome r = train_one_step(
-          progress_.step_in_epoch, batches_of_step(progress_.step_in_epoch, batches_per_epoch_, c.train.accumulate));
-      if (r.kind == StepOutcome::Kind::NonFinite) return 1;
+      StepVotes votes;
+      if (!train_one_step(progress_.step_in_epoch,
+                          batches_of_step(progress_.step_in_epoch, batches_per_epoch_, c.train.accumulate), votes))
+        return 1;
       if (c.eval.every_steps > 0 && progress_.step % c.eval.every_steps == 0) evaluate_and_checkpoint();
-      if (r.votes.stop) {
+      if (votes.stop) {
         save("last.safetensors");
         if (tty_) std::cout << "\n";
         if (comm_.is_root())
@@ -355,7 +403,7 @@ int Trainer::run() {
                        run_.dir);
         return kExitInterrupted;
       }
-      if (r.votes.out_of_time) {
+      if (votes.out_of_time) {
         out_of_time_ = true;
         break;
       }

@@ -20,12 +20,18 @@ namespace sru::train {
 // The memory every captured step's replay reads, written by the host before each replay, on the
 // model's device, in 8-byte words: the step's first Philox counter value (u64), the optimiser's
 // StepScalars, then for the pieces of an accumulated step (train.accumulate > 1) the batch's loss
-// weight (as f32, then as f64) and the step's 1 / terms so far (f64). Beside it, the accumulated step's
-// weighted loss sum, which its batches' graphs add to and its update's graph reads.
+// weight (as f32, then as f64) and the step's 1 / terms so far (f64), then the update's gate pair (f64
+// 1 and the gate: train.launch_ahead). Beside it, the accumulated step's weighted loss sum, which its
+// batches' graphs add to and its update's graph reads.
+// The gate: a one-batch graph multiplies its [norm, clip factor] by the pair before its update, and
+// leaves in the gate its own verdict, 1 when its factor is finite, else NaN (factor x 0 + 1). The host
+// writes the pair as [1, 1] before a replay that follows a read step, and leaves the gate alone for a
+// replay launched behind an unread one: that replay's update then takes place only if the step before
+// it updated (a NaN factor makes the update change nothing), and x 1 leaves every bit as it was.
 struct TrainingStep::ReplayInputs {
   static constexpr int64_t kScalarWords = (sizeof(optim::StepScalars) + 7) / 8;
   static constexpr int64_t kLossWeightF32 = 1 + kScalarWords, kLossWeightF64 = kLossWeightF32 + 1,
-                           kGradScale = kLossWeightF64 + 1, kWords = kGradScale + 1;
+                           kGradScale = kLossWeightF64 + 1, kGatePair = kGradScale + 1, kWords = kGatePair + 2;
   Tensor memory;
   Tensor loss_sum;  // f64, 0-d
   explicit ReplayInputs(Device device)
@@ -42,9 +48,19 @@ struct TrainingStep::ReplayInputs {
     return scalar_view(dtype == DType::F32 ? kLossWeightF32 : kLossWeightF64, dtype);
   }
   Tensor grad_scale_tensor() const { return scalar_view(kGradScale, DType::F64); }
-  // One host-to-device copy (queued, no host wait; a plain copy on the CPU).
+  // [norm, factor] gated by the pair, the gate set to this step's verdict (captured in one-batch graphs).
+  Tensor gated(const Tensor& norm_and_factor) const {
+    autograd::NoGradGuard no_grad;
+    const Tensor out = norm_and_factor * words_view(kGatePair, 2, DType::F64);
+    Tensor gate = words_view(kGatePair + 1, 1, DType::F64);
+    gate.copy_(out.narrow0(1, 1) * 0.0 + 1.0);
+    return out;
+  }
+  enum class Gate { Open, FromDevice };
+  // One host-to-device copy (queued, no host wait; a plain copy on the CPU). Gate::FromDevice leaves
+  // the gate pair as the graph before wrote it.
   void write(uint64_t philox_start, const optim::StepScalars& scalars, double loss_weight = 1.0,
-             double grad_scale = 1.0) {
+             double grad_scale = 1.0, Gate gate = Gate::Open) {
     Tensor host = Tensor::empty({kWords}, DType::I64);
     int64_t* words = host.data<int64_t>();
     std::memset(words, 0, static_cast<size_t>(host.nbytes()));
@@ -54,7 +70,12 @@ struct TrainingStep::ReplayInputs {
     std::memcpy(words + kLossWeightF32, &weight_f32, sizeof weight_f32);
     std::memcpy(words + kLossWeightF64, &loss_weight, sizeof loss_weight);
     std::memcpy(words + kGradScale, &grad_scale, sizeof grad_scale);
-    memory.copy_(host);
+    const double open[2] = {1.0, 1.0};
+    std::memcpy(words + kGatePair, open, sizeof open);
+    if (gate == Gate::Open)
+      memory.copy_(host);
+    else
+      memory.narrow0(0, kGatePair).copy_(host.narrow0(0, kGatePair));
   }
 
  private:
@@ -66,6 +87,12 @@ struct TrainingStep::ReplayInputs {
     impl->dtype = dtype;
     return Tensor(std::move(impl));
   }
+  // `n` consecutive 8-byte words from `word` as a 1-d tensor of an 8-byte `dtype`.
+  Tensor words_view(int64_t word, int64_t n, DType dtype) const {
+    Tensor t = scalar_view(word, dtype);
+    t.impl()->shape = Shape{n};
+    return t;
+  }
 };
 
 // One batch shape's captured step: its graph and its outputs, which each replay writes again in place
@@ -75,6 +102,14 @@ struct TrainingStep::Captured {
   Tensor loss, norm_and_factor;
   uint64_t draws = 0;  // how far a step advances the generator's counter
   bool draws_known = false;
+};
+
+// A replayed step launched, its loss and norm queued to be read (ScalarsReadLater).
+struct TrainingStep::Launched {
+  StepOutcome out;             // step, lr, tokens; votes once asked
+  uint64_t offset_before = 0;  // the generator's counter before the replay (take_back sets it again)
+  double loss = 0, norm = 0;   // filled by values->wait()
+  std::unique_ptr<ScalarsReadLater> values;
 };
 
 // After kMaxFailedCaptures failed captures (train.cuda_graphs auto), no new graph key is tried.
@@ -166,7 +201,12 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
   SRU_CHECK(train.cuda_graphs_max >= 1, "train.cuda_graphs_max must be >= 1, got ", train.cuda_graphs_max);
   max_graphs_ = static_cast<size_t>(train.cuda_graphs_max);
   accumulate_ = train.accumulate;
-  if (cuda_graphs_ == "off") return;
+  decide_launch_ahead(train.launch_ahead);
+  if (cuda_graphs_ == "off") {
+    SRU_CHECK(train.launch_ahead != "on", "train.launch_ahead: on, but train.cuda_graphs is off (only replayed steps "
+              "are launched ahead)");
+    return;
+  }
   const Device device = task_.model().device();
   std::string why_eager;
   if (!device.is_cuda())
@@ -180,6 +220,7 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
   else if (!cuda::allocator_caches())
     why_eager = "SRU_CUDA_NO_CACHING=1 (a graph keeps its memory in the caching allocator's private pool)";
   SRU_CHECK(why_eager.empty() || cuda_graphs_ != "on", "train.cuda_graphs: on, but ", why_eager);
+  SRU_CHECK(why_eager.empty() || train.launch_ahead != "on", "train.launch_ahead: on, but no step replays: ", why_eager);
   if (!why_eager.empty()) return;
   if (train.accumulate > 1) {
     why_accumulated_eager_ = why_not_accumulated();
@@ -192,6 +233,20 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
 }
 
 TrainingStep::~TrainingStep() = default;
+
+void TrainingStep::decide_launch_ahead(const std::string& key) {
+  SRU_CHECK(key == "auto" || key == "on" || key == "off", "train.launch_ahead must be auto, on or off, got '", key, "'");
+  std::string why_not;
+  if (ema_)
+    why_not = "train.ema_decay averages the weights after each update, before the next step may start";
+  else if (task_.model().has_after_update_hooks())
+    why_not = "the model changes its weights after each update (its after-update hooks: gate clipping, fixed "
+              "embedding rows), before the next step may start";
+  else if (accumulate_ > 1)
+    why_not = "train.accumulate > 1 (only steps of one batch are launched ahead)";
+  SRU_CHECK(why_not.empty() || key != "on", "train.launch_ahead: on, but ", why_not);
+  launch_ahead_ = key != "off" && why_not.empty();
+}
 
 void TrainingStep::convert_weights_at_each_call() { shadows_.reset(); }
 
@@ -266,14 +321,100 @@ TrainingStep::Backward TrainingStep::forward_backward(int64_t first, int64_t cou
 
 StepOutcome TrainingStep::run(int64_t first, int64_t count, int64_t step, int64_t epoch,
                               const std::function<StepVotes()>& votes) {
+  SRU_CHECK(!launched_, "TrainingStep::run: step ", launched_ ? launched_->out.step : 0, " was launched by run_ahead "
+            "and not read yet");
+  return *start(first, count, step, epoch, votes, false);
+}
+
+std::vector<StepOutcome> TrainingStep::run_ahead(int64_t first, int64_t count, int64_t step, int64_t epoch,
+                                                 const std::function<StepVotes()>& votes, bool may_stay_launched) {
+  const bool ahead = may_stay_launched && launches_ahead() && count == 1;
+  std::vector<StepOutcome> done;
+  if (launched_) {
+    std::unique_ptr<Launched> behind;
+    if (ahead && epoch == plan_.epoch && replays_captured(first)) {
+      // The handles the read step's end leaves (its replay ran no host code; the twin's runs backward).
+      optimizer_.zero_grad();
+      behind = launch_replayed(first, step, epoch, /*gate_from_device=*/true);
+    }
+    const std::unique_ptr<Launched> previous = std::move(launched_);
+    previous->values->wait();
+    if (behind && !(std::isfinite(previous->loss) && std::isfinite(previous->norm))) {
+      take_back(*behind);  // its update held itself; it runs again after the policy, below
+      behind.reset();
+    }
+    done.push_back(after_read(std::move(previous->out), previous->loss, previous->norm));
+    if (done.back().kind == StepOutcome::Kind::NonFinite) return done;  // on_nonfinite stop: this step is not run
+    if (behind) {
+      launched_ = std::move(behind);
+      done = leave_launched(std::move(done), votes);
+      left_launched_ += launched_ != nullptr;
+      return done;
+    }
+  }
+  if (std::optional<StepOutcome> now = start(first, count, step, epoch, votes, ahead)) done.push_back(std::move(*now));
+  return done;
+}
+
+std::vector<StepOutcome> TrainingStep::leave_launched(std::vector<StepOutcome> done,
+                                                      const std::function<StepVotes()>& votes) {
+  launched_->out.votes = votes ? votes() : StepVotes{};
+  if (launched_->out.votes.stop || launched_->out.votes.out_of_time) {
+    const std::unique_ptr<Launched> now = std::move(launched_);
+    done.push_back(read(*now));
+  }
+  return done;
+}
+
+bool TrainingStep::replays_captured(int64_t index) {
+  const std::optional<std::vector<std::string>> keys = graph_keys(index, 1, false);
+  return keys && captured_.count(keys->front()) && ready_to_replay(*keys);  // (no counts change for a captured key)
+}
+
+void TrainingStep::take_back(const Launched& launched) {
+  Generator& gen = task_.staged_steps()->step_generator();
+  gen.set_state(gen.seed(), launched.offset_before);
+  optimizer_.forget_step();
+  --replays_;
+}
+
+StepOutcome TrainingStep::read(Launched& launched) {
+  launched.values->wait();
+  return after_read(std::move(launched.out), launched.loss, launched.norm);
+}
+
+StepOutcome TrainingStep::after_read(StepOutcome out, double loss, double norm) {
+  out.loss = loss;
+  out.grad_norm = std::isfinite(out.loss) ? norm : std::numeric_limits<double>::quiet_NaN();
+  if (!(std::isfinite(out.loss) && std::isfinite(out.grad_norm))) return not_updated(std::move(out), true);
+  const int64_t step = out.step;
+  return updated(std::move(out), step);
+}
+
+std::optional<StepOutcome> TrainingStep::start(int64_t first, int64_t count, int64_t step, int64_t epoch,
+                                               const std::function<StepVotes()>& votes, bool may_stay_launched) {
   SRU_CHECK(count >= 1, "a training step needs at least one batch, got ", count);
   if (make_graph_) {
     if (epoch != plan_.epoch) plan_graphs(epoch, first);
-    if (std::optional<StepOutcome> replayed = count == 1 ? run_replayed(first, step, epoch, votes)
-                                                         : run_replayed_accumulated(first, count, step, epoch, votes))
-      return *replayed;
+    if (count > 1) {
+      if (std::optional<StepOutcome> replayed = run_replayed_accumulated(first, count, step, epoch, votes)) {
+        replayed->step = step;
+        return replayed;
+      }
+    } else if (std::unique_ptr<Launched> launched = launch_replayed(first, step, epoch, false)) {
+      launched_ = std::move(launched);
+      std::vector<StepOutcome> done = leave_launched({}, votes);
+      if (!done.empty()) return std::move(done.front());
+      if (may_stay_launched) {
+        ++left_launched_;
+        return std::nullopt;
+      }
+      const std::unique_ptr<Launched> now = std::move(launched_);
+      return read(*now);
+    }
   }
   StepOutcome out;
+  out.step = step;
   out.lr = optim::learning_rate(schedule_, step, epoch);
   // Backward, clipping and (in one process) the update run before the loss is looked at, so that the
   // loss and the gradient norm come to the host together: the step's one host wait on a GPU. A
@@ -336,24 +477,32 @@ StepOutcome TrainingStep::updated(StepOutcome out, int64_t step) {
   return out;
 }
 
-std::optional<StepOutcome> TrainingStep::run_replayed(int64_t index, int64_t step, int64_t epoch,
-                                                      const std::function<StepVotes()>& votes) {
+std::unique_ptr<TrainingStep::Launched> TrainingStep::launch_replayed(int64_t index, int64_t step, int64_t epoch,
+                                                                      bool gate_from_device) {
   tasks::StagesSteps& staged = *task_.staged_steps();
   const std::optional<std::vector<std::string>> keys = graph_keys(index, 1, false);
-  if (!keys || !ready_to_replay(*keys)) return std::nullopt;
+  if (!keys || !ready_to_replay(*keys)) return nullptr;
   const std::string& key = keys->front();
   const tasks::StagedStep staged_step = staged.stage_step(index);
   Generator& gen = staged.step_generator();
-  StepOutcome out;
+  auto launched = std::make_unique<Launched>();
+  StepOutcome& out = launched->out;
+  out.step = step;
   out.lr = optim::learning_rate(schedule_, step, epoch);
-  replay_inputs_->write(gen.offset(), optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1));
+  launched->offset_before = gen.offset();
+  replay_inputs_->write(gen.offset(), optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1), 1.0, 1.0,
+                        gate_from_device ? ReplayInputs::Gate::FromDevice : ReplayInputs::Gate::Open);
   Captured* c = graph_of(key, step, [this, &staged](Captured& made) { captured_step(staged, made); });
-  if (!c) return std::nullopt;  // the staged step runs eagerly
+  if (!c) return nullptr;  // the staged step runs eagerly
   c->graph->replay();
   ++replays_;
   gen.set_state(gen.seed(), gen.offset() + c->draws);  // the replay's draws, counted on the host
+  optimizer_.advance_step();                            // the update the replay applied, counted on the host
   out.tokens = staged_step.tokens;
-  return replayed_update(std::move(out), *c, step, votes);
+  // Read later (the next replay of this graph writes its outputs again): queued behind this replay.
+  launched->values = std::make_unique<ScalarsReadLater>(std::vector<ScalarRead>{
+      {c->loss, &launched->loss}, {c->norm_and_factor.narrow0(0, 1).view({}), &launched->norm}});
+  return launched;
 }
 
 std::optional<std::vector<std::string>> TrainingStep::graph_keys(int64_t first, int64_t count, bool planned) const {
@@ -467,10 +616,8 @@ StepOutcome TrainingStep::replayed_update(StepOutcome out, const Captured& c, in
   out.votes = votes ? votes() : StepVotes{};
   double loss_value = 0, norm_value = 0;
   read_scalars({{c.loss, &loss_value}, {c.norm_and_factor.narrow0(0, 1).view({}), &norm_value}});
-  out.loss = loss_value;
-  out.grad_norm = std::isfinite(out.loss) ? norm_value : std::numeric_limits<double>::quiet_NaN();
-  if (!(std::isfinite(out.loss) && std::isfinite(out.grad_norm))) return not_updated(std::move(out), true);
-  return updated(std::move(out), step);
+  out.step = step;
+  return after_read(std::move(out), loss_value, norm_value);
 }
 
 void TrainingStep::captured_step(tasks::StagesSteps& staged, Captured& c) {
@@ -485,7 +632,8 @@ void TrainingStep::captured_step(tasks::StagesSteps& staged, Captured& c) {
     loss = staged.forward_staged().loss;
     autograd::backward(loss);
   }
-  const Tensor norm_and_factor = optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, 1.0, loss);
+  Tensor norm_and_factor = optimizer_.grad_norm_and_clip_factor(clip_grad_norm_, 1.0, loss);
+  if (launch_ahead_) norm_and_factor = replay_inputs_->gated(norm_and_factor);  // see ReplayInputs
   optimizer_.step(0.0 /* the learning rate comes from memory */, norm_and_factor);
   c.loss = loss.detach();
   c.norm_and_factor = norm_and_factor;

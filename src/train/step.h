@@ -63,6 +63,7 @@ struct StepOutcome {
   int64_t tokens = 0;                      // the step's batches' tokens
   std::string nonfinite;  // "loss" or "gradient norm" when not Updated
   StepVotes votes;        // any rank's
+  int64_t step = 0;       // the step (1-based) this is the outcome of
 };
 
 // The schedule train.* describes for a model of size model_size trained for total_steps steps.
@@ -88,6 +89,25 @@ class TrainingStep {
   StepOutcome run(int64_t index, int64_t step, int64_t epoch, const std::function<StepVotes()>& votes = {}) {
     return run(index, 1, step, epoch, votes);
   }
+  // Launching ahead (train.launch_ahead): run() for a loop that may leave a step launched and unread.
+  // With may_stay_launched, a replayed one-batch step is launched and left unread (its votes, asked at
+  // once, not set); the next call launches its step behind it before reading it, so that the GPU does not
+  // idle while the host reads values and stages a batch. Returns the outcomes read during the call, in
+  // order: the step the previous call left launched, if any, then this step unless it stays launched.
+  // Behind a non-finite step the step launched after it held its update on the device (the step's clip
+  // factor times the one before it's verdict); it is taken back (the generator's counter and the
+  // optimiser's count) and, under on_nonfinite skip, runs again once the policy has acted, as the eager
+  // loop would run it; under stop it does not run (the last outcome is then NonFinite). Same results as
+  // run() step by step. Leave no step launched before anything that reads the weights (evaluation,
+  // checkpoints) or ends an epoch: call with may_stay_launched false there.
+  std::vector<StepOutcome> run_ahead(int64_t first, int64_t count, int64_t step, int64_t epoch,
+                                     const std::function<StepVotes()>& votes, bool may_stay_launched);
+  // A step launched by run_ahead and not read yet.
+  bool has_launched_step() const { return launched_ != nullptr; }
+  // Whether run_ahead can leave steps launched: train.launch_ahead allows it and steps replay.
+  bool launches_ahead() const { return launch_ahead_ && make_graph_ != nullptr; }
+  // Steps run_ahead has left launched across a call so far.
+  int64_t steps_left_launched() const { return left_launched_; }
   // The moving average of the weights, updated after every update (null with train.ema_decay 0).
   WeightEma* ema() { return ema_.get(); }
   // Replays the captured step through the CPU twin of a CUDA graph (step_graph.h host_step_graph) on
@@ -132,12 +152,25 @@ class TrainingStep {
   // already took the step, which skipped itself, and its count is taken back).
   StepOutcome updated(StepOutcome out, int64_t step);
   StepOutcome not_updated(StepOutcome out, bool update_issued);
-  // Captured steps (train.cuda_graphs; see step.cpp): step `index` by a replay of its shape's graph,
-  // capturing it first when its shape ran eagerly once before; nullopt when the step runs eagerly (not
-  // stageable, a shape's first step, a key outside the plan or past train.cuda_graphs_max, or its
-  // capture failed under auto).
-  std::optional<StepOutcome> run_replayed(int64_t index, int64_t step, int64_t epoch,
-                                          const std::function<StepVotes()>& votes);
+  // The end of an issued step (out.step) whose loss and norm were read: updated() or not_updated().
+  StepOutcome after_read(StepOutcome out, double loss, double norm);
+  // run() and run_ahead()'s one step: nothing when it stays launched (may_stay_launched, launched_).
+  std::optional<StepOutcome> start(int64_t first, int64_t count, int64_t step, int64_t epoch,
+                                   const std::function<StepVotes()>& votes, bool may_stay_launched);
+  // Captured steps (train.cuda_graphs; see step.cpp): step `index` launched by a replay of its shape's
+  // graph, capturing it first when its shape ran eagerly once before, its loss and norm queued to be
+  // read; null when the step runs eagerly (not stageable, a shape's first step, a key outside the plan
+  // or past train.cuda_graphs_max, or its capture failed under auto). gate_from_device: the update waits
+  // for the verdict the graph before it left on the device (launched behind an unread step).
+  struct Launched;
+  std::unique_ptr<Launched> launch_replayed(int64_t index, int64_t step, int64_t epoch, bool gate_from_device);
+  StepOutcome read(Launched& launched);
+  // Whether step `index` replays a graph captured already (it can be launched behind an unread step).
+  bool replays_captured(int64_t index);
+  // Undoes the host's counts of a launched step whose update held itself (behind a non-finite step).
+  void take_back(const Launched& launched);
+  // run_ahead's end: the launched step's votes asked; a step whose votes stop the run is read at once.
+  std::vector<StepOutcome> leave_launched(std::vector<StepOutcome> read_so_far, const std::function<StepVotes()>& votes);
   // The same for a step of `count` > 1 batches (train.accumulate): a graph per batch (by shape, and
   // whether it is its step's first) and one for the update.
   std::optional<StepOutcome> run_replayed_accumulated(int64_t first, int64_t count, int64_t step, int64_t epoch,
@@ -166,6 +199,8 @@ class TrainingStep {
   void record_draws(Captured& c, uint64_t draws);
   // Every parameter's .grad set to its flat place, as a batch's backward leaves it (a replay runs no host code).
   void keep_gradients_in_place();
+  // Sets launch_ahead_ from train.launch_ahead (an error for on where it cannot be).
+  void decide_launch_ahead(const std::string& key);
   // Why steps of several batches run eagerly whatever their shapes ("" when they can be captured).
   std::string why_not_accumulated() const;
   std::string why_accumulated_eager_;
@@ -180,6 +215,9 @@ class TrainingStep {
   std::unique_ptr<WeightEma> ema_;
   std::unique_ptr<nn::WeightShadows> shadows_;  // the bf16 weights of a step (null: parameters not flat)
   std::string cuda_graphs_;  // train.cuda_graphs
+  bool launch_ahead_ = false;  // train.launch_ahead allows it (the one-batch graphs carry the update's gate)
+  std::unique_ptr<Launched> launched_;  // run_ahead's step launched and not read yet
+  int64_t left_launched_ = 0;
   size_t max_graphs_ = 64;   // train.cuda_graphs_max
   int64_t accumulate_ = 1;   // train.accumulate: how the trainer groups an epoch's batches into steps
   GraphPlan plan_;

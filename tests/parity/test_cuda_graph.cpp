@@ -218,6 +218,37 @@ TEST(CudaGraph, ACapturedCharLmTrainingStepTrainsAsTheEagerOne) {
 #endif
 }
 
+// train.launch_ahead on a GPU: the char-LM's replayed steps launched before the step before them is read
+// (its loss and norm copied behind its graph, read after the next launch) train as the graphs without
+// the update's gate read step by step, to the bit (the gate multiplies the clip factor by 1), one launch
+// a call and one value read a step; most steps stay launched across a call.
+TEST(CudaGraph, StepsLaunchedAheadTrainAsStepsReadOneByOne) {
+#if !defined(SRU_WITH_CUDA)
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  SKIP_WITHOUT_CUDA();
+  if (!cuda::allocator_caches()) GTEST_SKIP() << "CUDA graphs need the caching allocator (SRU_CUDA_NO_CACHING is set)";
+  for (const std::string& encoder : {"sru", "lstm"}) {
+    SCOPED_TRACE(encoder);
+    config::Config c = step_graph_charlm_config(encoder, "cuda");
+    c.train.precision = "bf16";
+    c.train.cuda_graphs = "on";
+    c.train.launch_ahead = "off";  // graphs without the update's gate
+    const StepGraphTraining read = train_step_graph(c, false, -1, 2, {}, {}, false);
+    c.train.launch_ahead = "on";
+    const StepGraphTraining ahead = train_step_graph(c, false, -1, 2, {}, {}, true);
+    EXPECT_EQ(read.steps_left_launched, 0);
+    EXPECT_GE(ahead.steps_left_launched, 15);
+    EXPECT_EQ(ahead.replayed, read.replayed);
+    expect_same_training(read, ahead);
+    uint64_t reads = 0;
+    for (uint64_t n : ahead.value_reads) reads += n;
+    EXPECT_EQ(reads, static_cast<uint64_t>(ahead.steps));
+    for (size_t i = 5; i < 12; ++i) EXPECT_EQ(ahead.dispatches[i], 1u) << "step " << i;
+  }
+#endif
+}
+
 // The classifier on a GPU (bidirectional SRU, padded to multiples of 4): one graph per batch shape,
 // the replayed steps' losses, norms and weights within 1e-6 of the eager run's.
 TEST(CudaGraph, ClassifierStepsReplayTheGraphOfTheirShape) {

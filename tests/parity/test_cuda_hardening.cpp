@@ -313,6 +313,37 @@ TEST(CudaHardening, CopiesToTheDeviceDoNotWait) {
   for (int i = 0; i < 400; i += 57) EXPECT_EQ(many[i].to_vector<float>(), std::vector<float>(1 << 18, float(i)));
 }
 
+// Scalars read later on a GPU (train.launch_ahead reads a step's loss and norm behind the next step's
+// launch): the values are those the stream had reached at the queueing, although the tensors are written
+// again after it; the copies wait for nothing on the host; several reads may be in flight at once, and
+// one dropped unread (a step taken back) waits for nothing and its slot is reused once its copies landed.
+TEST(CudaHardening, ScalarsReadLaterWaitOnlyForTheirPointInTheStream) {
+  SKIP_WITHOUT_CUDA();
+  Tensor loss = Tensor::full({}, 1.5, DType::F32, kCuda), norm = Tensor::full({}, 0.25, DType::F64, kCuda);
+  double first_loss = 0, first_norm = 0, second_loss = 0, dropped = 0;
+  HostWaitRecorder recorder;
+  ScalarsReadLater first({{loss, &first_loss}, {norm, &first_norm}});
+  loss.fill_(3.0);  // queued behind the first read's copies
+  norm.fill_(4.0);
+  ScalarsReadLater second({{loss, &second_loss}});
+  { ScalarsReadLater unread({{norm, &dropped}}); }
+  loss.fill_(5.0);
+  if (cuda::allocator_caches()) EXPECT_EQ(recorder.counts().device_waits, 0u);  // (else each free is a cudaFree)
+  second.wait();
+  first.wait();
+  EXPECT_EQ(first_loss, 1.5);
+  EXPECT_EQ(first_norm, 0.25);
+  EXPECT_EQ(second_loss, 3.0);
+  EXPECT_EQ(dropped, 0.0);
+  EXPECT_EQ(recorder.counts().value_reads, 2u);
+  EXPECT_EQ(loss.item<float>(), 5.0f);  // (a full wait: the dropped read's copies have landed)
+  const size_t slots = cuda::scalar_read_slots(0);
+  EXPECT_GE(slots, 3u);
+  std::vector<std::unique_ptr<ScalarsReadLater>> in_flight;
+  for (size_t i = 0; i < slots; ++i) in_flight.push_back(std::make_unique<ScalarsReadLater>(std::vector<ScalarRead>{{loss, &dropped}}));
+  EXPECT_EQ(cuda::scalar_read_slots(0), slots);
+}
+
 // Reserved device memory levels off over epochs of variable batch shapes (core/block_pool.h), near the
 // largest step's size: caching one block per distinct size would hold the sum over all lengths (~600 MB).
 TEST(CudaHardening, AllocatorReservedStaysFlatOverVariableShapes) {

@@ -84,6 +84,26 @@ TEST(HostWaits, TimedDeviceWaitsAreCountedNamedAndTimed) {
   EXPECT_EQ(recorder.events(), std::vector<std::string>{"device wait: a test's wait"});
 }
 
+// Scalars read later (what the trainer's launching ahead reads a step's loss and norm with): on the CPU
+// the values are the tensors' at construction, whatever is written to them afterwards; wait() is the one
+// value read and fills the doubles; a second wait() is refused.
+TEST(HostWaits, ScalarsReadLaterAreTheValuesAtTheirQueueing) {
+  Tensor loss = Tensor::full({}, 2.5, DType::F32), norm = Tensor::full({}, 0.125, DType::F64);
+  double loss_value = 0, norm_value = 0;
+  HostWaitRecorder recorder;
+  ScalarsReadLater later({{loss, &loss_value}, {norm, &norm_value}});
+  loss.fill_(7.0);  // a later step writing the same outputs again
+  norm.fill_(9.0);
+  EXPECT_EQ(recorder.counts().value_reads, 0u);
+  later.wait();
+  EXPECT_EQ(loss_value, 2.5);
+  EXPECT_EQ(norm_value, 0.125);
+  EXPECT_EQ(recorder.events(), std::vector<std::string>{"value read: ScalarsReadLater"});
+  EXPECT_NE(sru::testing::error_of([&] { later.wait(); }).find("read already"), std::string::npos);
+  EXPECT_NE(sru::testing::error_of([&] { ScalarsReadLater two({{Tensor::zeros({2}), &loss_value}}); }).find("expected 1"),
+            std::string::npos);
+}
+
 // srubench train-epoch --idle-share (core/cuda/device_busy.h): the GPU's busy time is the union of its
 // activity intervals within the measured window, so overlapping kernels (several streams, a copy beside
 // a kernel) count once, nested ones not at all, and the parts outside the window are left out.

@@ -14,26 +14,6 @@
 using namespace sru;
 using namespace sru::testing;
 
-namespace {
-
-void expect_same_training(const StepGraphTraining& eager, const StepGraphTraining& replayed) {
-  ASSERT_EQ(eager.losses.size(), replayed.losses.size());
-  for (size_t i = 0; i < eager.losses.size(); ++i) {
-    if (std::isnan(eager.losses[i])) {
-      EXPECT_TRUE(std::isnan(replayed.losses[i])) << "step " << i;
-      continue;
-    }
-    EXPECT_EQ(eager.losses[i], replayed.losses[i]) << "step " << i;
-    EXPECT_EQ(eager.norms[i], replayed.norms[i]) << "step " << i;
-  }
-  for (size_t k = 0; k < eager.parameters.size(); ++k)
-    EXPECT_EQ(std::memcmp(eager.parameters[k].second.data_ptr(), replayed.parameters[k].second.data_ptr(),
-                          eager.parameters[k].second.nbytes()), 0)
-        << eager.parameters[k].first;
-}
-
-}  // namespace
-
 // Eager steps: each epoch's first (from no state) and second (its state came from no state), the
 // shape's first staged step (its warm-up before the capture: step 2), and each epoch's short last step;
 // the next epoch's first step continues from the state that eager step left. The other 19 of 26 replay.

@@ -33,6 +33,10 @@ bool allocator_caches() { return true; }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_backend(); }
 void synchronize(int) {}
 std::vector<double> read_scalars(int, const std::vector<Tensor>&) { no_backend(); }
+int queue_scalar_read(int, const std::vector<Tensor>&) { no_backend(); }
+std::vector<double> finish_scalar_read(int, int, const std::vector<DType>&) { no_backend(); }
+void release_scalar_read(int, int) {}
+size_t scalar_read_slots(int) { return 0; }
 unsigned long long* reserve_error_slot(int, ErrorDescriber) { no_backend(); }
 double time_on_stream_ms(int, const std::function<void()>&) { no_backend(); }
 std::optional<DeviceBusy> measure_device_busy(const std::function<void()>&, std::string* why_not) {

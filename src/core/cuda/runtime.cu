@@ -113,6 +113,16 @@ struct StagingChunk {
   bool in_flight = false;
 };
 
+// A pinned slot for scalars read later (queue_scalar_read): their copies land here, and `done` marks
+// the point in the stream they were queued at.
+struct ScalarReadSlot {
+  static constexpr size_t kMaxScalars = 16;
+  char* host = nullptr;  // kMaxScalars 8-byte words
+  cudaEvent_t done = nullptr;
+  bool in_use = false;
+  bool dropped = false;  // released unread: free once `done` has passed (no host wait for it)
+};
+
 // Everything per device besides the allocator. Never destroyed: tensors in static objects may use the
 // device during exit.
 struct DeviceState {
@@ -125,6 +135,7 @@ struct DeviceState {
   size_t staging_bytes = 0;
   char* read_buffer = nullptr;  // pinned, for read_scalars
   size_t read_buffer_size = 0;
+  std::vector<ScalarReadSlot> later_reads;  // queue_scalar_read's slots, reused once finished
 };
 
 DeviceState* states = new DeviceState[kMaxDevices];
@@ -411,6 +422,93 @@ std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars)
       out.push_back(static_cast<double>(v));
     });
   return out;
+}
+
+namespace {
+// Whether a slot can take a new read (with s.mutex held): never used, read, or dropped and its copies done.
+bool slot_free(ScalarReadSlot& r) {
+  if (!r.in_use) return true;
+  if (!r.dropped) return false;
+  const cudaError_t q = cudaEventQuery(r.done);
+  if (q == cudaErrorNotReady) return false;
+  if (q != cudaSuccess) detail::fail_cuda("cudaEventQuery(scalars read later)", q, __FILE__, __LINE__);
+  r.in_use = r.dropped = false;
+  return true;
+}
+}  // namespace
+
+int queue_scalar_read(int device, const std::vector<Tensor>& scalars) {
+  DeviceState& s = state_of(device);
+  SRU_CHECK(scalars.size() <= ScalarReadSlot::kMaxScalars, "queue_scalar_read: ", scalars.size(),
+            " scalars, at most ", ScalarReadSlot::kMaxScalars);
+  for (const Tensor& t : scalars)
+    SRU_CHECK(t.device() == Device::cuda(device) && t.numel() == 1, "queue_scalar_read: ", t.str(),
+              " is not one element on cuda:", device);
+  const cudaStream_t stream = context(device).stream;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  size_t slot = 0;
+  while (slot < s.later_reads.size() && !slot_free(s.later_reads[slot])) ++slot;
+  if (slot == s.later_reads.size()) {
+    ScalarReadSlot made;
+    CUDA_CHECK(cudaEventCreateWithFlags(&made.done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&made.host), 8 * ScalarReadSlot::kMaxScalars));
+    s.later_reads.push_back(made);
+  }
+  ScalarReadSlot& r = s.later_reads[slot];
+  for (size_t i = 0; i < scalars.size(); ++i)
+    CUDA_CHECK(cudaMemcpyAsync(r.host + 8 * i, scalars[i].data_ptr(), dtype_size(scalars[i].dtype()),
+                               cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaEventRecord(r.done, stream));
+  r.in_use = true;
+  return static_cast<int>(slot);
+}
+
+size_t scalar_read_slots(int device) {
+  DeviceState& s = state_of(device);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.later_reads.size();
+}
+
+namespace {
+ScalarReadSlot& slot_in_use(DeviceState& s, int slot) {
+  SRU_CHECK(slot >= 0 && static_cast<size_t>(slot) < s.later_reads.size() && s.later_reads[slot].in_use,
+            "scalar read slot ", slot, " is not in use");
+  return s.later_reads[slot];
+}
+}  // namespace
+
+std::vector<double> finish_scalar_read(int device, int slot, const std::vector<DType>& dtypes) {
+  DeviceState& s = state_of(device);
+  std::vector<double> out;
+  bool errors_pending = false;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    ScalarReadSlot& r = slot_in_use(s, slot);
+    {
+      const ::sru::detail::TimedDeviceWait wait("cudaEventSynchronize (scalars read later)");
+      CUDA_CHECK(cudaEventSynchronize(r.done));
+    }
+    for (size_t i = 0; i < dtypes.size(); ++i)
+      SRU_DISPATCH_ALL(dtypes[i], "finish_scalar_read", [&]<typename T>() {
+        T v;
+        std::memcpy(&v, r.host + 8 * i, sizeof(T));
+        out.push_back(static_cast<double>(v));
+      });
+    r.in_use = false;
+    errors_pending = !s.pending_errors.empty();
+  }
+  // Kernels that may report input errors ran since the last check (replayed steps' do not: their ids are
+  // staged, cuda::CallerCheckedInputs): a full wait reads the log, as any host wait would.
+  if (errors_pending) wait_for_stream(device, "cudaStreamSynchronize (the error log, scalars read later)");
+  return out;
+}
+
+void release_scalar_read(int device, int slot) {
+  DeviceState& s = state_of(device);
+  std::lock_guard<std::mutex> lock(s.mutex);  // (called from destructors: never throws, never waits)
+  if (slot < 0 || static_cast<size_t>(slot) >= s.later_reads.size()) return;
+  ScalarReadSlot& r = s.later_reads[slot];
+  if (r.in_use) r.dropped = true;  // reused once its copies have landed (slot_free)
 }
 
 double time_on_stream_ms(int device, const std::function<void()>& fn) {

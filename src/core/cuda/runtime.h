@@ -13,6 +13,7 @@
 
 #include "core/allocator.h"
 #include "core/device.h"
+#include "core/dtype.h"
 
 namespace sru {
 class Tensor;
@@ -52,6 +53,16 @@ bool capturing(int device);
 // The values of one-element tensors on `device`, with one host wait that also checks the error log
 // (sru::read_scalars calls this for CUDA tensors).
 std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars);
+// The same values read later (sru::ScalarsReadLater): queue_scalar_read queues their copies into a
+// pinned slot behind the work queued so far and marks that point with an event, without waiting;
+// finish_scalar_read(slot) waits for that event only (work queued after it keeps running: a counted
+// device wait) and returns the values, then reads the error log with a full wait when kernels that
+// report input errors ran since the last check; release_scalar_read gives up a slot whose values are not
+// wanted, without waiting (it is reused once its copies have landed). scalar_read_slots: the slots made.
+int queue_scalar_read(int device, const std::vector<Tensor>& scalars);
+std::vector<double> finish_scalar_read(int device, int slot, const std::vector<DType>& dtypes);
+void release_scalar_read(int device, int slot);
+size_t scalar_read_slots(int device);
 
 // Input errors found by kernels (an index out of range), reported without a host wait of their own:
 // a kernel atomicMin's the first bad position into a slot of the device's error log; at the next host
