@@ -118,9 +118,9 @@ std::vector<Section> Config::schema() {
                      "wait for the host between steps. The same results: a step launched behind a non-finite one "
                      "holds its update on the device, is taken back and runs again after train.on_nonfinite has "
                      "acted (with stop, it is not run). Steps that log (log.every_steps), evaluate, end an epoch or "
-                     "the run are read at once. auto: where steps replay, without train.ema_decay or a model "
-                     "with after-update hooks (embed-sru's gate clipping, the SQuAD reader's fixed rows); on: an "
-                     "error where auto would not; off: each step's values read before the next step is launched",
+                     "the run are read at once. auto: where one-batch steps replay, without train.ema_decay (the "
+                     "average must follow updates only); on: an error where auto would not; off: each step's values "
+                     "read before the next step is launched",
                      {"auto", "on", "off"}),
         string_field("attention", &train.attention, "How multi-head attention is computed (Transformer, SRU++, "
                      "the SQuAD reader's question attention): composed = the head products and the softmax kernels "

@@ -59,7 +59,6 @@ class EmbedSRULayer : public Module {
 
  protected:
   void on_after_update() override;  // clips the gate tables into [kGateMin, kGateMax]
-  bool acts_after_update() const override { return true; }
 
  private:
   Generator* gen_;

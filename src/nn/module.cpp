@@ -97,13 +97,6 @@ void Module::after_update() {
   for (auto& [name, child] : children_) child->after_update();
 }
 
-bool Module::has_after_update_hooks() const {
-  if (acts_after_update()) return true;
-  for (const auto& [name, child] : children_)
-    if (child->has_after_update_hooks()) return true;
-  return false;
-}
-
 void Module::to(Device device) {
   SRU_CHECK(!layout_fixed_ || flat_ || device == this->device(), "Module::to(", device.str(), "): '",
             path_.substr(0, path_.empty() ? 0 : path_.size() - 1), "' is part of a model whose parameters lie in flat buffers (nn::Module::flatten_parameters); move the "

@@ -48,15 +48,13 @@ class Module {
   // range): this module's hook, then its children's. train::TrainingStep calls it after each update,
   // so srutrain, srubench train-epoch and the tests all apply it.
   void after_update();
-  // Whether after_update() does anything in this tree (a module that overrides on_after_update also
-  // overrides acts_after_update): the trainer launches a step ahead only without such hooks
-  // (train.launch_ahead), as they must run between one update and the next forward.
-  bool has_after_update_hooks() const;
 
  protected:
-  // This module's own part of after_update(); nothing by default.
+  // This module's own part of after_update(); nothing by default. A hook must be a projection: run
+  // again on weights no update has changed since it last ran (or since initialisation), it changes no
+  // bit. The trainer launching steps ahead (train.launch_ahead) runs the hooks behind each replayed
+  // step before it knows whether that step updated (a non-finite one did not).
   virtual void on_after_update() {}
-  virtual bool acts_after_update() const { return false; }
   // Registers t under `name` and returns it. Trainable parameters are marked requires_grad.
   Tensor register_parameter(const std::string& name, Tensor t, bool trainable = true);
   Tensor register_buffer(const std::string& name, Tensor t);

@@ -59,7 +59,6 @@ class DocumentReader : public nn::Module {
 
  protected:
   void on_after_update() override;  // puts the fixed rows back
-  bool acts_after_update() const override { return keep_.defined(); }
 
  private:
   config::ModelConfig cfg_;

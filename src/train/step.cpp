@@ -110,6 +110,7 @@ struct TrainingStep::Launched {
   uint64_t offset_before = 0;  // the generator's counter before the replay (take_back sets it again)
   double loss = 0, norm = 0;   // filled by values->wait()
   std::unique_ptr<ScalarsReadLater> values;
+  bool hooks_applied = false;  // the model's after-update hooks queued behind the replay (launching ahead)
 };
 
 // After kMaxFailedCaptures failed captures (train.cuda_graphs auto), no new graph key is tried.
@@ -239,9 +240,6 @@ void TrainingStep::decide_launch_ahead(const std::string& key) {
   std::string why_not;
   if (ema_)
     why_not = "train.ema_decay averages the weights after each update, before the next step may start";
-  else if (task_.model().has_after_update_hooks())
-    why_not = "the model changes its weights after each update (its after-update hooks: gate clipping, fixed "
-              "embedding rows), before the next step may start";
   else if (accumulate_ > 1)
     why_not = "train.accumulate > 1 (only steps of one batch are launched ahead)";
   SRU_CHECK(why_not.empty() || key != "on", "train.launch_ahead: on, but ", why_not);
@@ -343,7 +341,7 @@ std::vector<StepOutcome> TrainingStep::run_ahead(int64_t first, int64_t count, i
       take_back(*behind);  // its update held itself; it runs again after the policy, below
       behind.reset();
     }
-    done.push_back(after_read(std::move(previous->out), previous->loss, previous->norm));
+    done.push_back(after_read(std::move(previous->out), previous->loss, previous->norm, previous->hooks_applied));
     if (done.back().kind == StepOutcome::Kind::NonFinite) return done;  // on_nonfinite stop: this step is not run
     if (behind) {
       launched_ = std::move(behind);
@@ -380,15 +378,15 @@ void TrainingStep::take_back(const Launched& launched) {
 
 StepOutcome TrainingStep::read(Launched& launched) {
   launched.values->wait();
-  return after_read(std::move(launched.out), launched.loss, launched.norm);
+  return after_read(std::move(launched.out), launched.loss, launched.norm, launched.hooks_applied);
 }
 
-StepOutcome TrainingStep::after_read(StepOutcome out, double loss, double norm) {
+StepOutcome TrainingStep::after_read(StepOutcome out, double loss, double norm, bool hooks_applied) {
   out.loss = loss;
   out.grad_norm = std::isfinite(out.loss) ? norm : std::numeric_limits<double>::quiet_NaN();
   if (!(std::isfinite(out.loss) && std::isfinite(out.grad_norm))) return not_updated(std::move(out), true);
   const int64_t step = out.step;
-  return updated(std::move(out), step);
+  return updated(std::move(out), step, hooks_applied);
 }
 
 std::optional<StepOutcome> TrainingStep::start(int64_t first, int64_t count, int64_t step, int64_t epoch,
@@ -470,8 +468,9 @@ StepOutcome TrainingStep::not_updated(StepOutcome out, bool update_issued) {
   return out;
 }
 
-StepOutcome TrainingStep::updated(StepOutcome out, int64_t step) {
-  task_.model().after_update();  // e.g. gate clipping: after every update, before anything reads the weights
+StepOutcome TrainingStep::updated(StepOutcome out, int64_t step, bool hooks_applied) {
+  // e.g. gate clipping: after every update, before anything reads the weights
+  if (!hooks_applied) task_.model().after_update();
   if (ema_) ema_->update(step);
   optimizer_.zero_grad();
   return out;
@@ -502,6 +501,13 @@ std::unique_ptr<TrainingStep::Launched> TrainingStep::launch_replayed(int64_t in
   // Read later (the next replay of this graph writes its outputs again): queued behind this replay.
   launched->values = std::make_unique<ScalarsReadLater>(std::vector<ScalarRead>{
       {c->loss, &launched->loss}, {c->norm_and_factor.narrow0(0, 1).view({}), &launched->norm}});
+  // Launching ahead, the hooks go right behind the replay, before the next step is launched, whatever
+  // the update did: they are projections (nn::Module::on_after_update), which change nothing on weights
+  // an update skipped.
+  if (launch_ahead_) {
+    task_.model().after_update();
+    launched->hooks_applied = true;
+  }
   return launched;
 }
 
@@ -617,7 +623,7 @@ StepOutcome TrainingStep::replayed_update(StepOutcome out, const Captured& c, in
   double loss_value = 0, norm_value = 0;
   read_scalars({{c.loss, &loss_value}, {c.norm_and_factor.narrow0(0, 1).view({}), &norm_value}});
   out.step = step;
-  return after_read(std::move(out), loss_value, norm_value);
+  return after_read(std::move(out), loss_value, norm_value, false);
 }
 
 void TrainingStep::captured_step(tasks::StagesSteps& staged, Captured& c) {

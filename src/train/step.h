@@ -150,10 +150,11 @@ class TrainingStep {
   // The end of a step whose loss and norm were read into out: the update's after-effects (hooks, the
   // weight average, the gradients dropped), or the non-finite policy (update_issued: the optimiser
   // already took the step, which skipped itself, and its count is taken back).
-  StepOutcome updated(StepOutcome out, int64_t step);
+  // hooks_applied: the model's after-update hooks ran already (queued behind a replay launched ahead).
+  StepOutcome updated(StepOutcome out, int64_t step, bool hooks_applied = false);
   StepOutcome not_updated(StepOutcome out, bool update_issued);
   // The end of an issued step (out.step) whose loss and norm were read: updated() or not_updated().
-  StepOutcome after_read(StepOutcome out, double loss, double norm);
+  StepOutcome after_read(StepOutcome out, double loss, double norm, bool hooks_applied);
   // run() and run_ahead()'s one step: nothing when it stays launched (may_stay_launched, launched_).
   std::optional<StepOutcome> start(int64_t first, int64_t count, int64_t step, int64_t epoch,
                                    const std::function<StepVotes()>& votes, bool may_stay_launched);
