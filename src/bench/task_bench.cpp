@@ -89,6 +89,26 @@ void print_host_profile(const std::string& impl, const F& run_steps, int64_t ste
 }
 }  // namespace
 
+namespace {
+// As srutrain sets a run up: the ranks checked, the device chosen with the config's precision and
+// attention, the model moved there (and with --idle-share, CUPTI hooked in before the run makes its
+// CUDA graphs). Returns the device.
+sru::Device train_on_device(const sru::config::Config& cfg, sru::tasks::Task& task, sru::dist::Communicator& comm,
+                            bool idle_share) {
+  sru::train::check_data_parallel(cfg, task, comm);
+  comm.set_timeout(cfg.train.dist_timeout_s);
+  const sru::Device device = sru::train::resolve_train_device(cfg.train.device, comm);
+  sru::train::apply_precision(cfg.train, device);
+  sru::train::apply_attention_kernel(cfg.train);
+  if (idle_share && device.is_cuda())
+    if (const std::string why = sru::cuda::prepare_device_busy(); !why.empty())
+      spdlog::warn("srubench train-epoch --idle-share: {}", why);
+  task.model().to(device);
+  comm.use_device(device);
+  return device;
+}
+}  // namespace
+
 // Training epochs of each config (fold 0 for cross-validation configs), timed one epoch (or
 // --steps steps, scaled to an epoch) per repeat after untimed warm-up steps. Each step is srutrain's
 // (train::TrainingStep): same clipping, non-finite policy and learning-rate schedule, and the same
@@ -101,16 +121,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     const sru::config::Config cfg = epoch_config(path, o.overrides);
     sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
     auto task = sru::tasks::make_task(cfg, gen, {true, nullptr, &comm});
-    sru::train::check_data_parallel(cfg, *task, comm);
-    comm.set_timeout(cfg.train.dist_timeout_s);
-    const sru::Device device = sru::train::resolve_train_device(cfg.train.device, comm);
-    sru::train::apply_precision(cfg.train, device);
-    sru::train::apply_attention_kernel(cfg.train);
-    if (o.idle_share && device.is_cuda())  // CUPTI hooked in before the run makes its CUDA graphs
-      if (const std::string why = sru::cuda::prepare_device_busy(); !why.empty())
-        spdlog::warn("srubench train-epoch --idle-share: {}", why);
-    task->model().to(device);
-    comm.use_device(device);
+    const sru::Device device = train_on_device(cfg, *task, comm, o.idle_share);
     const auto optimizer = sru::train::make_optimizer(cfg.train, task->model());
     const int64_t batches = task->steps_per_epoch(), accumulate = cfg.train.accumulate;
     const int64_t per_epoch = sru::train::steps_per_epoch(batches, accumulate);
@@ -140,7 +151,7 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     run_steps(std::min(o.warmup_steps, per_epoch));
     tokens = 0;
     const uint64_t dispatches_before = sru::kernel_dispatches();
-    const int64_t replayed_before = step.replayed_steps();
+    const int64_t replayed_before = step.replayed_steps(), launched_before = step.steps_left_launched();
     const uint64_t waited_before = sru::host_wait_counts().device_wait_ns;
     const auto wall_start = std::chrono::steady_clock::now();
     const auto t = sru::bench::time_cpu([&] { run_steps(steps); }, {0, o.repeats});
@@ -163,6 +174,8 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     row.set("kernels_per_step", kernels_per_step);  // dispatches (core/kernel_count.h); on a GPU each is >= 1 launch
     // The timed steps that replayed the captured step as a CUDA graph (train.cuda_graphs), as a share.
     row.set("replayed_share", static_cast<double>(step.replayed_steps() - replayed_before) / timed_steps);
+    // ... and those left launched while the step before was read (train.launch_ahead), as a share.
+    row.set("launched_ahead_share", static_cast<double>(step.steps_left_launched() - launched_before) / timed_steps);
     row.set("ms_per_step", wall_ms / timed_steps);
     row.set("host_ms_per_step", (wall_ms - wait_ms) / timed_steps).set("wait_ms_per_step", wait_ms / timed_steps);
     if (device.is_cuda()) {
