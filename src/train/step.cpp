@@ -231,19 +231,20 @@ TrainingStep::TrainingStep(tasks::Task& task, optim::Optimizer& optimizer, const
   // One pool for the run's graphs (captured one after another, replayed one at a time on the stream).
   make_graph_ = [device, memory = step_graph_memory(device)] { return cuda_step_graph(device, memory); };
   replay_inputs_ = std::make_unique<ReplayInputs>(device);
+  if (!why_not_ahead_.empty() && train.launch_ahead == "auto")
+    spdlog::info("train.launch_ahead auto: {}, so each replayed step is read before the next is launched", why_not_ahead_);
 }
 
 TrainingStep::~TrainingStep() = default;
 
 void TrainingStep::decide_launch_ahead(const std::string& key) {
   SRU_CHECK(key == "auto" || key == "on" || key == "off", "train.launch_ahead must be auto, on or off, got '", key, "'");
-  std::string why_not;
   if (ema_)
-    why_not = "train.ema_decay averages the weights after each update, before the next step may start";
+    why_not_ahead_ = "train.ema_decay averages the weights after each update, before the next step may start";
   else if (accumulate_ > 1)
-    why_not = "train.accumulate > 1 (only steps of one batch are launched ahead)";
-  SRU_CHECK(why_not.empty() || key != "on", "train.launch_ahead: on, but ", why_not);
-  launch_ahead_ = key != "off" && why_not.empty();
+    why_not_ahead_ = "train.accumulate > 1 (only steps of one batch are launched ahead)";
+  SRU_CHECK(why_not_ahead_.empty() || key != "on", "train.launch_ahead: on, but ", why_not_ahead_);
+  launch_ahead_ = key != "off" && why_not_ahead_.empty();
 }
 
 void TrainingStep::convert_weights_at_each_call() { shadows_.reset(); }

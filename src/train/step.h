@@ -217,6 +217,7 @@ class TrainingStep {
   std::unique_ptr<nn::WeightShadows> shadows_;  // the bf16 weights of a step (null: parameters not flat)
   std::string cuda_graphs_;  // train.cuda_graphs
   bool launch_ahead_ = false;  // train.launch_ahead allows it (the one-batch graphs carry the update's gate)
+  std::string why_not_ahead_;  // why train.launch_ahead cannot ("" when it can)
   std::unique_ptr<Launched> launched_;  // run_ahead's step launched and not read yet
   int64_t left_launched_ = 0;
   size_t max_graphs_ = 64;   // train.cuda_graphs_max
