@@ -72,18 +72,32 @@ std::vector<std::string> HostWaitRecorder::events() const {
   return recorded;
 }
 
-std::vector<double> read_scalars(const std::vector<Tensor>& scalars) {
+namespace {
+
+// read_scalars' and ScalarsReadLater's rule: one-element tensors, all on one device.
+void check_scalars(const std::vector<Tensor>& scalars, const char* who) {
   for (const Tensor& t : scalars) {
-    SRU_CHECK(t.numel() == 1, "read_scalars: ", t.str(), " has ", t.numel(), " elements, expected 1");
-    SRU_CHECK(t.device() == scalars[0].device(), "read_scalars: tensors on ", scalars[0].device().str(), " and ",
+    SRU_CHECK(t.numel() == 1, who, ": ", t.str(), " has ", t.numel(), " elements, expected 1");
+    SRU_CHECK(t.device() == scalars[0].device(), who, ": tensors on ", scalars[0].device().str(), " and ",
               t.device().str(), "; read each device's scalars separately");
   }
-  detail::count_value_read("read_scalars");
-  if (!scalars.empty() && scalars[0].device().is_cuda()) return cuda::read_scalars(scalars[0].device().index, scalars);
+}
+
+// The values of one-element CPU tensors.
+std::vector<double> cpu_values(const std::vector<Tensor>& scalars) {
   std::vector<double> out;
   for (const Tensor& t : scalars)
     SRU_DISPATCH_ALL(t.dtype(), "read_scalars", [&]<typename T>() { out.push_back(static_cast<double>(*t.data<T>())); });
   return out;
+}
+
+}  // namespace
+
+std::vector<double> read_scalars(const std::vector<Tensor>& scalars) {
+  check_scalars(scalars, "read_scalars");
+  detail::count_value_read("read_scalars");
+  if (!scalars.empty() && scalars[0].device().is_cuda()) return cuda::read_scalars(scalars[0].device().index, scalars);
+  return cpu_values(scalars);
 }
 
 void read_scalars(const std::vector<ScalarRead>& reads) {
@@ -96,20 +110,16 @@ void read_scalars(const std::vector<ScalarRead>& reads) {
 ScalarsReadLater::ScalarsReadLater(std::vector<ScalarRead> reads) : reads_(std::move(reads)) {
   std::vector<Tensor> scalars;
   for (const ScalarRead& r : reads_) {
-    SRU_CHECK(r.value.numel() == 1, "ScalarsReadLater: ", r.value.str(), " has ", r.value.numel(),
-              " elements, expected 1");
-    SRU_CHECK(r.value.device() == reads_[0].value.device(), "ScalarsReadLater: tensors on ",
-              reads_[0].value.device().str(), " and ", r.value.device().str());
     scalars.push_back(r.value);
     dtypes_.push_back(r.value.dtype());
   }
+  check_scalars(scalars, "ScalarsReadLater");
   if (!scalars.empty() && scalars[0].device().is_cuda()) {
     device_ = scalars[0].device().index;
     slot_ = cuda::queue_scalar_read(device_, scalars);
     return;
   }
-  for (const Tensor& t : scalars)
-    SRU_DISPATCH_ALL(t.dtype(), "ScalarsReadLater", [&]<typename T>() { cpu_values_.push_back(static_cast<double>(*t.data<T>())); });
+  cpu_values_ = cpu_values(scalars);
 }
 
 ScalarsReadLater::~ScalarsReadLater() {

@@ -337,17 +337,14 @@ std::vector<StepOutcome> TrainingStep::run_ahead(int64_t first, int64_t count, i
       behind = launch_replayed(first, step, epoch, /*gate_from_device=*/true);
     }
     const std::unique_ptr<Launched> previous = std::move(launched_);
-    previous->values->wait();
-    if (behind && !(std::isfinite(previous->loss) && std::isfinite(previous->norm))) {
+    done.push_back(read(*previous));
+    if (behind && done.back().kind != StepOutcome::Kind::Updated) {
       take_back(*behind);  // its update held itself; it runs again after the policy, below
       behind.reset();
     }
-    done.push_back(after_read(std::move(previous->out), previous->loss, previous->norm, previous->hooks_applied));
     if (done.back().kind == StepOutcome::Kind::NonFinite) return done;  // on_nonfinite stop: this step is not run
     if (behind) {
-      launched_ = std::move(behind);
-      done = leave_launched(std::move(done), votes);
-      left_launched_ += launched_ != nullptr;
+      if (std::optional<StepOutcome> now = settle(std::move(behind), votes, true)) done.push_back(std::move(*now));
       return done;
     }
   }
@@ -355,14 +352,13 @@ std::vector<StepOutcome> TrainingStep::run_ahead(int64_t first, int64_t count, i
   return done;
 }
 
-std::vector<StepOutcome> TrainingStep::leave_launched(std::vector<StepOutcome> done,
-                                                      const std::function<StepVotes()>& votes) {
-  launched_->out.votes = votes ? votes() : StepVotes{};
-  if (launched_->out.votes.stop || launched_->out.votes.out_of_time) {
-    const std::unique_ptr<Launched> now = std::move(launched_);
-    done.push_back(read(*now));
-  }
-  return done;
+std::optional<StepOutcome> TrainingStep::settle(std::unique_ptr<Launched> launched,
+                                                const std::function<StepVotes()>& votes, bool may_stay_launched) {
+  launched->out.votes = votes ? votes() : StepVotes{};
+  if (!may_stay_launched || launched->out.votes.stop || launched->out.votes.out_of_time) return read(*launched);
+  launched_ = std::move(launched);
+  ++left_launched_;
+  return std::nullopt;
 }
 
 bool TrainingStep::replays_captured(int64_t index) {
@@ -401,15 +397,7 @@ std::optional<StepOutcome> TrainingStep::start(int64_t first, int64_t count, int
         return replayed;
       }
     } else if (std::unique_ptr<Launched> launched = launch_replayed(first, step, epoch, false)) {
-      launched_ = std::move(launched);
-      std::vector<StepOutcome> done = leave_launched({}, votes);
-      if (!done.empty()) return std::move(done.front());
-      if (may_stay_launched) {
-        ++left_launched_;
-        return std::nullopt;
-      }
-      const std::unique_ptr<Launched> now = std::move(launched_);
-      return read(*now);
+      return settle(std::move(launched), votes, may_stay_launched);
     }
   }
   StepOutcome out;

@@ -170,8 +170,10 @@ class TrainingStep {
   bool replays_captured(int64_t index);
   // Undoes the host's counts of a launched step whose update held itself (behind a non-finite step).
   void take_back(const Launched& launched);
-  // run_ahead's end: the launched step's votes asked; a step whose votes stop the run is read at once.
-  std::vector<StepOutcome> leave_launched(std::vector<StepOutcome> read_so_far, const std::function<StepVotes()>& votes);
+  // A step just launched: its votes asked, then read at once (when it may not stay launched, or its votes
+  // stop the run), or left launched (launched_; nothing returned).
+  std::optional<StepOutcome> settle(std::unique_ptr<Launched> launched, const std::function<StepVotes()>& votes,
+                                    bool may_stay_launched);
   // The same for a step of `count` > 1 batches (train.accumulate): a graph per batch (by shape, and
   // whether it is its step's first) and one for the update.
   std::optional<StepOutcome> run_replayed_accumulated(int64_t first, int64_t count, int64_t step, int64_t epoch,

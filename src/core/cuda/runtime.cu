@@ -393,6 +393,20 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 
 void synchronize(int device) { wait_for_stream(device, "cudaStreamSynchronize (synchronize)"); }
 
+namespace {
+// Scalars copied to the host one to an 8-byte word (read_scalars, the scalars read later), as doubles.
+std::vector<double> values_of_words(const char* words, const std::vector<DType>& dtypes) {
+  std::vector<double> out;
+  for (size_t i = 0; i < dtypes.size(); ++i)
+    SRU_DISPATCH_ALL(dtypes[i], "read_scalars", [&]<typename T>() {
+      T v;
+      std::memcpy(&v, words + 8 * i, sizeof(T));
+      out.push_back(static_cast<double>(v));
+    });
+  return out;
+}
+}  // namespace
+
 std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars) {
   DeviceState& s = state_of(device);
   std::vector<char> bytes(scalars.size() * 8);
@@ -414,14 +428,9 @@ std::vector<double> read_scalars(int device, const std::vector<Tensor>& scalars)
       [&] {
         if (!bytes.empty()) std::memcpy(bytes.data(), s.read_buffer, bytes.size());
       });
-  std::vector<double> out;
-  for (size_t i = 0; i < scalars.size(); ++i)
-    SRU_DISPATCH_ALL(scalars[i].dtype(), "read_scalars", [&]<typename T>() {
-      T v;
-      std::memcpy(&v, bytes.data() + 8 * i, sizeof(T));
-      out.push_back(static_cast<double>(v));
-    });
-  return out;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : scalars) dtypes.push_back(t.dtype());
+  return values_of_words(bytes.data(), dtypes);
 }
 
 namespace {
@@ -488,12 +497,7 @@ std::vector<double> finish_scalar_read(int device, int slot, const std::vector<D
       const ::sru::detail::TimedDeviceWait wait("cudaEventSynchronize (scalars read later)");
       CUDA_CHECK(cudaEventSynchronize(r.done));
     }
-    for (size_t i = 0; i < dtypes.size(); ++i)
-      SRU_DISPATCH_ALL(dtypes[i], "finish_scalar_read", [&]<typename T>() {
-        T v;
-        std::memcpy(&v, r.host + 8 * i, sizeof(T));
-        out.push_back(static_cast<double>(v));
-      });
+    out = values_of_words(r.host, dtypes);
     r.in_use = false;
     errors_pending = !s.pending_errors.empty();
   }
