@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,7 @@ struct StepGraphTraining {
   nn::NamedTensors optimizer_state;  // on the CPU
   int64_t replayed = 0, steps = 0;
   train::TrainingStep::GraphPlan plan;  // of the last epoch
+  std::set<std::string> failed_keys;    // graph keys whose capture failed
 };
 
 // `epochs` epochs of c (on c.train.device); host_twin: the captured steps replayed through the CPU twin
@@ -226,6 +228,7 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
   for (const auto& [name, t] : task->model().named_parameters()) out.parameters.emplace_back(name, t.to(Device::cpu()));
   out.replayed = step.replayed_steps();
   out.plan = step.graph_plan();
+  out.failed_keys = step.failed_graph_keys();
   out.steps = epochs * per_epoch;
   return out;
 }

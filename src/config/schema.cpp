@@ -45,6 +45,14 @@ Field string_list_field(const std::string& key, std::vector<std::string>* target
   return Field{key, Field::Kind::StringList, target, help};
 }
 
+Field int_list_field(const std::string& key, std::vector<int64_t>* target, const std::string& help, double min,
+                     double max) {
+  Field f{key, Field::Kind::IntList, target, help};
+  f.min = min;
+  f.max = max;
+  return f;
+}
+
 namespace {
 
 std::string path_of(const Section& s, const Field& f) { return s.name.empty() ? f.key : s.name + "." + f.key; }
@@ -62,26 +70,53 @@ const char* kind_name(Field::Kind k) {
     case Field::Kind::Bool: return "true or false";
     case Field::Kind::String: return "a string";
     case Field::Kind::StringList: return "a list of strings";
+    case Field::Kind::IntList: return "a list of integers";
   }
   return "?";
 }
 
 // Stores a scalar YAML node into the field; `at` prefixes error messages.
+// An integer from a YAML scalar's text, or the error "AT: PATH: expected an integer, got 'TEXT'".
+int64_t integer_of(const YAML::Node& value, const std::string& at, const std::string& path) {
+  const std::string text = value.Scalar();
+  double v = 0;
+  try {
+    v = value.as<double>();
+  } catch (const YAML::Exception&) {
+    SRU_FAIL(at, ": ", path, ": expected an integer, got '", text, "'");
+  }
+  SRU_CHECK(std::floor(v) == v && std::abs(v) < 9e15, at, ": ", path, ": expected an integer, got '", text, "'");
+  return static_cast<int64_t>(v);
+}
+
+// A list field's items (a YAML sequence, or one scalar as a list of one), each checked to be a scalar.
+std::vector<YAML::Node> list_items(const Field& f, const YAML::Node& value, const std::string& at,
+                                   const std::string& path) {
+  std::vector<YAML::Node> items;
+  if (value.IsNull()) return items;
+  if (value.IsScalar()) return {value};
+  SRU_CHECK(value.IsSequence(), at, ": ", path, ": expected ", kind_name(f.kind), ", got a mapping");
+  for (const YAML::Node& item : value) {
+    SRU_CHECK(item.IsScalar(), at, ": ", path, ": every item must be ",
+              f.kind == Field::Kind::IntList ? "an integer" : "a string", ", got a ",
+              item.IsMap() ? "mapping" : item.IsSequence() ? "list" : "null value");
+    items.push_back(item);
+  }
+  return items;
+}
+
+// Stores a YAML node into the field; `at` prefixes error messages.
 void assign(const Field& f, const YAML::Node& value, const std::string& at, const std::string& path) {
   if (f.kind == Field::Kind::StringList) {
     auto& list = *static_cast<std::vector<std::string>*>(f.target);
     list.clear();
-    if (value.IsNull()) return;
-    if (value.IsScalar()) {
-      list.push_back(value.Scalar());
-      return;
-    }
-    SRU_CHECK(value.IsSequence(), at, ": ", path, ": expected a list of strings, got a mapping");
-    for (const YAML::Node& item : value) {
-      SRU_CHECK(item.IsScalar(), at, ": ", path, ": every item must be a string, got a ",
-                item.IsMap() ? "mapping" : item.IsSequence() ? "list" : "null value");
-      list.push_back(item.Scalar());
-    }
+    for (const YAML::Node& item : list_items(f, value, at, path)) list.push_back(item.Scalar());
+    return;
+  }
+  if (f.kind == Field::Kind::IntList) {
+    auto& list = *static_cast<std::vector<int64_t>*>(f.target);
+    list.clear();
+    for (const YAML::Node& item : list_items(f, value, at, path)) list.push_back(integer_of(item, at, path));
     return;
   }
   SRU_CHECK(value.IsScalar(), at, ": ", path, ": expected ", kind_name(f.kind), ", got a ",
@@ -89,16 +124,12 @@ void assign(const Field& f, const YAML::Node& value, const std::string& at, cons
   const std::string text = value.Scalar();
   try {
     switch (f.kind) {
-      case Field::Kind::Int: {
-        const double v = value.as<double>();
-        SRU_CHECK(std::floor(v) == v && std::abs(v) < 9e15, at, ": ", path, ": expected an integer, got '", text, "'");
-        *static_cast<int64_t*>(f.target) = static_cast<int64_t>(v);
-        return;
-      }
+      case Field::Kind::Int: *static_cast<int64_t*>(f.target) = integer_of(value, at, path); return;
       case Field::Kind::Real: *static_cast<double*>(f.target) = value.as<double>(); return;
       case Field::Kind::Bool: *static_cast<bool*>(f.target) = value.as<bool>(); return;
       case Field::Kind::String: *static_cast<std::string*>(f.target) = text; return;
-      case Field::Kind::StringList: return;  // handled above
+      case Field::Kind::StringList:
+      case Field::Kind::IntList: return;  // handled above
     }
   } catch (const YAML::Exception&) {
     SRU_FAIL(at, ": ", path, ": expected ", kind_name(f.kind), ", got '", text, "'");
@@ -157,6 +188,13 @@ std::string format_value(const Field& f) {
       for (const std::string& item : *static_cast<std::vector<std::string>*>(f.target)) e << YAML::DoubleQuoted << item;
       e << YAML::EndSeq;
       os << e.c_str();
+      break;
+    }
+    case Field::Kind::IntList: {
+      os << "[";
+      const auto& list = *static_cast<std::vector<int64_t>*>(f.target);
+      for (size_t i = 0; i < list.size(); ++i) os << (i ? ", " : "") << list[i];
+      os << "]";
       break;
     }
   }
@@ -318,7 +356,7 @@ void apply_override(const std::vector<Section>& schema, const std::string& assig
           value = YAML::Node(text);
         }
         if (f.kind == Field::Kind::String) value = YAML::Node(text);  // strings verbatim
-        if (f.kind == Field::Kind::StringList) value = list_from_override(text);
+        if (f.kind == Field::Kind::StringList || f.kind == Field::Kind::IntList) value = list_from_override(text);
         assign(f, value, "--set " + assignment, path);
         if (origins) (*origins)[path] = "--set " + assignment;
         return;
@@ -385,6 +423,22 @@ std::vector<Section> owned_by(std::vector<Section> sections, const std::string& 
   return sections;
 }
 
+namespace {
+
+// Refuses a value of an Int or Real field (or an item of an IntList) outside the field's limits.
+void check_range(const Field& f, const std::string& path, double v) {
+  SRU_CHECK(std::isfinite(v), path, ": must be finite, got ", v);
+  const bool below = f.min_exclusive ? v <= f.min : v < f.min;
+  const bool above = f.max_exclusive ? v >= f.max : v > f.max;
+  std::ostringstream limit;
+  limit << (f.min_exclusive ? "> " : ">= ") << f.min;
+  if (!std::isinf(f.max)) limit << " and " << (f.max_exclusive ? "< " : "<= ") << f.max;
+  SRU_CHECK(!below && !above, path, ": ", v, " is out of range: must be ", limit.str(),
+            f.kind == Field::Kind::IntList ? " (each item)" : "");
+}
+
+}  // namespace
+
 void validate(const std::vector<Section>& schema, const Origins* origins) {
   for (const Section& s : schema)
     for (const Field& f : s.fields) {
@@ -392,15 +446,10 @@ void validate(const std::vector<Section>& schema, const Origins* origins) {
       if (origins)
         if (auto it = origins->find(path); it != origins->end()) path = it->second + ": " + path;
       if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real) {
-        const double v = f.kind == Field::Kind::Int ? static_cast<double>(*static_cast<int64_t*>(f.target))
-                                                    : *static_cast<double*>(f.target);
-        SRU_CHECK(std::isfinite(v), path, ": must be finite, got ", v);
-        const bool below = f.min_exclusive ? v <= f.min : v < f.min;
-        const bool above = f.max_exclusive ? v >= f.max : v > f.max;
-        std::ostringstream limit;
-        limit << (f.min_exclusive ? "> " : ">= ") << f.min;
-        if (!std::isinf(f.max)) limit << " and " << (f.max_exclusive ? "< " : "<= ") << f.max;
-        SRU_CHECK(!below && !above, path, ": ", v, " is out of range: must be ", limit.str());
+        check_range(f, path, f.kind == Field::Kind::Int ? static_cast<double>(*static_cast<int64_t*>(f.target))
+                                                        : *static_cast<double*>(f.target));
+      } else if (f.kind == Field::Kind::IntList) {
+        for (const int64_t v : *static_cast<std::vector<int64_t>*>(f.target)) check_range(f, path, static_cast<double>(v));
       } else if (f.kind == Field::Kind::String) {
         const std::string& v = *static_cast<std::string*>(f.target);
         SRU_CHECK(!f.required || !v.empty(), path, ": is required (", f.help, ")");
@@ -428,15 +477,16 @@ void markdown_row(std::ostringstream& os, const Section& s, const Field& f) {
   std::string allowed;
   if (!f.choices.empty()) {
     for (const std::string& c : f.choices) allowed += (allowed.empty() ? "" : ", ") + c;
-  } else if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real) {
+  } else if (f.kind == Field::Kind::Int || f.kind == Field::Kind::Real || f.kind == Field::Kind::IntList) {
     std::ostringstream r;
     r << (f.min_exclusive ? "> " : ">= ") << f.min;
     if (!std::isinf(f.max)) r << ", " << (f.max_exclusive ? "< " : "<= ") << f.max;
-    allowed = std::isinf(f.min) ? "" : r.str();
+    allowed = std::isinf(f.min) ? "" : (f.kind == Field::Kind::IntList ? "each " : "") + r.str();
   }
   if (f.required) allowed += allowed.empty() ? "required" : "; required";
   const char* type = f.kind == Field::Kind::Int ? "int" : f.kind == Field::Kind::Real ? "real"
-                     : f.kind == Field::Kind::Bool ? "bool" : f.kind == Field::Kind::String ? "string" : "list";
+                     : f.kind == Field::Kind::Bool ? "bool" : f.kind == Field::Kind::String ? "string"
+                     : f.kind == Field::Kind::IntList ? "int list" : "list";
   os << "| `" << path_of(s, f) << "` | " << type << " | `" << format_value(f) << "` | " << allowed << " | " << f.help
      << " |\n";
 }

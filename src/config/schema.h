@@ -14,12 +14,12 @@
 namespace sru::config {
 
 struct Field {
-  enum class Kind { Int, Real, Bool, String, StringList };
+  enum class Kind { Int, Real, Bool, String, StringList, IntList };
   std::string key;
   Kind kind;
-  void* target;  // int64_t*, double*, bool*, std::string* or std::vector<std::string>*
+  void* target;  // int64_t*, double*, bool*, std::string*, std::vector<std::string>* or std::vector<int64_t>*
   std::string help;
-  double min = -std::numeric_limits<double>::infinity();  // for Int and Real
+  double min = -std::numeric_limits<double>::infinity();  // for Int and Real, and each item of IntList
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
   bool max_exclusive = false;
@@ -46,6 +46,9 @@ Field string_field(const std::string& key, std::string* target, const std::strin
 // A list of strings: in YAML a sequence (`[a, b]` or one item per line) or one string; with --set
 // `KEY=[a, b]` or `KEY=a,b` (items trimmed, quotes optional; `KEY=` or `KEY=[]` empties it).
 Field string_list_field(const std::string& key, std::vector<std::string>* target, const std::string& help);
+// A list of integers, each within [min, max], written as string_list_field's lists are.
+Field int_list_field(const std::string& key, std::vector<int64_t>* target, const std::string& help, double min = 0,
+                     double max = std::numeric_limits<double>::infinity());
 
 // Where each key's value came from ("FILE:LINE" or "--set KEY=VALUE"), by key path, for errors.
 using Origins = std::map<std::string, std::string>;

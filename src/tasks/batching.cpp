@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "data/labeled_text.h"
 
 namespace sru::tasks {
@@ -37,6 +38,26 @@ BatchPart batch_part(int64_t rows, const dist::Communicator& comm) {
   if (part.count == 0) return {0, 1, 0.0, {rows, 0, 1}};
   return {part.first, part.count, static_cast<double>(part.count) / static_cast<double>(rows),
           {rows, part.first, part.count}};
+}
+
+}  // namespace sru::tasks
+
+namespace sru::tasks {
+
+int64_t LengthPadding::operator()(int64_t length) const {
+  const int64_t rounded = round_up(length, multiple);
+  const auto bucket = std::lower_bound(buckets.begin(), buckets.end(), rounded);
+  return bucket == buckets.end() ? rounded : *bucket;
+}
+
+void LengthPadding::check(const std::string& key) const {
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    SRU_CHECK(buckets[i] >= 1, key, ": every length must be >= 1, got ", buckets[i]);
+    SRU_CHECK(i == 0 || buckets[i] > buckets[i - 1], key, ": the lengths must ascend, but ", buckets[i], " follows ",
+              buckets[i - 1]);
+    SRU_CHECK(multiple == 0 || buckets[i] % multiple == 0, key, ": ", buckets[i], " is not a multiple of "
+              "data.pad_to_multiple (", multiple, "): every length must be, so that the padded lengths keep its alignment");
+  }
 }
 
 }  // namespace sru::tasks

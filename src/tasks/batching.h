@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/rng.h"
@@ -40,5 +41,18 @@ BatchPart batch_part(int64_t rows, const dist::Communicator& comm);
 inline int64_t round_up(int64_t length, int64_t multiple) {
   return multiple > 0 ? (length + multiple - 1) / multiple * multiple : length;
 }
+
+// The length a training batch pads a side to (data.pad_to_multiple and data.length_buckets): rounded up
+// to a multiple of `multiple` (0: not rounded), then up to the smallest of `buckets` (ascending, each a
+// multiple of `multiple`) that holds it; a length past the last bucket keeps the multiple's rounding.
+struct LengthPadding {
+  int64_t multiple = 0;
+  std::vector<int64_t> buckets;
+  int64_t operator()(int64_t length) const;
+  // Whether the padded lengths take a bounded set of values (either setting given).
+  bool bounded() const { return multiple > 0 || !buckets.empty(); }
+  // Refuses buckets that are not ascending, not >= 1, or not multiples of `multiple`, naming `key`.
+  void check(const std::string& key) const;
+};
 
 }  // namespace sru::tasks

@@ -32,17 +32,17 @@ namespace sru::tasks {
 using data::SentencePieceModel;
 
 // The pairs `rows`, padded to their longest sides or to `padded_to`'s (the whole batch's, when this
-// process computes part of it: data parallel), rounded up to multiples of `multiple`.
+// process computes part of it: data parallel), then as `padding` says.
 PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to,
-                     int64_t multiple) {
+                     const LengthPadding& padding) {
   const int64_t B = static_cast<int64_t>(rows.size());
   int64_t Ls = 1, Lt = 1;
   for (int64_t r : padded_to) {
     Ls = std::max(Ls, s.source.length(r) + 1);
     Lt = std::max(Lt, s.target.length(r) + 1);
   }
-  Ls = round_up(Ls, multiple);
-  Lt = round_up(Lt, multiple);
+  Ls = padding(Ls);
+  Lt = padding(Lt);
   std::vector<int64_t> src(Ls * B, SentencePieceModel::kPad), tin(Lt * B, SentencePieceModel::kPad),
       tout(Lt * B, -100);
   std::vector<int32_t> spad(Ls * B, 1), tpad(Lt * B, 1);
@@ -114,6 +114,7 @@ std::unique_ptr<nn::EncoderDecoder> make_translation_model(const config::Config&
 TranslateTask::TranslateTask(const config::Config& cfg, Generator& gen, const TaskContext& context)
     : cfg_(cfg), options_(cfg.task_as<TranslateOptions>()), gen_(&gen),
       comm_(context.comm ? context.comm : &dist::single_process()) {
+  training_padding().check("data.length_buckets");
   const auto read = [&](const std::string& source, const std::string& target, const std::string& key) {
     SRU_CHECK(!source.empty() && !target.empty(), key, ": the translate task needs a source and a target file");
     TranslationSplit s;
@@ -150,15 +151,15 @@ TranslateTask::TranslateTask(const config::Config& cfg, Generator& gen, const Ta
       s->target = spm_->encode_all(s->text.target);
     }
     // Training batches: cut once from the length-sorted pairs (the same every epoch), order shuffled per epoch.
-    // With data.pad_to_multiple the budget counts the rounded lengths that the batches are padded to.
+    // With data.pad_to_multiple or data.length_buckets the budget counts the lengths the batches are padded to.
     const std::vector<int64_t> ls = padded_lengths(train_.source), lt = padded_lengths(train_.target);
-    const int64_t multiple = options_.pad_to_multiple;
+    const LengthPadding padding = training_padding();
     std::vector<int64_t> keep_source, keep_target, kept;
     for (int64_t i = 0; i < train_.text.size(); ++i) {
       if (options_.max_length > 0 && std::max(ls[i], lt[i]) - 1 > options_.max_length) continue;
       kept.push_back(i);
-      keep_source.push_back(round_up(ls[i], multiple));
-      keep_target.push_back(round_up(lt[i], multiple));
+      keep_source.push_back(padding(ls[i]));
+      keep_target.push_back(padding(lt[i]));
     }
     SRU_CHECK(!kept.empty(), "data.max_length: it leaves out every training pair (", train_.text.size(), ")");
     TokenBatchOptions bo;
@@ -198,7 +199,7 @@ TranslateTask::TrainingBatch TranslateTask::training_batch(int64_t index) const 
   const BatchPart part = batch_part(static_cast<int64_t>(whole.size()), *comm_);
   const std::vector<int64_t> mine(whole.begin() + part.first, whole.begin() + part.first + std::max<int64_t>(part.count, 1));
   TrainingBatch out;
-  out.pairs = make_batch(train_, mine, whole, options_.pad_to_multiple);
+  out.pairs = make_batch(train_, mine, whole, training_padding());
   for (int64_t r : whole) out.whole_tokens += train_.target.length(r) + 1;
   out.share = part.count == 0 ? 0.0 : static_cast<double>(out.pairs.target_tokens) / static_cast<double>(out.whole_tokens);
   out.shard = part.shard;
@@ -216,9 +217,9 @@ StepResult TranslateTask::forward_step(int64_t index) {
 }
 
 std::string TranslateTask::why_not_staged() const {
-  return options_.pad_to_multiple == 0 ? "data.pad_to_multiple is 0 (every batch padded to its longest sides: too "
-                                         "many batch shapes to capture)"
-                                       : "";
+  return training_padding().bounded() ? ""
+                                      : "data.pad_to_multiple is 0 and data.length_buckets empty (every batch padded "
+                                        "to its longest sides: too many batch shapes to capture)";
 }
 
 std::optional<std::string> TranslateTask::staged_shape(int64_t index) const {
@@ -230,8 +231,8 @@ std::optional<std::string> TranslateTask::staged_shape(int64_t index) const {
     Lt = std::max(Lt, train_.target.length(r) + 1);
   }
   const int64_t rows = std::max<int64_t>(batch_part(static_cast<int64_t>(whole.size()), *comm_).count, 1);
-  return std::to_string(rows) + "x" + std::to_string(round_up(Ls, options_.pad_to_multiple)) + "x" +
-         std::to_string(round_up(Lt, options_.pad_to_multiple));
+  const LengthPadding padding = training_padding();
+  return std::to_string(rows) + "x" + std::to_string(padding(Ls)) + "x" + std::to_string(padding(Lt));
 }
 
 StagedStep TranslateTask::stage_step(int64_t index) {
@@ -302,6 +303,12 @@ std::vector<config::Section> translate_fields(TranslateOptions& o) {
                         "lengths up to multiples of N, and count data.max_tokens in them (fairseq's --pad-to-multiple; "
                         "0 = each batch's longest sides): fewer batch shapes, so that CUDA graphs (train.cuda_graphs) "
                         "replay more steps; the padding is masked", 0),
+              int_list_field("length_buckets", &o.length_buckets, "Then pad each side of a training batch up to the "
+                             "smallest of these lengths (pieces + eos / bos) that holds it, and count data.max_tokens "
+                             "in them (tensor2tensor's and tf.data's length buckets; ascending, multiples of "
+                             "data.pad_to_multiple; longer sides keep its rounding): a few batch shapes an epoch "
+                             "however long the sentences, so that CUDA graphs replay nearly every step, for some "
+                             "padding (srubench batch-shapes shows both); empty = none", 1),
               bool_field("skip_empty", &o.skip_empty, "Leave out pairs with an empty side instead of refusing them")}},
           {"model", "", {
               string_field("decoder", &o.decoder, "Decoder (the decoder registry, nn/decoder.h): transformer, or "

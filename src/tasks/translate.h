@@ -10,7 +10,9 @@
 // pieces then eos; the decoder reads bos then the target pieces and predicts the pieces then eos.
 // Batches hold up to data.max_tokens padded tokens (sentences x the longest side), cut once from the
 // length-sorted training pairs and shuffled in order every epoch (fairseq's batching: the same batches
-// each epoch, so an epoch has a fixed number of steps).
+// each epoch, so an epoch has a fixed number of steps). Training batches pad each side to its longest
+// length, rounded up to data.pad_to_multiple and then to the next of data.length_buckets (tensor2tensor's
+// and tf.data's length buckets): few batch shapes, so that CUDA graphs cover an epoch.
 //
 // Model (names): embedding.weight (V, w), shared by the source, the target and the output layer
 // (tied; output.bias (V)); encoder.* (the registry's Transformer encoder, model.type transformer, not
@@ -50,6 +52,7 @@ struct TranslateOptions {
   int64_t max_tokens = 4096;                 // padded tokens per training batch
   int64_t max_length = 0;                    // training pairs with a side longer (in pieces) are left out; 0 = none
   int64_t pad_to_multiple = 0;               // training batches' lengths rounded up to multiples of this (0 = longest)
+  std::vector<int64_t> length_buckets;       // ... and then up to the smallest of these that holds them (none = no buckets)
   bool skip_empty = false;                   // leave out pairs with an empty side instead of refusing them
   std::string decoder = "transformer";       // model.decoder: the decoder registry's name (nn/decoder.h)
   int64_t decoder_layers = 0;                // 0 = model.num_layers
@@ -91,7 +94,7 @@ class TranslateTask : public Task, public Predicts, public Translates, public St
   void start_epoch(int64_t epoch, int64_t first_step) override;
   StepResult forward_step(int64_t index) override;
   // Captured steps (train.cuda_graphs): static source, target and padding tensors per batch shape
-  // (sentences, source length, target length); data.pad_to_multiple bounds the shapes.
+  // (sentences, source length, target length); data.pad_to_multiple and data.length_buckets bound the shapes.
   StagesSteps* staged_steps() override { return this; }
   std::optional<std::string> staged_shape(int64_t index) const override;
   StagedStep stage_step(int64_t index) override;
@@ -133,6 +136,8 @@ class TranslateTask : public Task, public Predicts, public Translates, public St
   // The best translation of each source given as pieces, detokenised (beam: the checkpoint's settings).
   std::vector<std::string> best_translations(const std::vector<std::vector<int32_t>>& pieces, bool beam);
   const TranslationSplit& split_of(const std::string& split) const;
+  // How training batches pad their sides (data.pad_to_multiple, data.length_buckets).
+  LengthPadding training_padding() const { return {options_.pad_to_multiple, options_.length_buckets}; }
   Metrics evaluate_split(const TranslationSplit& s, int64_t max_batches, std::ostream* translations);
 
   config::Config cfg_;

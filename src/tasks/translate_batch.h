@@ -5,14 +5,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "tasks/batching.h"
 #include "tasks/translate.h"
 
 namespace sru::tasks {
 
 // The pairs `rows`, padded to their longest sides or to `padded_to`'s (the whole batch's, when this
-// process computes part of it: data parallel), rounded up to a multiple of `multiple` (0: not rounded).
+// process computes part of it: data parallel), then padded as `padding` says (by default not rounded).
 PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to,
-                     int64_t multiple = 0);
+                     const LengthPadding& padding = {});
 PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows);
 // Lengths a batch pads to: pieces plus the eos (source) or the bos (target).
 std::vector<int64_t> padded_lengths(const data::TokenSequences& s);

@@ -119,11 +119,9 @@ constexpr size_t kMaxFailedCaptures = 3;
 namespace {
 
 // The keys of the graphs a step replays: a one-batch step's by its shape; an accumulated step's per
-// batch (by shape, and whether it is the step's first) and its update's.
+// batch (by shape: its batches all add to the gradients, train.accumulate) and its update's.
 std::string step_key(const std::string& shape) { return "the step of shape " + shape; }
-std::string batch_key(const std::string& shape, bool first_of_step) {
-  return std::string(first_of_step ? "the first" : "a later") + " batch of an accumulated step of shape " + shape;
-}
+std::string batch_key(const std::string& shape) { return "a batch of an accumulated step of shape " + shape; }
 const std::string kUpdateKey = "the update of an accumulated step";
 
 // Whether parameter p's .grad is its flat place itself (nn/flat_parameters.h), as a backward pass leaves it.
@@ -506,7 +504,7 @@ std::optional<std::vector<std::string>> TrainingStep::graph_keys(int64_t first, 
   for (int64_t i = 0; i < count; ++i) {
     const std::optional<std::string> shape = planned ? staged.planned_shape(first + i) : staged.staged_shape(first + i);
     if (!shape) return std::nullopt;
-    keys.push_back(count == 1 ? step_key(*shape) : batch_key(*shape, i == 0));
+    keys.push_back(count == 1 ? step_key(*shape) : batch_key(*shape));
   }
   if (count > 1) keys.push_back(kUpdateKey);
   return keys;
@@ -643,13 +641,15 @@ void TrainingStep::record_draws(Captured& c, uint64_t draws) {
 }
 
 // ---- accumulated steps (train.accumulate > 1) ----
-// Batch i of T_i loss terms: the staged forward, then (accumulated_batch) the loss sum S += T_i L_i (f64)
-// and backward of L_i seeded with T_i (as backward of T_i L_i: the gradients add up in .grad), with T_i
-// read from memory. A graph per (batch shape, first batch of its step or not): the first writes each
-// gradient into its flat place, the later ones add into it (the handles of .grad differ, so does the
-// host code). Then one graph for the update: loss S / T and the norm and clip factor with grad_scale
-// 1 / T (both read from memory), and the optimiser's step. Same operations, so the same bits, as
-// forward_backward's accumulation followed by run()'s update.
+// The step starts from zeroed gradients in their flat places and a zero loss sum
+// (start_accumulated_gradients). Batch i of T_i loss terms: the staged forward, then (accumulated_batch)
+// the loss sum S += T_i L_i (f64) and backward of L_i seeded with T_i (as backward of T_i L_i: the
+// gradients add up in .grad), with T_i read from memory. Every batch adds, the first too, so a batch's
+// graph depends on its shape only: one graph per batch shape, whatever the batch's place in its step
+// (half the graphs of a graph for first batches and one for later ones, so that train.cuda_graphs_max
+// covers twice the shapes). Then one graph for the update: loss S / T and the norm and clip factor with
+// grad_scale 1 / T (both read from memory), and the optimiser's step. Same operations, so the same bits,
+// as forward_backward's accumulation followed by run()'s update.
 
 namespace {
 // The factor that makes the summed gradients of `terms` loss terms their mean's (the mean over no
@@ -670,15 +670,13 @@ std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first,
   const optim::StepScalars scalars = optimizer_.scalars_of_step(out.lr, optimizer_.steps() + 1);
   int64_t terms = 0;
   bool all_replayed = true;
+  start_accumulated_gradients();
   for (int64_t i = 0; i < count; ++i) {
-    const bool first_of_step = i == 0;
     if (all_replayed) {
       const tasks::StagedStep s = staged.stage_step(first + i);
       const int64_t weight = s.loss_terms();
       replay_inputs_->write(gen.offset(), scalars, static_cast<double>(weight), inverse_terms(terms + weight));
-      Captured* c = graph_of(keys[i], step, [this, &staged, first_of_step](Captured& made) {
-        captured_batch(staged, made, first_of_step);
-      });
+      Captured* c = graph_of(keys[i], step, [this, &staged](Captured& made) { captured_batch(staged, made); });
       if (c) {
         c->graph->replay();
         gen.set_state(gen.seed(), gen.offset() + c->draws);
@@ -694,7 +692,7 @@ std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first,
     out.tokens += r.tokens;
     terms += r.loss_terms();
     replay_inputs_->write(gen.offset(), scalars, static_cast<double>(r.loss_terms()), inverse_terms(terms));
-    accumulated_batch(r.loss, first_of_step);
+    accumulated_batch(r.loss);
   }
   Captured eager;  // the update's outputs when its capture failed: its function then runs as it is
   Captured* update = graph_of(kUpdateKey, step, [this](Captured& made) { captured_update(made); });
@@ -707,28 +705,35 @@ std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first,
   return replayed_update(std::move(out), *update, step, votes);
 }
 
-void TrainingStep::accumulated_batch(const Tensor& loss, bool first_of_step) {
+void TrainingStep::start_accumulated_gradients() {
+  if (const std::shared_ptr<nn::FlatParameters>& flat = task_.model().flat_parameters()) {
+    for (const nn::FlatParameters::Group& group : flat->groups()) {
+      Tensor gradients = group.gradients;
+      gradients.zero_();
+    }
+  }
+  keep_gradients_in_place();
+  if (replay_inputs_) replay_inputs_->loss_sum.zero_();
+}
+
+void TrainingStep::accumulated_batch(const Tensor& loss) {
   {
     autograd::NoGradGuard no_grad;
-    const Tensor weighted = loss.detach().to(DType::F64) * replay_inputs_->loss_weight(DType::F64);
-    if (first_of_step)
-      replay_inputs_->loss_sum.copy_(weighted);
-    else
-      replay_inputs_->loss_sum.add_(weighted);
+    replay_inputs_->loss_sum.add_(loss.detach().to(DType::F64) * replay_inputs_->loss_weight(DType::F64));
   }
   autograd::backward(loss, replay_inputs_->loss_weight(loss.dtype()));
 }
 
-void TrainingStep::captured_batch(tasks::StagesSteps& staged, Captured& c, bool first_of_step) {
+void TrainingStep::captured_batch(tasks::StagesSteps& staged, Captured& c) {
   Generator& gen = staged.step_generator();
   const HostCountersRewind rewind(gen, optimizer_);
   gen.set_offset_base(replay_inputs_->philox_base());
   const cuda::CallerCheckedInputs staged_ids_checked;
   const nn::WeightShadows::Scope bf16_weights(shadows_.get());
   const tasks::StepResult r = staged.forward_staged();
-  accumulated_batch(r.loss, first_of_step);
-  // The later batches' graphs and the update's are captured with every gradient in its flat place
-  // (keep_gradients_in_place): a batch must leave them all there.
+  accumulated_batch(r.loss);
+  // Every batch's graph and the update's are captured with every gradient in its flat place
+  // (start_accumulated_gradients, keep_gradients_in_place): a batch must leave them all there.
   for (const auto& [name, p] : optimizer_.parameters())
     SRU_CHECK(gradient_in_flat_place(p), "parameter ", name, " has no gradient in its flat place after a batch (a "
               "captured accumulated step needs every batch to reach every parameter, in flat storage)");

@@ -21,7 +21,8 @@
 // by the step's draws and the optimiser's count, reads loss and norm (the one host wait), and runs the
 // after-update hooks and the weight average eagerly; the result is the eager step's. A step of several
 // batches (train.accumulate) replays a graph per batch, each adding its weighted gradients in place,
-// the weights and 1 / terms read from memory, then one graph for the update.
+// the weights and 1 / terms read from memory (the step's gradients start zeroed, so that a batch's graph
+// depends only on its shape), then one graph for the update.
 // Under bf16 precision every forward and backward (eager, captured or accumulated) runs inside
 // nn::WeightShadows::Scope: the float32 weights converted to bf16 in one dispatch a step, the products'
 // casts reading those copies.
@@ -134,6 +135,8 @@ class TrainingStep {
     std::set<std::string> admitted;  // keys with a graph, or room for one
   };
   const GraphPlan& graph_plan() const { return plan_; }
+  // The graph keys whose capture failed (train.cuda_graphs auto): their steps run eagerly.
+  const std::set<std::string>& failed_graph_keys() const { return failed_keys_; }
   ~TrainingStep();
 
  private:
@@ -174,8 +177,8 @@ class TrainingStep {
   // stop the run), or left launched (launched_; nothing returned).
   std::optional<StepOutcome> settle(std::unique_ptr<Launched> launched, const std::function<StepVotes()>& votes,
                                     bool may_stay_launched);
-  // The same for a step of `count` > 1 batches (train.accumulate): a graph per batch (by shape, and
-  // whether it is its step's first) and one for the update.
+  // The same for a step of `count` > 1 batches (train.accumulate): a graph per batch shape and one for
+  // the update.
   std::optional<StepOutcome> run_replayed_accumulated(int64_t first, int64_t count, int64_t step, int64_t epoch,
                                                       const std::function<StepVotes()>& votes);
   struct Captured;
@@ -196,8 +199,11 @@ class TrainingStep {
   // The work the replays repeat: a one-batch step; an accumulated step's batch (its forward staged, or
   // given) and its update.
   void captured_step(tasks::StagesSteps& staged, Captured& c);
-  void captured_batch(tasks::StagesSteps& staged, Captured& c, bool first_of_step);
-  void accumulated_batch(const Tensor& loss, bool first_of_step);
+  void captured_batch(tasks::StagesSteps& staged, Captured& c);
+  void accumulated_batch(const Tensor& loss);
+  // An accumulated step's start, in one process: every flat gradient zeroed in its place (a fill a
+  // group) and .grad pointing there, and the loss sum zeroed, so that every batch adds to them.
+  void start_accumulated_gradients();
   void captured_update(Captured& c);
   void record_draws(Captured& c, uint64_t draws);
   // Every parameter's .grad set to its flat place, as a batch's backward leaves it (a replay runs no host code).

@@ -78,6 +78,35 @@ TEST(Config, ListKeysReadSequencesOverridesAndPrintBack) {
             std::string::npos);
 }
 
+// Integer lists (data.length_buckets): YAML sequences or one number, --set KEY=[a, b] or a,b, printed
+// back as a list that reads again; items that are not integers, or below the key's minimum, refused by key.
+TEST(Config, IntListKeysReadSequencesOverridesAndPrintBack) {
+  using List = std::vector<int64_t>;
+  const std::string translate = "task: translate\n" + kMinimal;
+  const auto buckets = [](config::Config c) { return c.task_as<tasks::TranslateOptions>().length_buckets; };
+  EXPECT_EQ(buckets(parse(translate + "  length_buckets: [16, 24, 32]\n")), (List{16, 24, 32}));
+  EXPECT_EQ(buckets(parse(translate + "  length_buckets:\n    - 8\n    - 64\n")), (List{8, 64}));
+  EXPECT_EQ(buckets(parse(translate + "  length_buckets: 40\n")), List{40});
+  EXPECT_EQ(buckets(parse(translate, {"data.length_buckets=[16, 32]"})), (List{16, 32}));
+  EXPECT_EQ(buckets(parse(translate, {"data.length_buckets=8,16"})), (List{8, 16}));
+  EXPECT_TRUE(buckets(parse(translate + "  length_buckets: [8]\n", {"data.length_buckets=[]"})).empty());
+  config::Config c = parse(translate, {"data.length_buckets=8, 12,16"});
+  EXPECT_NE(c.to_yaml().find("length_buckets: [8, 12, 16]"), std::string::npos) << c.to_yaml();
+  EXPECT_EQ(buckets(parse(c.to_yaml())), (List{8, 12, 16}));
+  EXPECT_NE(error_of([&] { parse(translate + "  length_buckets: [8, 1.5]\n"); })
+                .find("exp.yaml:4: data.length_buckets: expected an integer, got '1.5'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse(translate, {"data.length_buckets=8,x"}); })
+                .find("--set data.length_buckets=8,x: data.length_buckets: expected an integer, got 'x'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse(translate + "  length_buckets: [8, 0]\n"); })
+                .find("data.length_buckets: 0 is out of range: must be >= 1 (each item)"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse(translate + "  length_buckets: {a: 1}\n"); })
+                .find("data.length_buckets: expected a list of integers, got a mapping"),
+            std::string::npos);
+}
+
 TEST(Config, TaskAndEncoderNamesComeFromTheRegistriesWithSuggestions) {
   // The choices listed are exactly the registered names, in registration order.
   std::string task_names, encoder_names;

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <set>
 
 #include "nn/lstm.h"
 #include "step_graph_training.h"
@@ -90,6 +92,59 @@ TEST(CapturedStep, TranslationStepsReplayTheGraphOfTheirShape) {
   for (size_t i = 0; i < replayed.value_reads.size(); ++i) EXPECT_EQ(replayed.value_reads[i], 1u) << "step " << i;
 }
 
+// The epoch's distinct training batch shapes ("BxLsxLt", tasks::StagesSteps::staged_shape) of config c,
+// each checked against the padding: both sides' lengths among `lengths` and the batch within
+// data.max_tokens.
+static std::set<std::string> translation_batch_shapes(const config::Config& c, const std::set<int64_t>& lengths) {
+  Generator gen(11);
+  auto task = tasks::make_task(c, gen);
+  task->start_epoch(0, 0);
+  std::set<std::string> shapes;
+  const int64_t max_tokens = c.task_as<tasks::TranslateOptions>().max_tokens;
+  for (int64_t i = 0; i < task->steps_per_epoch(); ++i) {
+    const std::string shape = *task->staged_steps()->staged_shape(i);
+    shapes.insert(shape);
+    int64_t rows = 0, ls = 0, lt = 0;
+    EXPECT_EQ(std::sscanf(shape.c_str(), "%ldx%ldx%ld", &rows, &ls, &lt), 3) << shape;
+    EXPECT_TRUE(lengths.count(ls) && lengths.count(lt)) << shape;
+    EXPECT_TRUE(rows == 1 || rows * std::max(ls, lt) <= max_tokens) << shape << " holds more than data.max_tokens";
+  }
+  return shapes;
+}
+
+// data.length_buckets: each side of a translation batch padded up to the next bucket (after
+// data.pad_to_multiple), the token budget counted in those lengths. The tiny corpus's sides (up to 28
+// pieces with eos / bos) rounded to multiples of 4 give 12 batch shapes an epoch; buckets [12, 20, 28]
+// give fewer, more steps replay, and training is the eager one's to the bit. Buckets that do not ascend or break the multiple's alignment are refused by key.
+TEST(CapturedStep, LengthBucketsGiveTranslationFewerShapes) {
+  const config::Config by_multiple = step_graph_translate_config();
+  config::Config bucketed = by_multiple;
+  bucketed.task_as<tasks::TranslateOptions>().length_buckets = {12, 20, 28};
+  const std::set<std::string> multiple_shapes = translation_batch_shapes(by_multiple, {4, 8, 12, 16, 20, 24, 28}),
+                              bucket_shapes = translation_batch_shapes(bucketed, {12, 20, 28});
+  EXPECT_EQ(multiple_shapes.size(), 12u);
+  EXPECT_LT(bucket_shapes.size(), multiple_shapes.size());
+  const StepGraphTraining eager = train_step_graph(bucketed, false, -1, 3), replayed = train_step_graph(bucketed, true, -1, 3);
+  EXPECT_EQ(replayed.replayed, eager.steps - static_cast<int64_t>(bucket_shapes.size()));  // each shape's first step eager
+  EXPECT_GT(replayed.replayed, 60);  // by multiples of 4 alone: 60 of 72
+  expect_same_training(eager, replayed);
+  // Without data.pad_to_multiple the buckets alone bound the shapes (past the last one the exact lengths).
+  config::Config buckets_only = by_multiple;
+  buckets_only.task_as<tasks::TranslateOptions>().pad_to_multiple = 0;
+  buckets_only.task_as<tasks::TranslateOptions>().length_buckets = {10, 20};
+  translation_batch_shapes(buckets_only, {10, 20, 21, 22, 23, 24, 25, 26, 27, 28});
+  Generator gen(11);
+  EXPECT_EQ(tasks::make_task(buckets_only, gen)->staged_steps()->why_not_staged(), "");
+  for (const auto& [buckets, message] : std::vector<std::pair<std::vector<int64_t>, std::string>>{
+           {{8, 8}, "data.length_buckets: the lengths must ascend, but 8 follows 8"},
+           {{8, 10}, "data.length_buckets: 10 is not a multiple of data.pad_to_multiple (4)"}}) {
+    config::Config refused = by_multiple;
+    refused.task_as<tasks::TranslateOptions>().length_buckets = buckets;
+    const std::string error = error_of([&] { tasks::make_task(refused, gen); });
+    EXPECT_NE(error.find(message), std::string::npos) << error;
+  }
+}
+
 // A capture that fails (a CUDA graph refusing a host wait or copy): under auto that shape's steps run
 // eagerly, from the state its staging left, and train as without graphs; after 3 failed shapes no new
 // one is tried (the classifier meets 4 shapes). (Under on the failure is the run's error: the CPU
@@ -118,13 +173,14 @@ TEST(CapturedStep, AFailedCaptureLeavesItsShapeEager) {
   }
 }
 
-// train.accumulate > 1: a graph per batch of a step (by its shape, and whether it is the step's first:
-// that one writes each gradient into its flat place, the later ones add) and one for the update, which
-// reads the step's 1 / terms from memory. The char-LMs' 13 batches an epoch make steps of 3, 3, 3, 3
-// and 1: the first (from no state), the second (the keys' warm-up; in the next epoch the first again)
-// and the short last one run eagerly, 5 of 10 replay. The classifier's and the translation's batches
-// of several shapes weight each batch by its own terms (examples, target pieces); a step replays once
-// each of its keys has run eagerly before.
+// train.accumulate > 1: a graph per batch shape (the step's gradients start zeroed, so that every batch,
+// the first too, adds into its flat place) and one for the update, which reads the step's 1 / terms
+// from memory. The char-LMs' 13 batches an epoch make steps of 3, 3, 3, 3 and 1: the first (from no
+// state), the second (the keys' warm-up; in the next epoch the first again) and the short last one run
+// eagerly, 5 of 10 replay. The classifier's and the translation's batches of several shapes weight each
+// batch by its own terms (examples, target pieces); a step replays once each of its keys has run
+// eagerly before: with one key a shape (where a step's first batch and its later ones had a key each)
+// 13 of the classifier's 18 steps replay (10 before) and 18 of the translation's 24 (9 before).
 TEST(CapturedStep, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
   struct Case {
     config::Config c;
@@ -132,8 +188,8 @@ TEST(CapturedStep, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
   };
   std::vector<Case> cases{{step_graph_charlm_config("sru"), 3, 2, 10, 5},
                           {step_graph_charlm_config("transformer"), 3, 2, 10, 5},
-                          {step_graph_classify_config("sru"), 2, 3, 18, 10},
-                          {step_graph_translate_config(), 3, 3, 24, 9}};
+                          {step_graph_classify_config("sru"), 2, 3, 18, 13},
+                          {step_graph_translate_config(), 3, 3, 24, 18}};
   cases[1].c.train.precision = "bf16";
   for (Case& k : cases) {
     SCOPED_TRACE(k.c.task + " " + k.c.model.type);
@@ -158,10 +214,10 @@ TEST(CapturedStep, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
   expect_same_training(eager, replayed);
 }
 
-// A capture that fails inside an accumulated step (here the second graph tried: the later batches' of
-// the char-LM's first replayed step, after its first batch replayed): that batch and the rest of the
-// step run eagerly, unstaged, through the same weighted sums, and the update too; later steps of that
-// key stay eager. Training is the eager one's to the bit.
+// A capture that fails inside an accumulated step, after a batch of the step replayed: the translation's
+// second capture, a batch of another shape than its first replayed step's first batch. That batch and
+// the rest of the step run eagerly, unstaged, through the same weighted sums, and the update too; later
+// steps with that key stay eager. Training is the eager one's to the bit.
 TEST(CapturedStep, AFailedCaptureInsideAnAccumulatedStepFinishesItEagerly) {
   struct SecondCaptureRefused final : train::StepGraph {
     int* captures;
@@ -178,18 +234,21 @@ TEST(CapturedStep, AFailedCaptureInsideAnAccumulatedStepFinishesItEagerly) {
   const auto second_refused = [&captures](tasks::Task&, optim::Optimizer&) {
     return std::make_unique<SecondCaptureRefused>(&captures);
   };
-  config::Config c = step_graph_charlm_config("sru");
+  config::Config c = step_graph_translate_config();
   c.train.accumulate = 3;
-  const StepGraphTraining eager = train_step_graph(c, false, -1, 2),
-                          mixed = train_step_graph(c, true, -1, 2, second_refused);
-  EXPECT_EQ(mixed.replayed, 0);  // no accumulated step replays whole; the one-batch steps' graph replays
-  EXPECT_GE(captures, 2);
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 3),
+                          mixed = train_step_graph(c, true, -1, 3, second_refused);
+  ASSERT_EQ(mixed.failed_keys.size(), 1u);
+  EXPECT_EQ(mixed.failed_keys.begin()->rfind("a batch of an accumulated step of shape ", 0), 0u) << *mixed.failed_keys.begin();
+  EXPECT_GE(captures, 3);  // the update's graph, captured after the step's eager batches
+  EXPECT_GT(mixed.replayed, 0);
+  EXPECT_LT(mixed.replayed, 18);  // the steps without the refused shape (18 replay when none is refused)
   expect_same_training(eager, mixed);
 }
 
 // A CUDA graph's capture runs the captured host code (queueing kernels that do not execute) before it
-// can fail, e.g. at cudaStreamEndCapture. Emulated on the CPU for the char-LM's third capture, the
-// update of its first replayed accumulated step: the body runs, then the parameters, the optimiser's
+// can fail, e.g. at cudaStreamEndCapture. Emulated on the CPU for the char-LM's second capture, the
+// update of its first replayed accumulated step (after its batches' one graph): the body runs, then the parameters, the optimiser's
 // state and the gradients get their values back (no device effect) and the capture throws. The update
 // then runs eagerly on the gradients the step's batches summed (the capture's host code must leave the
 // .grad handles as it found them), and training stays the eager one's to the bit.
@@ -201,7 +260,7 @@ TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
     std::function<void()> step;
     RunThenFail(int* n, tasks::Task& t, optim::Optimizer& o) : captures(n), task(t), optimizer(o) {}
     void capture(std::function<void()> s) override {
-      if (++*captures != 3) {
+      if (++*captures != 2) {
         step = std::move(s);
         return;
       }
@@ -225,7 +284,7 @@ TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
   config::Config c = step_graph_charlm_config("sru");
   c.train.accumulate = 3;
   const StepGraphTraining eager = train_step_graph(c, false, -1, 2), failed = train_step_graph(c, true, -1, 2, run_then_fail);
-  EXPECT_EQ(captures, 3);
+  EXPECT_EQ(captures, 2);
   EXPECT_EQ(failed.replayed, 0);  // the update's key failed: no accumulated step replays whole
   expect_same_training(eager, failed);
 }
