@@ -267,12 +267,13 @@ with open('$out/synthetic_mr.txt', 'w') as f:
 "
 }
 # The wmt configs on Multi30k (carry data/multi30k: scripts/get_data.sh multi30k --mirror DIR), one update
-# a batch of up to 5,120 target tokens.
+# a batch of up to 5,120 target tokens, lengths padded by data.pad_to_multiple alone (as before the
+# configs' length buckets, 2026-11-30: these short sentences make few shapes either way).
 m30k=data/multi30k
 translate_sets=(--set "data.path=$m30k/train.en.gz" --set "data.target_path=$m30k/train.de.gz"
   --set "data.valid_source=$m30k/val.en.gz" --set "data.valid_target=$m30k/val.de.gz"
   --set "data.test_source=$m30k/test_2016_flickr.en.gz" --set "data.test_target=$m30k/test_2016_flickr.de.gz"
-  --set data.vocab_size=8000 --set train.accumulate=1 --set train.device=cuda)
+  --set data.vocab_size=8000 --set "data.length_buckets=[]" --set train.accumulate=1 --set train.device=cuda)
 # PyTorch's own 16-bit conversions and safetensors writer, for tests/unit/test_float16.cpp to read ours
 # against (the committed tests/data/fixtures/torch_float16.safetensors comes from here).
 [ "$mode" = run ] && bench torch_float16 python3 tests/data/fixtures/make_torch_float16.py "$final_out/torch_float16.safetensors"
@@ -348,6 +349,26 @@ launch_ahead_rows() {
       --json "$out/train_epoch_bf16_launch_ahead_$ahead.json"
   done
 }
+# wmt-base on sentences of WMT-like lengths (Multi30k's pairs joined, scripts/long_pairs.py: 164k pairs,
+# ~21 words a side, up to ~190) at the configs' train.accumulate 5 and bf16: the configs' length buckets
+# with CUDA graphs against the multiple of 4 alone with graphs (116 shapes, 63% of the steps replayable
+# at 64 graphs) and the buckets eager (docs/gpu-notes.md "length buckets"). A warm-up epoch (182 steps)
+# first, so that every shape has met its warm-up and capture.
+long_sentence_rows() {
+  [ -s $m30k/train.en.gz ] || return 0
+  python3 scripts/long_pairs.py $m30k/train.en.gz $m30k/train.de.gz "$out/long.en" "$out/long.de" --passes 10
+  local name buckets graphs
+  for row in "buckets_graphs_auto default auto" "multiple_graphs_auto [] auto" "buckets_graphs_off default off"; do
+    read -r name buckets graphs <<< "$row"
+    local bucket_set=()
+    [ "$buckets" = default ] || bucket_set=(--set "data.length_buckets=$buckets")
+    bench "translate_long_acc5_$name" $build/srubench --warm-up-seconds 0 train-epoch \
+      --config=configs/translate/wmt-base.yaml "${translate_sets[@]}" --set "data.path=$out/long.en" \
+      --set "data.target_path=$out/long.de" --set "data.length_buckets=[12, 16, 20, 24, 32, 40, 48, 64, 80, 104, 128, 160, 200, 256]" \
+      "${bucket_set[@]}" --set train.accumulate=5 --set train.precision=bf16 --set train.cuda_graphs=$graphs \
+      --steps 30 --warmup-steps 182 --repeats 2 --json "$out/translate_long_acc5_$name.json"
+  done
+}
 # The classifier and the SQuAD reader, their steps replayed as CUDA graphs against every step eager.
 replayed_against_eager_rows() {
   # The MR classifier's protocol (configs/classify/mr.yaml: 2 x 128 SRU, batch 32, fixed batches) on
@@ -375,6 +396,7 @@ if [ "$mode" = focus ]; then
   # 2026-11-30 afternoon: the bf16 recurrence two columns a thread against one (first: minutes).
   recurrence_column_pair_rows
   launch_ahead_rows
+  long_sentence_rows
   # After the lease of 2026-11-29 night (docs/gpu-notes.md "the tensor-core attention on ldmatrix and
   # cp.async"): the tensor-core attention with its fragments read by ldmatrix (no transposed tiles), its
   # tiles copied by cp.async two buffers deep, the last query tiles first, beside SDPA; then the steady replayed steps (70 of the sample's 71 an epoch, where 20 left 2 eager ones in each

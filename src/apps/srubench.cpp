@@ -1,8 +1,8 @@
 // srubench: speed tables. `srubench ceilings` measures this machine's own limits — sgemm GFLOP/s at
 // the SRU's GEMM shapes and elementwise / copy GB/s — so later benchmarks can be read against them.
 // `srubench sru-vs-lstm` times one layer; `srubench train-epoch` times whole training epochs of
-// experiment configs (forward, backward, clipping, update: what srutrain does per step); `srubench eval`
-// times inference: evaluating checkpoints, and their encoder alone (e.g. a Super-Embed-SRU against the
+// experiment configs (forward, backward, clipping, update: what srutrain does per step) and `srubench
+// batch-shapes` counts their batch shapes and the steps CUDA graphs would replay; `srubench eval` times inference: evaluating checkpoints, and their encoder alone (e.g. a Super-Embed-SRU against the
 // SRU it was converted from); `srubench reader-rnn` times the SQuAD reader's encoders; `srubench
 // srupp-layer` times one SRU++ layer against an SRU layer and a Transformer block of equal parameters;
 // `srubench generate` times a language model's text generation; `srubench under-load` times training
@@ -71,6 +71,7 @@ struct BenchCommand {
   CLI::App* cmd = nullptr;
   bool measures_cuda = false;
   std::function<void(sru::bench::Report&, sru::Device)> run;
+  bool timed = true;  // false: counts only (no warm-up of the CPU first)
 };
 
 // Each subcommand's options (declarative tables), bound to the options struct its benchmark reads.
@@ -78,6 +79,7 @@ struct Options {
   sru::bench::CeilingOptions ceilings;
   sru::bench::LayerBenchOptions layer;
   sru::bench::EpochBenchOptions epoch;
+  sru::bench::BatchShapesOptions batch_shapes;
   sru::bench::EvalBenchOptions eval;
   sru::bench::ReaderBenchOptions reader;
   sru::bench::SruppLayerBenchOptions srupp_layer;
@@ -141,6 +143,23 @@ BenchCommand add_train_epoch(CLI::App& cli, Options& o, SharedOptions& shared) {
                 "time): the columns idle_share (the share of those steps' wall time in which no kernel, copy or "
                 "memset ran), busy_ms_per_step and cupti_records_per_step");
   return {cmd, false, [&o](sru::bench::Report& r, sru::Device) { sru::bench::bench_train_epoch(r, o.epoch); }};
+}
+
+BenchCommand add_batch_shapes(CLI::App& cli, Options& o, SharedOptions& shared) {
+  auto* cmd = cli.add_subcommand("batch-shapes", "Training batch shapes of experiment configs and what CUDA graphs "
+                                                 "make of them (no training, no timing): batch shapes and graph keys "
+                                                 "an epoch, the share of steps train.cuda_graphs_max lets replay, "
+                                                 "and for translation the padding per piece (to choose "
+                                                 "data.pad_to_multiple and data.length_buckets before a GPU run)");
+  sru::bench::BatchShapesOptions& shapes = o.batch_shapes;
+  cmd->add_option("--config", shapes.configs, "Experiment configs (repeat the option)")->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--set", shapes.overrides, "Override a key in every config, e.g. --set data.length_buckets=[16,32]");
+  cmd->add_option("--epochs", shapes.epochs, "Epochs (each its own order and row)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  shared.add_json(cmd);
+  return {cmd, false, [&o](sru::bench::Report& r, sru::Device) { sru::bench::bench_batch_shapes(r, o.batch_shapes); },
+          false};
 }
 
 BenchCommand add_eval(CLI::App& cli, Options& o, SharedOptions& shared) {
@@ -301,7 +320,7 @@ int run(const BenchCommand& command, const SharedOptions& shared, const std::vec
     sru::cpu::force_bf16_dot_kernels_off(true);
   }
   sru::bench::Report report(name);
-  sru::bench::warm_up_cpu(shared.warm_up_seconds);
+  if (command.timed) sru::bench::warm_up_cpu(shared.warm_up_seconds);
   command.run(report, device);
   if (!sru::dist::world().is_root()) return 0;  // rank 0 reports for a data-parallel run
   std::cout << "threads: " << sru::num_threads() << (cpu_time ? ", clock: process CPU time" : "")
@@ -344,7 +363,7 @@ int main(int argc, char** argv) {
   Options options;
   const std::vector<BenchCommand> commands = {
       add_ceilings(cli, options, shared),   add_sru_vs_lstm(cli, options, shared), add_train_epoch(cli, options, shared),
-      add_eval(cli, options, shared),       add_reader_rnn(cli, options, shared),  add_srupp_layer(cli, options, shared),
+      add_batch_shapes(cli, options, shared), add_eval(cli, options, shared),       add_reader_rnn(cli, options, shared),  add_srupp_layer(cli, options, shared),
       add_generate(cli, options, shared),   add_under_load(cli, options, shared),  add_ops(cli, options, shared)};
   CLI11_PARSE(cli, argc, argv);
   return sru::apps::run_main("srubench", [&] {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -22,6 +23,7 @@
 #include "dist/communicator.h"
 #include "optim/optimizer.h"
 #include "tasks/registry.h"
+#include "tasks/translate.h"
 #include "train/checkpoint.h"
 #include "train/step.h"
 #include "train/trainer.h"
@@ -185,6 +187,57 @@ void bench_train_epoch(Report& report, const EpochBenchOptions& o) {
     if (o.idle_share && device.is_cuda()) add_idle_share(row, [&] { run_steps(steps); }, steps);
     report.add(row);
     if (o.host_profile) print_host_profile(row.impl, [&] { run_steps(steps); }, steps, o.host_profile_top);
+  }
+}
+
+// For each epoch: the steps' graph keys (train::step_graph_keys) and the plan train.cuda_graphs_max
+// gives them; for translation the padding, summed over the epoch's batches.
+void bench_batch_shapes(Report& report, const BatchShapesOptions& o) {
+  for (const std::string& path : o.configs) {
+    const sru::config::Config cfg = epoch_config(path, o.overrides);
+    sru::Generator gen(static_cast<uint64_t>(cfg.train.seed));
+    auto task = sru::tasks::make_task(cfg, gen);
+    sru::tasks::StagesSteps* staged = task->staged_steps();
+    SRU_CHECK(staged, "srubench batch-shapes: ", path, ": the ", cfg.task, " task does not stage its steps, so its "
+              "steps are never captured (train.cuda_graphs)");
+    if (const std::string why = staged->why_not_staged(); !why.empty())
+      spdlog::warn("srubench batch-shapes: {}: its steps are not staged: {}", path, why);
+    const auto* translate = dynamic_cast<const sru::tasks::TranslateTask*>(task.get());
+    const int64_t batches = task->steps_per_epoch(), accumulate = cfg.train.accumulate;
+    for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
+      task->start_epoch(epoch, 0);
+      std::vector<std::vector<std::string>> steps_keys;
+      std::set<std::string> shapes;
+      int64_t steps = 0;
+      sru::tasks::TranslateTask::BatchPadding padding;
+      for (int64_t first = 0; first < batches; first += accumulate, ++steps) {
+        const int64_t count = sru::train::batches_of_step(first, batches, accumulate);
+        if (auto keys = sru::train::step_graph_keys(*staged, first, count, true)) steps_keys.push_back(std::move(*keys));
+        for (int64_t i = first; i < first + count; ++i) {
+          if (const std::optional<std::string> shape = staged->planned_shape(i)) shapes.insert(*shape);
+          if (!translate) continue;
+          const sru::tasks::TranslateTask::BatchPadding b = translate->training_batch_padding(i);
+          padding.source_pieces += b.source_pieces;
+          padding.source_padded += b.source_padded;
+          padding.target_pieces += b.target_pieces;
+          padding.target_padded += b.target_padded;
+        }
+      }
+      const auto plan = sru::train::plan_graph_keys(steps_keys, steps, static_cast<size_t>(cfg.train.cuda_graphs_max));
+      Row row{std::filesystem::path(path).stem().string() + " epoch " + std::to_string(epoch + 1), "cpu", {}};
+      row.set("batches", static_cast<double>(batches)).set("steps", static_cast<double>(steps));
+      row.set("batch_shapes", static_cast<double>(shapes.size())).set("graph_keys", static_cast<double>(plan.keys));
+      row.set("graphs_max", static_cast<double>(cfg.train.cuda_graphs_max));
+      row.set("replayable_share", steps > 0 ? static_cast<double>(plan.covered_steps) / static_cast<double>(steps) : 0.0);
+      if (translate) {
+        const auto per_piece = [](int64_t padded, int64_t pieces) {
+          return static_cast<double>(padded) / static_cast<double>(std::max<int64_t>(pieces, 1));
+        };
+        row.set("source_padded_per_piece", per_piece(padding.source_padded, padding.source_pieces));
+        row.set("target_padded_per_piece", per_piece(padding.target_padded, padding.target_pieces));
+      }
+      report.add(row);
+    }
   }
 }
 

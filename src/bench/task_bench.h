@@ -46,4 +46,18 @@ struct EvalBenchOptions {
 // (model.type built from the checkpoint's config, fresh weights) on one (length, batch) batch.
 void bench_eval(Report& report, const EvalBenchOptions& options);
 
+struct BatchShapesOptions {
+  std::vector<std::string> configs;
+  std::vector<std::string> overrides;
+  int64_t epochs = 1;
+};
+
+// The training batch shapes of each config (fold 0 for cross-validation configs) and what CUDA graphs
+// make of them, without training: per epoch (each epoch's order, for steps of train.accumulate batches)
+// the batches, the distinct batch shapes, the graph keys of its steps and the share of steps whose every
+// key train.cuda_graphs_max admits (train::plan_graph_keys, as TrainingStep plans an epoch); for
+// translation also the positions the batches are padded to per piece, per side (data.pad_to_multiple,
+// data.length_buckets). For choosing the padding of a corpus before a GPU run.
+void bench_batch_shapes(Report& report, const BatchShapesOptions& options);
+
 }  // namespace sru::bench

@@ -235,6 +235,24 @@ std::optional<std::string> TranslateTask::staged_shape(int64_t index) const {
   return std::to_string(rows) + "x" + std::to_string(padding(Ls)) + "x" + std::to_string(padding(Lt));
 }
 
+TranslateTask::BatchPadding TranslateTask::training_batch_padding(int64_t index) const {
+  SRU_CHECK(index >= 0 && index < steps_per_epoch(), cfg_.task, ": training batch ", index, " is past the end of the epoch");
+  const std::vector<int64_t>& whole = batches_[index];
+  BatchPadding out;
+  int64_t Ls = 1, Lt = 1;  // as make_batch pads
+  for (int64_t r : whole) {
+    out.source_pieces += train_.source.length(r) + 1;
+    out.target_pieces += train_.target.length(r) + 1;
+    Ls = std::max(Ls, train_.source.length(r) + 1);
+    Lt = std::max(Lt, train_.target.length(r) + 1);
+  }
+  const LengthPadding padding = training_padding();
+  const int64_t rows = static_cast<int64_t>(whole.size());
+  out.source_padded = rows * padding(Ls);
+  out.target_padded = rows * padding(Lt);
+  return out;
+}
+
 StagedStep TranslateTask::stage_step(int64_t index) {
   const std::optional<std::string> shape_key = staged_shape(index);
   SRU_CHECK(shape_key, cfg_.task, ": training step ", index, " cannot be staged");

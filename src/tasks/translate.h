@@ -118,6 +118,12 @@ class TranslateTask : public Task, public Predicts, public Translates, public St
   Metrics evaluate_with_predictions(const std::string& split, const std::string& file, std::ostream& out) override;
 
   const data::SentencePieceModel* subword_model() const { return spm_ ? &*spm_ : nullptr; }
+  // Training batch `index`'s pieces (with eos / bos) and the positions it is padded to, per side
+  // (data.pad_to_multiple, data.length_buckets): what the padding costs (srubench batch-shapes).
+  struct BatchPadding {
+    int64_t source_pieces = 0, source_padded = 0, target_pieces = 0, target_padded = 0;
+  };
+  BatchPadding training_batch_padding(int64_t index) const;
   // Translations of the given source lines, in order (decoded in length-sorted batches; beam: the
   // checkpoint's eval.beam_size and eval.length_penalty).
   std::vector<std::string> translate(const std::vector<std::string>& sources, bool beam);

@@ -498,8 +498,8 @@ std::unique_ptr<TrainingStep::Launched> TrainingStep::launch_replayed(int64_t in
   return launched;
 }
 
-std::optional<std::vector<std::string>> TrainingStep::graph_keys(int64_t first, int64_t count, bool planned) const {
-  const tasks::StagesSteps& staged = *task_.staged_steps();
+std::optional<std::vector<std::string>> step_graph_keys(const tasks::StagesSteps& staged, int64_t first, int64_t count,
+                                                       bool planned) {
   std::vector<std::string> keys;
   for (int64_t i = 0; i < count; ++i) {
     const std::optional<std::string> shape = planned ? staged.planned_shape(first + i) : staged.staged_shape(first + i);
@@ -510,50 +510,65 @@ std::optional<std::vector<std::string>> TrainingStep::graph_keys(int64_t first, 
   return keys;
 }
 
-void TrainingStep::plan_graphs(int64_t epoch, int64_t from) {
-  GraphPlan plan;
-  plan.epoch = epoch;
+TrainingStep::GraphPlan plan_graph_keys(const std::vector<std::vector<std::string>>& steps_keys, int64_t steps,
+                                        size_t max_graphs, const std::set<std::string>& captured,
+                                        const std::set<std::string>& failed) {
+  TrainingStep::GraphPlan plan;
+  plan.steps = steps;
   struct Count {
     int64_t batches = 0, first_seen = 0;
   };
   std::map<std::string, Count> counts;
-  std::vector<std::vector<std::string>> stageable;  // the keys of each step that may replay
-  const int64_t batches = task_.steps_per_epoch();
-  for (int64_t first = from; first < batches; first += accumulate_, ++plan.steps) {
-    const int64_t count = batches_of_step(first, batches, accumulate_);
-    if (count > 1 && !why_accumulated_eager_.empty()) continue;
-    std::optional<std::vector<std::string>> keys = graph_keys(first, count, true);
-    if (!keys) continue;
-    for (const std::string& key : *keys) {
+  for (const std::vector<std::string>& keys : steps_keys)
+    for (const std::string& key : keys) {
       const int64_t order = static_cast<int64_t>(counts.size());
       ++counts.try_emplace(key, Count{0, order}).first->second.batches;
     }
-    stageable.push_back(std::move(*keys));
-  }
   // The keys with a graph keep it; the room left goes to the most frequent others (ties: the one met
   // first), not to keys whose capture failed.
   std::vector<std::pair<std::string, Count>> ranked;
   for (const auto& [key, count] : counts) {
-    if (captured_.count(key))
+    if (captured.count(key))
       plan.admitted.insert(key);
-    else if (!failed_keys_.count(key))
+    else if (!failed.count(key))
       ranked.emplace_back(key, count);
   }
   std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
     return a.second.batches != b.second.batches ? a.second.batches > b.second.batches
                                                 : a.second.first_seen < b.second.first_seen;
   });
-  const size_t room = max_graphs_ > captured_.size() ? max_graphs_ - captured_.size() : 0;
+  const size_t room = max_graphs > captured.size() ? max_graphs - captured.size() : 0;
   for (size_t i = 0; i < ranked.size() && i < room; ++i) plan.admitted.insert(ranked[i].first);
   plan.keys = static_cast<int64_t>(counts.size());
-  for (const std::vector<std::string>& keys : stageable)
+  for (const std::vector<std::string>& keys : steps_keys)
     plan.covered_steps += std::all_of(keys.begin(), keys.end(), [&](const std::string& key) {
       return plan.admitted.count(key) > 0;
     });
+  return plan;
+}
+
+std::optional<std::vector<std::string>> TrainingStep::graph_keys(int64_t first, int64_t count, bool planned) const {
+  return step_graph_keys(*task_.staged_steps(), first, count, planned);
+}
+
+void TrainingStep::plan_graphs(int64_t epoch, int64_t from) {
+  std::vector<std::vector<std::string>> stageable;  // the keys of each step that may replay
+  const int64_t batches = task_.steps_per_epoch();
+  int64_t steps = 0;
+  for (int64_t first = from; first < batches; first += accumulate_, ++steps) {
+    const int64_t count = batches_of_step(first, batches, accumulate_);
+    if (count > 1 && !why_accumulated_eager_.empty()) continue;
+    if (std::optional<std::vector<std::string>> keys = graph_keys(first, count, true)) stageable.push_back(std::move(*keys));
+  }
+  std::set<std::string> captured;
+  for (const auto& [key, graph] : captured_) captured.insert(key);
+  GraphPlan plan = plan_graph_keys(stageable, steps, max_graphs_, captured, failed_keys_);
+  plan.epoch = epoch;
   const double covered =
       plan.steps > 0 ? 100.0 * static_cast<double>(plan.covered_steps) / static_cast<double>(plan.steps) : 0.0;
   const std::string hint = plan.covered_steps < static_cast<int64_t>(stageable.size())
-                               ? "; a larger train.cuda_graphs_max or data.pad_to_multiple covers more" : "";
+                               ? "; a larger train.cuda_graphs_max, data.pad_to_multiple or data.length_buckets covers more"
+                               : "";
   spdlog::log(plan_.epoch < 0 ? spdlog::level::info : spdlog::level::debug,
               "train.cuda_graphs: epoch {}'s {} steps (from batch {}) have {} graph keys (batch shapes); {} of them "
               "have or may get a graph (train.cuda_graphs_max {}), covering {:.1f}% of the steps{}", epoch + 1,

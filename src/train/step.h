@@ -241,4 +241,17 @@ class TrainingStep {
   int64_t replays_ = 0;
 };
 
+// The graph keys of the step of `count` batches from `first` (TrainingStep's: by the task's staged_shape,
+// or with `planned` its planned_shape): a one-batch step's shape, or each batch's and the update's;
+// nothing when a batch is not stageable.
+std::optional<std::vector<std::string>> step_graph_keys(const tasks::StagesSteps& staged, int64_t first, int64_t count,
+                                                       bool planned);
+// The plan of an epoch of `steps` steps whose stageable ones have the graph keys `steps_keys`: the keys
+// in `captured` keep their graph, the room left of max_graphs goes to the most frequent others (ties:
+// the one met first) save those in `failed`; covered_steps counts the steps whose every key is admitted.
+// TrainingStep plans each epoch so (train.cuda_graphs_max); srubench batch-shapes shows a config's plan.
+TrainingStep::GraphPlan plan_graph_keys(const std::vector<std::vector<std::string>>& steps_keys, int64_t steps,
+                                        size_t max_graphs, const std::set<std::string>& captured = {},
+                                        const std::set<std::string>& failed = {});
+
 }  // namespace sru::train

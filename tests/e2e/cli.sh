@@ -437,6 +437,39 @@ print("metrics.jsonl kernels_per_step:", counts, "srubench:", bench)
 sys.exit(0 if len(counts) == 4 and set(counts) == {bench} else 1)
 PY
     ;;
+  batch_shapes)
+    # srubench batch-shapes: the WMT config's padding on a small parallel corpus, without and with length
+    # buckets (and the plan at a single graph), checked against each other: the buckets give fewer shapes
+    # and more padded positions a piece, every row's share of replayable steps follows the plan.
+    python3 "$src/scripts/reproduce/make_data.py" parallel "$work/pairs" > /dev/null
+    shapes() {  # NAME ARGS...: srubench batch-shapes of wmt-base on the pairs, JSON in $work/NAME.json
+      local name=$1; shift
+      "$build/srubench" --threads 1 batch-shapes --config="$src/configs/translate/wmt-base.yaml" \
+        --set data.path="$work/pairs/train.en" --set data.target_path="$work/pairs/train.de" \
+        --set data.valid_source="$work/pairs/valid.en" --set data.valid_target="$work/pairs/valid.de" \
+        --set data.test_source= --set data.test_target= --set data.vocab_size=100 --set data.max_tokens=300 \
+        "$@" --epochs 2 --json "$work/$name.json" > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "batch-shapes $name"; }
+      cat "$work/$name.log"
+    }
+    shapes multiple --set "data.length_buckets=[]"
+    shapes buckets --set "data.length_buckets=[16, 32, 64]"
+    shapes one_graph --set "data.length_buckets=[16, 32, 64]" --set train.cuda_graphs_max=1 --set train.accumulate=1
+    python3 - "$work" <<'PY' || fail "batch-shapes rows disagree"
+import json, sys
+rows = {n: json.load(open(f"{sys.argv[1]}/{n}.json"))["rows"] for n in ("multiple", "buckets", "one_graph")}
+m, b, one = rows["multiple"][0], rows["buckets"][0], rows["one_graph"][0]
+assert len(rows["multiple"]) == 2 and rows["multiple"][0]["batch_shapes"] == rows["multiple"][1]["batch_shapes"], rows
+assert b["batch_shapes"] < m["batch_shapes"], (b, m)
+for side in ("source", "target"):
+    assert b[f"{side}_padded_per_piece"] > m[f"{side}_padded_per_piece"] >= 1, (side, b, m)
+# train.accumulate 5: a key a batch shape and the update's (and a one-batch step's, when the epoch's last
+# step has one batch); one batch a step: a key a shape.
+assert b["batch_shapes"] + 1 <= b["graph_keys"] <= b["batch_shapes"] + 2 and one["graph_keys"] == one["batch_shapes"], (b, one)
+assert b["steps"] * 5 >= b["batches"] > (b["steps"] - 1) * 5 and one["steps"] == one["batches"], (b, one)
+assert b["replayable_share"] == 1 and 0 < one["replayable_share"] < 1, (b, one)
+print("ok: batch-shapes", {k: (m[k], b[k]) for k in ("batch_shapes", "source_padded_per_piece", "replayable_share")})
+PY
+    ;;
   precision)
     # train.precision bf16 (every product's operands rounded to bfloat16; on the CPU by the twin of the
     # GPU's kernel): 300 steps of a small char-LM end within 0.05 BPC of fp32, on losses that differ

@@ -145,6 +145,22 @@ TEST(CapturedStep, LengthBucketsGiveTranslationFewerShapes) {
   }
 }
 
+// The plan of an epoch's graphs from its steps' keys (what TrainingStep plans and srubench batch-shapes
+// shows): keys with a graph keep it, the room left goes to the most frequent others (ties: the one met
+// first), failed keys get none, and a step counts as covered only when each of its keys is admitted.
+TEST(CapturedStep, APlanAdmitsTheMostFrequentKeysAndCountsTheStepsTheyCover) {
+  const std::vector<std::vector<std::string>> steps{{"a"}, {"b", "c", "u"}, {"a"}, {"c", "c", "u"}, {"d"}, {"b"}};
+  train::TrainingStep::GraphPlan plan = train::plan_graph_keys(steps, 7, 3);
+  EXPECT_EQ(plan.steps, 7);
+  EXPECT_EQ(plan.keys, 5);
+  EXPECT_EQ(plan.admitted, (std::set<std::string>{"c", "a", "b"}));  // c 3 batches; a, b 2 each, met before u
+  EXPECT_EQ(plan.covered_steps, 3);  // {a}, {a}, {b}
+  plan = train::plan_graph_keys(steps, 7, 3, {"d"}, {"c"});
+  EXPECT_EQ(plan.admitted, (std::set<std::string>{"d", "a", "b"}));  // d kept; c failed
+  EXPECT_EQ(plan.covered_steps, 4);
+  EXPECT_EQ(train::plan_graph_keys(steps, 7, 64).covered_steps, 6);
+}
+
 // A capture that fails (a CUDA graph refusing a host wait or copy): under auto that shape's steps run
 // eagerly, from the state its staging left, and train as without graphs; after 3 failed shapes no new
 // one is tried (the classifier meets 4 shapes). (Under on the failure is the run's error: the CPU
