@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "autograd/node.h"
 #include "core/philox.h"
@@ -114,7 +115,7 @@ std::unique_ptr<nn::EncoderDecoder> make_translation_model(const config::Config&
 TranslateTask::TranslateTask(const config::Config& cfg, Generator& gen, const TaskContext& context)
     : cfg_(cfg), options_(cfg.task_as<TranslateOptions>()), gen_(&gen),
       comm_(context.comm ? context.comm : &dist::single_process()) {
-  training_padding().check("data.length_buckets");
+  check_length_buckets();
   const auto read = [&](const std::string& source, const std::string& target, const std::string& key) {
     SRU_CHECK(!source.empty() && !target.empty(), key, ": the translate task needs a source and a target file");
     TranslationSplit s;
@@ -235,6 +236,20 @@ std::optional<std::string> TranslateTask::staged_shape(int64_t index) const {
   return std::to_string(rows) + "x" + std::to_string(padding(Ls)) + "x" + std::to_string(padding(Lt));
 }
 
+void TranslateTask::check_length_buckets() const {
+  const LengthPadding padding = training_padding();
+  padding.check("data.length_buckets");
+  if (padding.buckets.empty()) return;
+  const int64_t last = padding.buckets.back();
+  SRU_CHECK(last <= options_.max_tokens, "data.length_buckets: ", last, " is longer than data.max_tokens (",
+            options_.max_tokens, "): a batch padded to it could not hold one sentence within the budget");
+  if (options_.pad_to_multiple == 0 && (options_.max_length == 0 || options_.max_length + 1 > last))
+    spdlog::warn("data.length_buckets: sides longer than {} pieces (with eos / bos) keep their own lengths, each a "
+                 "batch shape of its own (data.pad_to_multiple is 0 and data.max_length {}): a last bucket of "
+                 "data.max_length + 1, or data.pad_to_multiple, bounds them", last,
+                 options_.max_length == 0 ? std::string("0, none") : std::to_string(options_.max_length));
+}
+
 TranslateTask::BatchPadding TranslateTask::training_batch_padding(int64_t index) const {
   SRU_CHECK(index >= 0 && index < steps_per_epoch(), cfg_.task, ": training batch ", index, " is past the end of the epoch");
   const std::vector<int64_t>& whole = batches_[index];
@@ -324,7 +339,7 @@ std::vector<config::Section> translate_fields(TranslateOptions& o) {
               int_list_field("length_buckets", &o.length_buckets, "Then pad each side of a training batch up to the "
                              "smallest of these lengths (pieces + eos / bos) that holds it, and count data.max_tokens "
                              "in them (tensor2tensor's and tf.data's length buckets; ascending, multiples of "
-                             "data.pad_to_multiple; longer sides keep its rounding): a few batch shapes an epoch "
+                             "data.pad_to_multiple, at most data.max_tokens; longer sides keep its rounding): a few batch shapes an epoch "
                              "however long the sentences, so that CUDA graphs replay nearly every step, for some "
                              "padding (srubench batch-shapes shows both); empty = none", 1),
               bool_field("skip_empty", &o.skip_empty, "Leave out pairs with an empty side instead of refusing them")}},

@@ -144,6 +144,9 @@ class TranslateTask : public Task, public Predicts, public Translates, public St
   const TranslationSplit& split_of(const std::string& split) const;
   // How training batches pad their sides (data.pad_to_multiple, data.length_buckets).
   LengthPadding training_padding() const { return {options_.pad_to_multiple, options_.length_buckets}; }
+  // Refuses buckets LengthPadding::check refuses or longer than data.max_tokens, and warns where
+  // lengths past the last bucket stay unbounded.
+  void check_length_buckets() const;
   Metrics evaluate_split(const TranslationSplit& s, int64_t max_batches, std::ostream* translations);
 
   config::Config cfg_;

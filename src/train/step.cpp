@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "autograd/engine.h"
+#include "autograd/node.h"
 #include "core/cuda/runtime.h"
 #include "core/host_sync.h"
 #include "core/kernel_count.h"
@@ -567,7 +568,8 @@ void TrainingStep::plan_graphs(int64_t epoch, int64_t from) {
   const double covered =
       plan.steps > 0 ? 100.0 * static_cast<double>(plan.covered_steps) / static_cast<double>(plan.steps) : 0.0;
   const std::string hint = plan.covered_steps < static_cast<int64_t>(stageable.size())
-                               ? "; a larger train.cuda_graphs_max, data.pad_to_multiple or data.length_buckets covers more"
+                               ? "; a larger train.cuda_graphs_max covers more, and so do fewer batch shapes "
+                                 "(data.pad_to_multiple; for translation data.length_buckets)"
                                : "";
   spdlog::log(plan_.epoch < 0 ? spdlog::level::info : spdlog::level::debug,
               "train.cuda_graphs: epoch {}'s {} steps (from batch {}) have {} graph keys (batch shapes); {} of them "
@@ -663,8 +665,10 @@ void TrainingStep::record_draws(Captured& c, uint64_t draws) {
 // graph depends on its shape only: one graph per batch shape, whatever the batch's place in its step
 // (half the graphs of a graph for first batches and one for later ones, so that train.cuda_graphs_max
 // covers twice the shapes). Then one graph for the update: loss S / T and the norm and clip factor with
-// grad_scale 1 / T (both read from memory), and the optimiser's step. Same operations, so the same bits,
-// as forward_backward's accumulation followed by run()'s update.
+// grad_scale 1 / T (both read from memory), and the optimiser's step. The values of forward_backward's
+// accumulation followed by run()'s update, which writes a step's first gradients where these add them to
+// zeros (0 + g is g but for -0, which reads +0: a difference an update shows only where the parameter
+// or a moment it adds to is itself zero; the tests find the two equal to the bit).
 
 namespace {
 // The factor that makes the summed gradients of `terms` loss terms their mean's (the mean over no
@@ -700,7 +704,15 @@ std::optional<StepOutcome> TrainingStep::run_replayed_accumulated(int64_t first,
         terms += weight;
         continue;
       }
-      all_replayed = false;  // its capture failed: this batch and the rest run eagerly, unstaged
+      // Its capture failed. As the step's first batch: the whole step runs as an eager one (from no
+      // gradients: a parameter no batch reaches then gets none, where the zeroed start would give it a
+      // zero one that the update would decay). Later: every batch replayed so far reached every
+      // parameter (captured_batch), so this batch and the rest run eagerly, unstaged, adding to them.
+      if (i == 0) {
+        optimizer_.zero_grad();
+        return std::nullopt;
+      }
+      all_replayed = false;
     }
     const nn::WeightShadows::Scope bf16_weights(shadows_.get());
     const tasks::StepResult r = task_.forward_step(first + i);
@@ -746,12 +758,18 @@ void TrainingStep::captured_batch(tasks::StagesSteps& staged, Captured& c) {
   const cuda::CallerCheckedInputs staged_ids_checked;
   const nn::WeightShadows::Scope bf16_weights(shadows_.get());
   const tasks::StepResult r = staged.forward_staged();
-  accumulated_batch(r.loss);
+  std::set<const TensorImpl*> reached;  // the parameters this batch's backward sends a gradient
+  {
+    const autograd::LeafGradientHookScope record([&reached](const Tensor& leaf) { reached.insert(leaf.impl().get()); });
+    accumulated_batch(r.loss);
+  }
   // Every batch's graph and the update's are captured with every gradient in its flat place
-  // (start_accumulated_gradients, keep_gradients_in_place): a batch must leave them all there.
+  // (start_accumulated_gradients, keep_gradients_in_place), which the step zeroed first: a batch must
+  // reach every parameter, or a parameter an eager step leaves without a gradient would get a zero one.
   for (const auto& [name, p] : optimizer_.parameters())
-    SRU_CHECK(gradient_in_flat_place(p), "parameter ", name, " has no gradient in its flat place after a batch (a "
-              "captured accumulated step needs every batch to reach every parameter, in flat storage)");
+    SRU_CHECK(reached.count(p.impl().get()) && gradient_in_flat_place(p), "parameter ", name, " got no gradient "
+              "in its flat place from a batch (a captured accumulated step needs every batch to reach every "
+              "parameter, in flat storage)");
   record_draws(c, rewind.draws());
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -105,7 +106,7 @@ static std::set<std::string> translation_batch_shapes(const config::Config& c, c
     const std::string shape = *task->staged_steps()->staged_shape(i);
     shapes.insert(shape);
     int64_t rows = 0, ls = 0, lt = 0;
-    EXPECT_EQ(std::sscanf(shape.c_str(), "%ldx%ldx%ld", &rows, &ls, &lt), 3) << shape;
+    EXPECT_EQ(std::sscanf(shape.c_str(), "%" SCNd64 "x%" SCNd64 "x%" SCNd64, &rows, &ls, &lt), 3) << shape;
     EXPECT_TRUE(lengths.count(ls) && lengths.count(lt)) << shape;
     EXPECT_TRUE(rows == 1 || rows * std::max(ls, lt) <= max_tokens) << shape << " holds more than data.max_tokens";
   }
@@ -137,7 +138,8 @@ TEST(CapturedStep, LengthBucketsGiveTranslationFewerShapes) {
   EXPECT_EQ(tasks::make_task(buckets_only, gen)->staged_steps()->why_not_staged(), "");
   for (const auto& [buckets, message] : std::vector<std::pair<std::vector<int64_t>, std::string>>{
            {{8, 8}, "data.length_buckets: the lengths must ascend, but 8 follows 8"},
-           {{8, 10}, "data.length_buckets: 10 is not a multiple of data.pad_to_multiple (4)"}}) {
+           {{8, 10}, "data.length_buckets: 10 is not a multiple of data.pad_to_multiple (4)"},
+           {{8, 124}, "data.length_buckets: 124 is longer than data.max_tokens (120)"}}) {
     config::Config refused = by_multiple;
     refused.task_as<tasks::TranslateOptions>().length_buckets = buckets;
     const std::string error = error_of([&] { tasks::make_task(refused, gen); });
@@ -230,36 +232,41 @@ TEST(CapturedStep, AccumulatedStepsReplayAGraphPerBatchAndOneForTheUpdate) {
   expect_same_training(eager, replayed);
 }
 
-// A capture that fails inside an accumulated step, after a batch of the step replayed: the translation's
-// second capture, a batch of another shape than its first replayed step's first batch. That batch and
-// the rest of the step run eagerly, unstaged, through the same weighted sums, and the update too; later
-// steps with that key stay eager. Training is the eager one's to the bit.
+// A capture that fails inside an accumulated step. After a batch of the step replayed (the translation's
+// second capture, a batch of another shape than its first replayed step's first batch): that batch and
+// the rest of the step run eagerly, unstaged, through the same weighted sums, and the update too. As the
+// step's first batch (the first capture): the step runs as an eager one, from no gradients. Later steps
+// with that key stay eager. Training is the eager one's to the bit either way.
 TEST(CapturedStep, AFailedCaptureInsideAnAccumulatedStepFinishesItEagerly) {
-  struct SecondCaptureRefused final : train::StepGraph {
+  struct NthCaptureRefused final : train::StepGraph {
     int* captures;
+    int refused;
     std::function<void()> step;
-    explicit SecondCaptureRefused(int* n) : captures(n) {}
+    NthCaptureRefused(int* n, int r) : captures(n), refused(r) {}
     void capture(std::function<void()> s) override {
-      if (++*captures == 2) SRU_FAIL("CUDA graph capture on cuda:0 failed: refused for the test");
+      if (++*captures == refused) SRU_FAIL("CUDA graph capture on cuda:0 failed: refused for the test");
       step = std::move(s);
     }
     bool captured() const override { return static_cast<bool>(step); }
     void replay() override { step(); }
   };
-  int captures = 0;
-  const auto second_refused = [&captures](tasks::Task&, optim::Optimizer&) {
-    return std::make_unique<SecondCaptureRefused>(&captures);
-  };
   config::Config c = step_graph_translate_config();
   c.train.accumulate = 3;
-  const StepGraphTraining eager = train_step_graph(c, false, -1, 3),
-                          mixed = train_step_graph(c, true, -1, 3, second_refused);
-  ASSERT_EQ(mixed.failed_keys.size(), 1u);
-  EXPECT_EQ(mixed.failed_keys.begin()->rfind("a batch of an accumulated step of shape ", 0), 0u) << *mixed.failed_keys.begin();
-  EXPECT_GE(captures, 3);  // the update's graph, captured after the step's eager batches
-  EXPECT_GT(mixed.replayed, 0);
-  EXPECT_LT(mixed.replayed, 18);  // the steps without the refused shape (18 replay when none is refused)
-  expect_same_training(eager, mixed);
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 3);
+  for (const int refused : {2, 1}) {
+    SCOPED_TRACE("capture " + std::to_string(refused) + " refused");
+    int captures = 0;
+    const auto nth_refused = [&captures, refused](tasks::Task&, optim::Optimizer&) {
+      return std::make_unique<NthCaptureRefused>(&captures, refused);
+    };
+    const StepGraphTraining mixed = train_step_graph(c, true, -1, 3, nth_refused);
+    ASSERT_EQ(mixed.failed_keys.size(), 1u);
+    EXPECT_EQ(mixed.failed_keys.begin()->rfind("a batch of an accumulated step of shape ", 0), 0u) << *mixed.failed_keys.begin();
+    EXPECT_GE(captures, 3);  // the update's graph and others, captured after the refusal
+    EXPECT_GT(mixed.replayed, 0);
+    EXPECT_LT(mixed.replayed, 18);  // the steps without the refused shape (18 replay when none is refused)
+    expect_same_training(eager, mixed);
+  }
 }
 
 // A CUDA graph's capture runs the captured host code (queueing kernels that do not execute) before it
