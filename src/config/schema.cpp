@@ -75,7 +75,6 @@ const char* kind_name(Field::Kind k) {
   return "?";
 }
 
-// Stores a scalar YAML node into the field; `at` prefixes error messages.
 // An integer from a YAML scalar's text, or the error "AT: PATH: expected an integer, got 'TEXT'".
 int64_t integer_of(const YAML::Node& value, const std::string& at, const std::string& path) {
   const std::string text = value.Scalar();

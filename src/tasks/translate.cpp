@@ -32,18 +32,29 @@ namespace sru::tasks {
 
 using data::SentencePieceModel;
 
+namespace {
+// The longest source (pieces + eos) and target (bos + pieces) among the pairs `rows`, each at least 1:
+// the lengths a batch of them pads to before data.pad_to_multiple and data.length_buckets.
+struct Sides {
+  int64_t source = 1, target = 1;
+};
+Sides longest_sides(const TranslationSplit& s, const std::vector<int64_t>& rows) {
+  Sides out;
+  for (int64_t r : rows) {
+    out.source = std::max(out.source, s.source.length(r) + 1);
+    out.target = std::max(out.target, s.target.length(r) + 1);
+  }
+  return out;
+}
+}  // namespace
+
 // The pairs `rows`, padded to their longest sides or to `padded_to`'s (the whole batch's, when this
 // process computes part of it: data parallel), then as `padding` says.
 PairBatch make_batch(const TranslationSplit& s, const std::vector<int64_t>& rows, const std::vector<int64_t>& padded_to,
                      const LengthPadding& padding) {
   const int64_t B = static_cast<int64_t>(rows.size());
-  int64_t Ls = 1, Lt = 1;
-  for (int64_t r : padded_to) {
-    Ls = std::max(Ls, s.source.length(r) + 1);
-    Lt = std::max(Lt, s.target.length(r) + 1);
-  }
-  Ls = padding(Ls);
-  Lt = padding(Lt);
+  const Sides longest = longest_sides(s, padded_to);
+  const int64_t Ls = padding(longest.source), Lt = padding(longest.target);
   std::vector<int64_t> src(Ls * B, SentencePieceModel::kPad), tin(Lt * B, SentencePieceModel::kPad),
       tout(Lt * B, -100);
   std::vector<int32_t> spad(Ls * B, 1), tpad(Lt * B, 1);
@@ -226,14 +237,11 @@ std::string TranslateTask::why_not_staged() const {
 std::optional<std::string> TranslateTask::staged_shape(int64_t index) const {
   if (!why_not_staged().empty() || index < 0 || index >= steps_per_epoch()) return std::nullopt;
   const std::vector<int64_t>& whole = batches_[index];
-  int64_t Ls = 1, Lt = 1;  // as make_batch pads
-  for (int64_t r : whole) {
-    Ls = std::max(Ls, train_.source.length(r) + 1);
-    Lt = std::max(Lt, train_.target.length(r) + 1);
-  }
+  const Sides longest = longest_sides(train_, whole);  // as make_batch pads
   const int64_t rows = std::max<int64_t>(batch_part(static_cast<int64_t>(whole.size()), *comm_).count, 1);
   const LengthPadding padding = training_padding();
-  return std::to_string(rows) + "x" + std::to_string(padding(Ls)) + "x" + std::to_string(padding(Lt));
+  return std::to_string(rows) + "x" + std::to_string(padding(longest.source)) + "x" +
+         std::to_string(padding(longest.target));
 }
 
 void TranslateTask::check_length_buckets() const {
@@ -254,17 +262,15 @@ TranslateTask::BatchPadding TranslateTask::training_batch_padding(int64_t index)
   SRU_CHECK(index >= 0 && index < steps_per_epoch(), cfg_.task, ": training batch ", index, " is past the end of the epoch");
   const std::vector<int64_t>& whole = batches_[index];
   BatchPadding out;
-  int64_t Ls = 1, Lt = 1;  // as make_batch pads
   for (int64_t r : whole) {
     out.source_pieces += train_.source.length(r) + 1;
     out.target_pieces += train_.target.length(r) + 1;
-    Ls = std::max(Ls, train_.source.length(r) + 1);
-    Lt = std::max(Lt, train_.target.length(r) + 1);
   }
+  const Sides longest = longest_sides(train_, whole);  // as make_batch pads
   const LengthPadding padding = training_padding();
   const int64_t rows = static_cast<int64_t>(whole.size());
-  out.source_padded = rows * padding(Ls);
-  out.target_padded = rows * padding(Lt);
+  out.source_padded = rows * padding(longest.source);
+  out.target_padded = rows * padding(longest.target);
   return out;
 }
 
