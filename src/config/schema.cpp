@@ -88,15 +88,21 @@ int64_t integer_of(const YAML::Node& value, const std::string& at, const std::st
   return static_cast<int64_t>(v);
 }
 
+// Where an item of a list value is: its own line when the value came from a file (`source`), else the
+// list's place (`at`: an override's text).
+std::string item_at(const std::string& at, const std::string& source, const YAML::Node& item) {
+  return source.empty() ? at : where(source, item);
+}
+
 // A list field's items (a YAML sequence, or one scalar as a list of one), each checked to be a scalar.
 std::vector<YAML::Node> list_items(const Field& f, const YAML::Node& value, const std::string& at,
-                                   const std::string& path) {
+                                   const std::string& path, const std::string& source) {
   std::vector<YAML::Node> items;
   if (value.IsNull()) return items;
   if (value.IsScalar()) return {value};
   SRU_CHECK(value.IsSequence(), at, ": ", path, ": expected ", kind_name(f.kind), ", got a mapping");
   for (const YAML::Node& item : value) {
-    SRU_CHECK(item.IsScalar(), at, ": ", path, ": every item must be ",
+    SRU_CHECK(item.IsScalar(), item_at(at, source, item), ": ", path, ": every item must be ",
               f.kind == Field::Kind::IntList ? "an integer" : "a string", ", got a ",
               item.IsMap() ? "mapping" : item.IsSequence() ? "list" : "null value");
     items.push_back(item);
@@ -104,18 +110,21 @@ std::vector<YAML::Node> list_items(const Field& f, const YAML::Node& value, cons
   return items;
 }
 
-// Stores a YAML node into the field; `at` prefixes error messages.
-void assign(const Field& f, const YAML::Node& value, const std::string& at, const std::string& path) {
+// Stores a YAML node into the field; `at` prefixes error messages, and a list item's errors name the
+// item's own line when the node came from the file `source`.
+void assign(const Field& f, const YAML::Node& value, const std::string& at, const std::string& path,
+            const std::string& source = {}) {
   if (f.kind == Field::Kind::StringList) {
     auto& list = *static_cast<std::vector<std::string>*>(f.target);
     list.clear();
-    for (const YAML::Node& item : list_items(f, value, at, path)) list.push_back(item.Scalar());
+    for (const YAML::Node& item : list_items(f, value, at, path, source)) list.push_back(item.Scalar());
     return;
   }
   if (f.kind == Field::Kind::IntList) {
     auto& list = *static_cast<std::vector<int64_t>*>(f.target);
     list.clear();
-    for (const YAML::Node& item : list_items(f, value, at, path)) list.push_back(integer_of(item, at, path));
+    for (const YAML::Node& item : list_items(f, value, at, path, source))
+      list.push_back(integer_of(item, item_at(at, source, item), path));
     return;
   }
   SRU_CHECK(value.IsScalar(), at, ": ", path, ": expected ", kind_name(f.kind), ", got a ",
@@ -310,7 +319,7 @@ void parse_yaml(const std::vector<Section>& schema, const std::string& text, con
         if (const Field* f = find_field(s, name)) top_field = f;
     }
     if (top_field) {
-      assign(*top_field, it->second, where(source, it->second), name);
+      assign(*top_field, it->second, where(source, it->second), name, source);
       if (origins) (*origins)[name] = where(source, it->second);
       continue;
     }
@@ -329,7 +338,7 @@ void parse_yaml(const std::vector<Section>& schema, const std::string& text, con
         for (const std::string& k : keys_of(*section)) full.push_back(name + "." + k);
         refuse_unknown_key(where(source, kv->first), path, full, policy);
       }
-      assign(*field, kv->second, where(source, kv->second), path);
+      assign(*field, kv->second, where(source, kv->second), path, source);
       if (origins) (*origins)[path] = where(source, kv->second);
     }
   }

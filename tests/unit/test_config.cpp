@@ -96,6 +96,13 @@ TEST(Config, IntListKeysReadSequencesOverridesAndPrintBack) {
   EXPECT_NE(error_of([&] { parse(translate + "  length_buckets: [8, 1.5]\n"); })
                 .find("exp.yaml:4: data.length_buckets: expected an integer, got '1.5'"),
             std::string::npos);
+  // A block sequence's bad item is named by its own line, not the key's.
+  EXPECT_NE(error_of([&] { parse(translate + "  length_buckets:\n    - 8\n    - 16\n    - x\n"); })
+                .find("exp.yaml:7: data.length_buckets: expected an integer, got 'x'"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse(translate + "  length_buckets:\n    - 8\n    - [16]\n"); })
+                .find("exp.yaml:6: data.length_buckets: every item must be an integer, got a list"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { parse(translate, {"data.length_buckets=8,x"}); })
                 .find("--set data.length_buckets=8,x: data.length_buckets: expected an integer, got 'x'"),
             std::string::npos);
