@@ -275,6 +275,30 @@ TEST(CapturedStep, AFailedCaptureInsideAnAccumulatedStepFinishesItEagerly) {
 // state and the gradients get their values back (no device effect) and the capture throws. The update
 // then runs eagerly on the gradients the step's batches summed (the capture's host code must leave the
 // .grad handles as it found them), and training stays the eager one's to the bit.
+namespace {
+// The values a GPU capture leaves unchanged (it queues kernels without running them): the parameters,
+// their gradients and the optimiser's state, saved before a capture's host code runs on the CPU and put
+// back after it, for the tests that emulate a capture failing after its host code.
+class DeviceValuesKept {
+ public:
+  DeviceValuesKept(tasks::Task& task, optim::Optimizer& optimizer) {
+    for (const auto& [name, p] : task.model().named_parameters()) state_.push_back(p);
+    for (const auto& [name, p] : optimizer.parameters())
+      if (p.grad().defined()) state_.push_back(p.grad());
+    for (const auto& [name, t] : optimizer.state()) state_.push_back(t);
+    for (const Tensor& t : state_) saved_.push_back(t.clone());
+  }
+  ~DeviceValuesKept() {
+    for (size_t i = 0; i < state_.size(); ++i) Tensor(state_[i]).copy_(saved_[i]);
+  }
+  DeviceValuesKept(const DeviceValuesKept&) = delete;
+  DeviceValuesKept& operator=(const DeviceValuesKept&) = delete;
+
+ private:
+  std::vector<Tensor> state_, saved_;
+};
+}  // namespace
+
 TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
   struct RunThenFail final : train::StepGraph {
     int* captures;
@@ -287,14 +311,10 @@ TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
         step = std::move(s);
         return;
       }
-      std::vector<Tensor> state, saved;
-      for (const auto& [name, p] : task.model().named_parameters()) state.push_back(p);
-      for (const auto& [name, p] : optimizer.parameters())
-        if (p.grad().defined()) state.push_back(p.grad());
-      for (const auto& [name, t] : optimizer.state()) state.push_back(t);
-      for (const Tensor& t : state) saved.push_back(t.clone());
-      s();  // the host code runs; its device work would not have
-      for (size_t i = 0; i < state.size(); ++i) Tensor(state[i]).copy_(saved[i]);
+      {
+        const DeviceValuesKept kept(task, optimizer);
+        s();  // the host code runs; its device work would not have
+      }
       SRU_FAIL("CUDA graph capture on cuda:0 failed at cudaStreamEndCapture (emulated for the test)");
     }
     bool captured() const override { return static_cast<bool>(step); }
@@ -310,6 +330,51 @@ TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
   EXPECT_EQ(captures, 2);
   EXPECT_EQ(failed.replayed, 0);  // the update's key failed: no accumulated step replays whole
   expect_same_training(eager, failed);
+}
+
+// A batch of an accumulated step whose backward misses a parameter is not captured: the replayed step
+// starts from zeroed gradients, so a parameter no batch reaches would get a zero gradient (which the
+// update decays) where the eager step gives it none. Emulated at the translation's first capture (the
+// first batch of its first replayed step) by taking the encoder's first parameter out of autograd while
+// the capture's host code runs, as a GPU capture runs it: the capture is refused (its key stays eager,
+// the step runs as an eager one) and the steps of other shapes replay; training is the eager one's.
+TEST(CapturedStep, AnAccumulatedBatchThatMissesAParameterIsNotCaptured) {
+  struct FirstCaptureMissesAParameter final : train::StepGraph {
+    int* captures;
+    tasks::Task& task;
+    optim::Optimizer& optimizer;
+    std::function<void()> step;
+    FirstCaptureMissesAParameter(int* n, tasks::Task& t, optim::Optimizer& o) : captures(n), task(t), optimizer(o) {}
+    void capture(std::function<void()> s) override {
+      if (++*captures == 1) {
+        const DeviceValuesKept kept(task, optimizer);
+        Tensor missed = task.model().named_parameters().front().second;
+        missed.set_requires_grad(false);
+        try {
+          s();
+        } catch (...) {
+          missed.set_requires_grad(true);
+          throw;
+        }
+        missed.set_requires_grad(true);
+      }
+      step = std::move(s);
+    }
+    bool captured() const override { return static_cast<bool>(step); }
+    void replay() override { step(); }
+  };
+  config::Config c = step_graph_translate_config();
+  c.train.accumulate = 3;
+  int captures = 0;
+  const auto first_misses = [&captures](tasks::Task& t, optim::Optimizer& o) {
+    return std::make_unique<FirstCaptureMissesAParameter>(&captures, t, o);
+  };
+  const StepGraphTraining eager = train_step_graph(c, false, -1, 3), mixed = train_step_graph(c, true, -1, 3, first_misses);
+  ASSERT_EQ(mixed.failed_keys.size(), 1u);
+  EXPECT_EQ(mixed.failed_keys.begin()->rfind("a batch of an accumulated step of shape ", 0), 0u) << *mixed.failed_keys.begin();
+  EXPECT_GT(mixed.replayed, 0);
+  EXPECT_LT(mixed.replayed, 18);
+  expect_same_training(eager, mixed);
 }
 
 // SQuAD with data.pad_to_multiple: the Document Reader's steps replay the graph of their shape (paragraph
