@@ -159,8 +159,8 @@ struct StepGraphTraining {
 };
 
 // `epochs` epochs of c (on c.train.device); host_twin: the captured steps replayed through the CPU twin
-// (or through the graphs make_graph(task, optimizer) returns, when given). poison_step >= 0 (CPU only): that step runs
-// with a NaN in the output bias, restored after it. before_optimizer(task), when given, runs before the
+// (or through the graphs make_graph(task, optimizer) returns, when given). poison_step >= 0: that step runs
+// with a NaN in the output bias, restored after it (on a GPU by copies queued before and after its call). before_optimizer(task), when given, runs before the
 // optimiser lays the parameters out in flat buffers. launch_ahead: the steps go through
 // TrainingStep::run_ahead, each but an epoch's last may stay launched (as srutrain's loop has them);
 // a run stopped by a non-finite step (on_nonfinite stop) ends there.
@@ -196,10 +196,11 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
     task->start_epoch(epoch, 0);
     for (int64_t i = 0; i < per_epoch && !stopped; ++i) {
       const int64_t global = epoch * per_epoch + i;
-      float saved = 0;
+      Tensor poisoned_element, saved;
       if (global == poison_step) {
-        saved = poisoned.data<float>()[0];
-        poisoned.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+        poisoned_element = poisoned.narrow0(0, 1);
+        saved = poisoned_element.clone();
+        poisoned_element.copy_(Tensor::full({1}, std::numeric_limits<double>::quiet_NaN(), poisoned.dtype(), Device::cpu()));
       }
       const uint64_t before = kernel_dispatches(), reads_before = host_wait_counts().value_reads;
       const int64_t first = i * accumulate;
@@ -207,7 +208,7 @@ inline StepGraphTraining train_step_graph(const config::Config& c, bool host_twi
           first, train::batches_of_step(first, batches, accumulate), global + 1, epoch, {}, launch_ahead && i + 1 < per_epoch);
       out.dispatches.push_back(kernel_dispatches() - before);
       out.value_reads.push_back(host_wait_counts().value_reads - reads_before);
-      if (global == poison_step) poisoned.data<float>()[0] = saved;
+      if (global == poison_step) poisoned_element.copy_(saved);
       for (const train::StepOutcome& r : read) {
         const size_t k = static_cast<size_t>(r.step - 1);
         EXPECT_EQ(++outcomes_of[k], 1) << "step " << r.step << " reported twice";

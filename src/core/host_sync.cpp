@@ -129,8 +129,10 @@ ScalarsReadLater::~ScalarsReadLater() {
 void ScalarsReadLater::wait() {
   SRU_CHECK(!waited_, "ScalarsReadLater::wait: the values were read already");
   detail::count_value_read("ScalarsReadLater");
-  const std::vector<double> values = slot_ >= 0 ? cuda::finish_scalar_read(device_, slot_, dtypes_) : cpu_values_;
+  // Marked read first: finish_scalar_read frees the slot before it may throw (an input error in the
+  // device's error log), and the destructor must not then release a slot another read has taken.
   waited_ = true;
+  const std::vector<double> values = slot_ >= 0 ? cuda::finish_scalar_read(device_, slot_, dtypes_) : cpu_values_;
   for (size_t i = 0; i < reads_.size(); ++i) *reads_[i].into = values[i];
 }
 

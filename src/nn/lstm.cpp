@@ -133,6 +133,13 @@ LSTM::DirectionResult LSTM::direction_composed(const Direction& p, const Tensor&
   return {concat(steps, 0), h, c};
 }
 
+std::vector<Tensor> LSTM::own_random_states() const {
+#if defined(SRU_WITH_CUDA)
+  if (cudnn_dropout_) return {cudnn_stack_dropout_states(*cudnn_dropout_)};
+#endif
+  return {};
+}
+
 #if defined(SRU_WITH_CUDA)
 namespace {
 // The seed of cuDNN's dropout states: the generator's seed mixed with its offset when the states are made

@@ -89,6 +89,10 @@ class LSTM : public SequenceEncoder {
 
   LSTMOptions options;
 
+ protected:
+  // cuDNN's dropout states, once a training call on a GPU made them (model.cudnn_dropout).
+  std::vector<Tensor> own_random_states() const override;
+
  private:
   struct Direction {
     Tensor weight_ih, weight_hh, bias_ih, bias_hh;

@@ -97,6 +97,13 @@ void Module::after_update() {
   for (auto& [name, child] : children_) child->after_update();
 }
 
+std::vector<Tensor> Module::random_states() const {
+  std::vector<Tensor> states = own_random_states();
+  for (const auto& [name, child] : children_)
+    for (Tensor& t : child->random_states()) states.push_back(std::move(t));
+  return states;
+}
+
 void Module::to(Device device) {
   SRU_CHECK(!layout_fixed_ || flat_ || device == this->device(), "Module::to(", device.str(), "): '",
             path_.substr(0, path_.empty() ? 0 : path_.size() - 1), "' is part of a model whose parameters lie in flat buffers (nn::Module::flatten_parameters); move the "

@@ -48,6 +48,11 @@ class Module {
   // range): this module's hook, then its children's. train::TrainingStep calls it after each update,
   // so srutrain, srubench train-epoch and the tests all apply it.
   void after_update();
+  // Device buffers of random-number state that a training step advances outside the run's Philox
+  // counters (cuDNN's dropout states, model.cudnn_dropout): this module's, then its children's. A step
+  // launched behind an unread one (train.launch_ahead) and then taken back must leave them as it found
+  // them, so train::TrainingStep saves them before such a launch and puts them back.
+  std::vector<Tensor> random_states() const;
 
  protected:
   // This module's own part of after_update(); nothing by default. A hook must be a projection: run
@@ -55,6 +60,8 @@ class Module {
   // bit. The trainer launching steps ahead (train.launch_ahead) runs the hooks behind each replayed
   // step before it knows whether that step updated (a non-finite one did not).
   virtual void on_after_update() {}
+  // This module's own part of random_states(); none by default.
+  virtual std::vector<Tensor> own_random_states() const { return {}; }
   // Registers t under `name` and returns it. Trainable parameters are marked requires_grad.
   Tensor register_parameter(const std::string& name, Tensor t, bool trainable = true);
   Tensor register_buffer(const std::string& name, Tensor t);

@@ -50,6 +50,8 @@ class CudnnStackDropout;
 std::shared_ptr<CudnnStackDropout> cudnn_stack_dropout(Device device, double p, uint64_t seed);
 // Whether `dropout` draws with probability p on `device` (else a module makes a new one).
 bool cudnn_stack_dropout_serves(const CudnnStackDropout& dropout, Device device, double p);
+// Its random-number states on the device (cuDNN's, advanced by every training call that draws).
+Tensor cudnn_stack_dropout_states(const CudnnStackDropout& dropout);
 
 LstmLayerResult lstm_cudnn_stack(const Tensor& x, const Tensor& h0, const Tensor& c0,
                                  const std::vector<std::vector<LstmDirectionWeights>>& layers,

@@ -333,6 +333,10 @@ std::vector<StepOutcome> TrainingStep::run_ahead(int64_t first, int64_t count, i
     if (ahead && epoch == plan_.epoch && replays_captured(first)) {
       // The handles the read step's end leaves (its replay ran no host code; the twin's runs backward).
       optimizer_.zero_grad();
+      // Random states outside the Philox counters, as the step before leaves them (a copy queued behind
+      // it), for take_back.
+      random_states_before_.clear();
+      for (const Tensor& state : task_.model().random_states()) random_states_before_.emplace_back(state, state.clone());
       behind = launch_replayed(first, step, epoch, /*gate_from_device=*/true);
     }
     const std::unique_ptr<Launched> previous = std::move(launched_);
@@ -368,6 +372,7 @@ bool TrainingStep::replays_captured(int64_t index) {
 void TrainingStep::take_back(const Launched& launched) {
   Generator& gen = task_.staged_steps()->step_generator();
   gen.set_state(gen.seed(), launched.offset_before);
+  for (auto& [state, before] : random_states_before_) state.copy_(before);  // queued behind the step's replay
   optimizer_.forget_step();
   --replays_;
 }

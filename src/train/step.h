@@ -171,7 +171,8 @@ class TrainingStep {
   StepOutcome read(Launched& launched);
   // Whether step `index` replays a graph captured already (it can be launched behind an unread step).
   bool replays_captured(int64_t index);
-  // Undoes the host's counts of a launched step whose update held itself (behind a non-finite step).
+  // Undoes the host's counts of a launched step whose update held itself (behind a non-finite step), and
+  // puts back the model's random states it advanced (random_states_before_).
   void take_back(const Launched& launched);
   // A step just launched: its votes asked, then read at once (when it may not stay launched, or its votes
   // stop the run), or left launched (launched_; nothing returned).
@@ -227,6 +228,9 @@ class TrainingStep {
   bool launch_ahead_ = false;  // train.launch_ahead allows it (the one-batch graphs carry the update's gate)
   std::string why_not_ahead_;  // why train.launch_ahead cannot ("" when it can)
   std::unique_ptr<Launched> launched_;  // run_ahead's step launched and not read yet
+  // The model's random states (nn::Module::random_states: cuDNN's dropout states) and their copies,
+  // made before a step is launched behind an unread one; take_back puts them back.
+  std::vector<std::pair<Tensor, Tensor>> random_states_before_;
   int64_t left_launched_ = 0;
   size_t max_graphs_ = 64;   // train.cuda_graphs_max
   int64_t accumulate_ = 1;   // train.accumulate: how the trainer groups an epoch's batches into steps

@@ -90,6 +90,34 @@ TEST(Layers, ModuleModesPropagateToChildren) {
   EXPECT_EQ(net.num_parameters(), 8 + 2 + 8);
 }
 
+// Random states outside the Philox counters (cuDNN's dropout states on a GPU; none on the CPU) are
+// gathered as after_update is: the module's own, then its children's, so that a training step can save
+// and restore them all (train.launch_ahead's take-back).
+TEST(Layers, RandomStatesAreGatheredFromEveryModuleOfTheTree) {
+  struct Drawing : Module {
+    Tensor state = Tensor::zeros({3});
+    std::vector<Tensor> own_random_states() const override { return {state}; }
+  };
+  struct Net : Drawing {
+    std::shared_ptr<Linear> lin = register_module("lin", std::make_shared<Linear>(4, 2));
+    std::shared_ptr<Drawing> inner = register_module("inner", std::make_shared<Drawing>());
+  } net;
+  const std::vector<Tensor> states = net.random_states();
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_EQ(states[0].impl(), net.state.impl());
+  EXPECT_EQ(states[1].impl(), net.inner->state.impl());
+  EXPECT_TRUE(net.lin->random_states().empty());
+  LSTMOptions o;
+  o.input_size = 4;
+  o.hidden_size = 3;
+  o.num_layers = 2;
+  o.dropout = 0.5;
+  o.cudnn_dropout = true;
+  LSTM lstm(o);
+  lstm.forward(Tensor::randn({5, 2, 4}));
+  EXPECT_TRUE(lstm.random_states().empty());  // on the CPU its dropout draws from the Philox counters
+}
+
 TEST(Layers, TiedWeightIsCollectedOnceUnderItsFirstName) {
   // An output layer sharing the embedding's matrix (weight tying): one tensor under two names.
   struct Tied : Module {

@@ -454,6 +454,8 @@ int queue_scalar_read(int device, const std::vector<Tensor>& scalars) {
     SRU_CHECK(t.device() == Device::cuda(device) && t.numel() == 1, "queue_scalar_read: ", t.str(),
               " is not one element on cuda:", device);
   const cudaStream_t stream = context(device).stream;
+  // Captured, the event would mark a point in the graph, not in the stream: the read would not wait for it.
+  refuse_while_capturing(stream, device, "a read of scalars queued for later (ScalarsReadLater)");
   std::lock_guard<std::mutex> lock(s.mutex);
   size_t slot = 0;
   while (slot < s.later_reads.size() && !slot_free(s.later_reads[slot])) ++slot;

@@ -215,6 +215,7 @@ class CudnnStackDropout {
   CudnnStackDropout& operator=(const CudnnStackDropout&) = delete;
   Device device() const { return device_; }
   double p() const { return p_; }
+  const Tensor& states() const { return states_; }
   cudnnDropoutDescriptor_t descriptor() const { return desc_; }
   std::map<cuda::RnnCallKey, std::shared_ptr<const cuda::RnnCall>>& calls() { return calls_; }
 
@@ -233,6 +234,8 @@ std::shared_ptr<CudnnStackDropout> cudnn_stack_dropout(Device device, double p, 
 bool cudnn_stack_dropout_serves(const CudnnStackDropout& dropout, Device device, double p) {
   return dropout.device() == device && dropout.p() == p;
 }
+
+Tensor cudnn_stack_dropout_states(const CudnnStackDropout& dropout) { return dropout.states(); }
 
 }  // namespace sru
 
