@@ -97,8 +97,11 @@ struct ColumnOutputs {
   }
 };
 
+// Launch bounds: its blocks are 1,024 threads, which launch only at <= 64 registers a thread (32 today);
+// the bound makes ptxas hold to that rather than a launch failing on a card.
 template <typename T>
-__global__ void finish_column_sum_kernel(const double* partial, long long chunks, long long cols, double scale,
+__global__ void __launch_bounds__(kFinishColumns * kFinishLanes)
+    finish_column_sum_kernel(const double* partial, long long chunks, long long cols, double scale,
                                          ColumnOutputs<T> out) {
   __shared__ double lane_sums[kFinishLanes][kFinishColumns];
   for (long long tile = blockIdx.x; tile * kFinishColumns < cols; tile += gridDim.x) {
