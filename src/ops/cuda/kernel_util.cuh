@@ -102,7 +102,7 @@ struct ColumnOutputs {
 template <typename T>
 __global__ void __launch_bounds__(kFinishColumns * kFinishLanes)
     finish_column_sum_kernel(const double* partial, long long chunks, long long cols, double scale,
-                                         ColumnOutputs<T> out) {
+                             ColumnOutputs<T> out) {
   __shared__ double lane_sums[kFinishLanes][kFinishColumns];
   for (long long tile = blockIdx.x; tile * kFinishColumns < cols; tile += gridDim.x) {
     const long long j = tile * kFinishColumns + threadIdx.x;
