@@ -76,6 +76,10 @@ TEST(Config, ListKeysReadSequencesOverridesAndPrintBack) {
   EXPECT_NE(error_of([] { parse(kMinimal + "train:\n  weight_decay_exclude: [[a]]\n"); })
                 .find("train.weight_decay_exclude: every item must be a string, got a list"),
             std::string::npos);
+  // A block sequence's bad item is named by its own line.
+  EXPECT_NE(error_of([] { parse(kMinimal + "train:\n  weight_decay_exclude:\n    - bias\n    - {a: 1}\n"); })
+                .find("exp.yaml:6: train.weight_decay_exclude: every item must be a string, got a mapping"),
+            std::string::npos);
 }
 
 // Integer lists (data.length_buckets): YAML sequences or one number, --set KEY=[a, b] or a,b, printed

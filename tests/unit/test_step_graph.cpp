@@ -269,12 +269,6 @@ TEST(CapturedStep, AFailedCaptureInsideAnAccumulatedStepFinishesItEagerly) {
   }
 }
 
-// A CUDA graph's capture runs the captured host code (queueing kernels that do not execute) before it
-// can fail, e.g. at cudaStreamEndCapture. Emulated on the CPU for the char-LM's second capture, the
-// update of its first replayed accumulated step (after its batches' one graph): the body runs, then the parameters, the optimiser's
-// state and the gradients get their values back (no device effect) and the capture throws. The update
-// then runs eagerly on the gradients the step's batches summed (the capture's host code must leave the
-// .grad handles as it found them), and training stays the eager one's to the bit.
 namespace {
 // The values a GPU capture leaves unchanged (it queues kernels without running them): the parameters,
 // their gradients and the optimiser's state, saved before a capture's host code runs on the CPU and put
@@ -299,6 +293,12 @@ class DeviceValuesKept {
 };
 }  // namespace
 
+// A CUDA graph's capture runs the captured host code (queueing kernels that do not execute) before it
+// can fail, e.g. at cudaStreamEndCapture. Emulated on the CPU for the char-LM's second capture, the
+// update of its first replayed accumulated step (after its batches' one graph): the body runs, then the parameters, the optimiser's
+// state and the gradients get their values back (no device effect) and the capture throws. The update
+// then runs eagerly on the gradients the step's batches summed (the capture's host code must leave the
+// .grad handles as it found them), and training stays the eager one's to the bit.
 TEST(CapturedStep, AnUpdateCaptureFailingAfterItsHostCodeLeavesTheGradients) {
   struct RunThenFail final : train::StepGraph {
     int* captures;

@@ -228,13 +228,13 @@ StagingChunk* free_staging_chunk(DeviceState& s, size_t n) {
 
 // Refuses `what` while the device's stream is being captured into a CUDA graph (core/cuda/graph.h): a
 // staging copy or an error slot captured into a graph would be replayed against host state that has
-// moved on (the reused pinned chunk, the error log).
-void refuse_while_capturing(cudaStream_t stream, int device, const char* what) {
+// moved on (the reused pinned chunk, the error log). `advice` ends the message.
+void refuse_while_capturing(cudaStream_t stream, int device, const char* what,
+                            const char* advice = "copy inputs into static device tensors before the capture") {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  SRU_CHECK(status == cudaStreamCaptureStatusNone, what, " on cuda:", device,
-            " while a CUDA graph is being captured: copy inputs into static device tensors before the capture "
-            "(core/cuda/graph.h)");
+  SRU_CHECK(status == cudaStreamCaptureStatusNone, what, " on cuda:", device, " while a CUDA graph is being captured: ",
+            advice, " (core/cuda/graph.h)");
 }
 
 // Host -> device: through a pinned chunk, returning at once; or directly with a counted wait.
@@ -455,7 +455,8 @@ int queue_scalar_read(int device, const std::vector<Tensor>& scalars) {
               " is not one element on cuda:", device);
   const cudaStream_t stream = context(device).stream;
   // Captured, the event would mark a point in the graph, not in the stream: the read would not wait for it.
-  refuse_while_capturing(stream, device, "a read of scalars queued for later (ScalarsReadLater)");
+  refuse_while_capturing(stream, device, "a read of scalars queued for later (ScalarsReadLater)",
+                         "queue the read after the capture ends, behind the graph's launch");
   std::lock_guard<std::mutex> lock(s.mutex);
   size_t slot = 0;
   while (slot < s.later_reads.size() && !slot_free(s.later_reads[slot])) ++slot;
