@@ -173,11 +173,17 @@ std::vector<OpEntry> build() {
     const auto causal = [](const Inputs& x) {
       return fused_attention(x[0], x[1], x[2], 2, AttentionPattern{true, 1, 2}, Tensor(), 0.5);
     };
+    // Both masks at once, as a padded decoder's self-attention: batch row 1's last key hidden as well.
+    const auto causal_padded = [](const Inputs& x, const Inputs& fx) {
+      return fused_attention(x[0], x[1], x[2], 2, AttentionPattern{true, 0, -1}, fx[0], 0.5);
+    };
     t.push_back(OpEntry{"fused_attention", {"fused_attention_forward", "fused_attention_backward"}, kFloatBf16, true, 1e-4,
                         {one_fixed("q (3, 2, 2 x 4), k (5, 2, 2 x 4), v (5, 2, 2 x 3), key padding",
                                    {in({3, 2, 8}), in({5, 2, 8}), in({5, 2, 6})}, key_padding, padded),
                          one("q (4, 2, 2 x 4), k, v (5, 2, 2 x 4), causal, memory 1, window 2",
                              {in({4, 2, 8}), in({5, 2, 8}), in({5, 2, 8})}, causal),
+                         one_fixed("q, k, v (5, 2, 2 x 4), causal and key padding",
+                                   {in({5, 2, 8}), in({5, 2, 8}), in({5, 2, 8})}, key_padding, causal_padded),
                          one("one query (1, 2, 2 x 4), k, v (5, 2, 2 x 4)", {in({1, 2, 8}), in({5, 2, 8}), in({5, 2, 8})},
                              [](const Inputs& x) {
                                return fused_attention(x[0], x[1], x[2], 2, AttentionPattern{}, Tensor(), 0.5);
